@@ -1,0 +1,5 @@
+"""``python -m kvcalc``."""
+
+from kvcalc.cli import main
+
+main()

@@ -1,0 +1,311 @@
+"""The ``kvcalc`` command line: parse flags, call the core, hand the result to ``render``.
+
+Errors become one red line on stderr and a non-zero exit; ``KVCALC_DEBUG=1`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from . import __version__
+from .errors import KvcalcError, UsageError
+from .units import Units, parse_count
+
+app = typer.Typer(
+    name="kvcalc",
+    help="How much memory the KV cache of a transformer LLM takes, why, and whether it fits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+presets_app = typer.Typer(
+    help="List the bundled model presets, or show one.",
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(presets_app, name="presets")
+
+TOKENS_HELP = (
+    "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
+    "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kvcalc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """How much memory the KV cache of a transformer LLM takes, why, and whether it fits."""
+
+
+def _stdout_console() -> Any:
+    from rich.console import Console
+
+    # Off a terminal rich would wrap at 80 columns; tables are wider than that.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def _units(value: str) -> Units:
+    if value not in ("binary", "decimal", "both"):
+        raise UsageError(f"--units must be binary, decimal or both, got {value!r}")
+    return value  # type: ignore[return-value]  # narrowed by the check above
+
+
+def _optional_count(value: str | None, what: str) -> int | None:
+    return None if value is None else parse_count(value, what=what)
+
+
+@app.command()
+def estimate(
+    model: Annotated[
+        str | None,
+        typer.Argument(
+            help="A bundled preset name (see 'kvcalc presets'), a config.json or a folder "
+            "holding one, or a Hugging Face repo id (org/name). Omit it to describe a model "
+            "by hand with --layers/--kv-heads/--head-dim.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens: Annotated[str | None, typer.Option("--tokens", "-t", help=TOKENS_HELP)] = None,
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", help="Sequences resident at once (B).")
+    ] = "1",
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            help="Prompt tokens P; with --output, T = P + O. For encoder-decoder models the "
+            "prompt feeds the encoder and T = O.",
+        ),
+    ] = None,
+    output: Annotated[str | None, typer.Option("--output", help="Generated tokens O.")] = None,
+    encoder_tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--encoder-tokens",
+            help="Encoder length cached by cross-attention (encoder-decoder models only). "
+            "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
+        ),
+    ] = None,
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            help="Element format of the cache: fp32, fp16, bf16 or fp8. Default: the model's "
+            "own dtype (torch_dtype), else fp16.",
+        ),
+    ] = None,
+    units: Annotated[
+        str,
+        typer.Option(
+            "--units",
+            help="binary (KiB, MiB, GiB: powers of 2^10), decimal (kB, MB, GB: powers of 10^3) "
+            "or both. Exact byte counts are always shown.",
+        ),
+    ] = "both",
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Show M = 2 x L x B x T x H_kv x d_h x s with this model's numbers substituted.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).")
+    ] = False,
+    revision: Annotated[
+        str | None,
+        typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id."),
+    ] = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", help="By hand: number of layers (L).")
+    ] = None,
+    heads: Annotated[
+        int | None, typer.Option("--heads", help="By hand: query heads (to check GQA grouping).")
+    ] = None,
+    kv_heads: Annotated[
+        int | None, typer.Option("--kv-heads", help="By hand: KV heads (H_kv); default --heads.")
+    ] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", help="By hand: head dim (d_h).")] = None,
+) -> None:
+    """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
+
+    Sliding-window layers keep at most W tokens (the window: the newest query reads the W most
+    recent positions, itself included, as in Mistral's rolling buffer); transformers' DynamicCache
+    keeps W-1 between steps. Chunked layers keep at most one chunk. Linear-attention and Mamba
+    layers keep a fixed state per sequence. MLA layers keep one latent per token.
+    """
+    from .api import load_model, model_from_geometry
+    from .dtypes import parse_dtype
+    from .estimate import Workload
+    from .estimate import estimate as estimate_spec
+    from .render import estimate_json, estimate_table, explain_lines, summary_lines
+
+    unit_choice = _units(units)
+    by_hand = any(v is not None for v in (layers, heads, kv_heads, head_dim))
+    if model is not None and by_hand:
+        raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
+    if model is None:
+        if not by_hand:
+            raise UsageError("give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim")
+        if layers is None or head_dim is None:
+            raise UsageError("describing a model by hand needs --layers and --head-dim")
+        spec = model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    else:
+        spec = load_model(model, revision=revision)
+
+    prompt_n = _optional_count(prompt, "--prompt")
+    output_n = _optional_count(output, "--output")
+    notes: list[str] = []
+    enc = _optional_count(encoder_tokens, "--encoder-tokens")
+    if tokens is not None and (prompt_n is not None or output_n is not None):
+        raise UsageError("give either --tokens or --prompt/--output, not both")
+    if prompt_n is not None or output_n is not None:
+        p, o = prompt_n or 0, output_n or 0
+        if spec.is_encoder_decoder:
+            enc = enc or prompt_n
+            if not o:
+                raise UsageError("an encoder-decoder model caches generated tokens: give --output")
+            t = o
+        else:
+            t = p + o
+    elif tokens is not None:
+        t = parse_count(tokens, what="--tokens")
+    else:
+        t = 2048
+        notes.append("--tokens not given: 2,048 tokens per sequence assumed")
+    workload = Workload(
+        tokens=t,
+        batch=parse_count(batch, what="--batch"),
+        kv_dtype=parse_dtype(kv_dtype) if kv_dtype else None,
+        encoder_tokens=enc,
+    )
+    if spec.model_type == "custom" and kv_dtype is None:
+        notes.append("--kv-dtype not given: fp16 assumed")
+    result = estimate_spec(spec, workload)
+    all_notes = [*spec.notes, *notes, *result.notes]
+
+    if as_json:
+        data = estimate_json(result)
+        data["notes"] = all_notes
+        print(json.dumps(data, indent=2))
+        return
+    console = _stdout_console()
+    console.print(estimate_table(result, unit_choice))
+    for line in summary_lines(result, unit_choice):
+        console.print(line)
+    if explain:
+        console.print()
+        for line in explain_lines(result, unit_choice):
+            console.print(line)
+    for note in all_notes:
+        console.print(f"note: {note}")
+
+
+def _preset_rows() -> list[dict[str, Any]]:
+    from .configs import read_config
+    from .dtypes import BF16
+    from .estimate import Workload
+    from .estimate import estimate as estimate_spec
+    from .presets import load_presets
+    from .render import preset_row
+
+    rows = []
+    for preset in load_presets().values():
+        spec = read_config(preset.config, name=preset.name)
+        per_token = estimate_spec(spec, Workload(tokens=1, kv_dtype=BF16)).per_token_bytes
+        rows.append(preset_row(preset, spec, per_token))
+    return rows
+
+
+@presets_app.callback()
+def presets(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the bundled presets: name, family, layers, KV heads, head dim, attention kind, and
+    KV bytes per token at bf16."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .render import presets_table
+
+    rows = _preset_rows()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    _stdout_console().print(presets_table(rows))
+
+
+@presets_app.command("show")
+def presets_show(
+    name: Annotated[str, typer.Argument(help="Preset name or alias (case-insensitive).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the preset as JSON.")] = False,
+) -> None:
+    """Show one preset: where it came from, its derived geometry and its config fields."""
+    from .configs import read_config
+    from .presets import get_preset
+
+    preset = get_preset(name)
+    row = next(r for r in _preset_rows() if r["name"] == preset.name)
+    data = {**row, "config": preset.config, "notes": list(read_config(preset.config, name=preset.name).notes)}
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    import yaml
+
+    console = _stdout_console()
+    for key in ("name", "aliases", "family", "hf_repo", "source", "parameters", "layers",
+                "query_heads", "kv_heads", "head_dim", "latent_dim", "attention"):  # fmt: skip
+        value = data[key]
+        if value is None or value == []:
+            continue
+        console.print(f"{key:<20}{', '.join(value) if isinstance(value, list) else value}")
+    console.print(f"{'bytes/token (bf16)':<20}{row['bytes_per_token_bf16']:,}")
+    console.print("config:")
+    console.print(yaml.safe_dump(preset.config, sort_keys=False).rstrip(), markup=False)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"kvcalc: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning every expected failure into one line on stderr."""
+    import click
+
+    debug = os.environ.get("KVCALC_DEBUG") == "1"
+    try:
+        app(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.ClickException as exc:
+        if debug:
+            raise
+        _fail(exc.format_message(), exc.exit_code)
+    except KvcalcError as exc:
+        if debug:
+            raise
+        _fail(str(exc), exc.exit_code)
+    except RecursionError:
+        if debug:
+            raise
+        _fail("input is nested too deeply to read", 1)

@@ -1,0 +1,471 @@
+"""Read a Hugging Face ``config.json`` (as a dict) into a ``ModelSpec``.
+
+The rules follow what transformers' config classes derive (``layer_types`` defaults per family,
+``text_config`` nesting, key aliases such as ``n_layer``), re-implemented here so the estimator
+runs with no transformers installed. Every default applied is recorded as a note; a missing or
+absurd field stops with a ``ConfigError`` that names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dtypes import DType, lookup_dtype
+from .errors import ConfigError
+from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
+
+# Anything larger is not a real model; it is a corrupted or mistyped config.
+_MAX_DIMENSION = 2**24
+
+# Keys that hold the language model inside multimodal / wrapper configs, in lookup order.
+_NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
+
+# transformers' attribute_map aliases: the first key present wins.
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+_KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "n_head_kv")
+
+# Config-class defaults for fields that nested or trimmed configs often omit. Only families whose
+# defaults matter in practice are listed; anything else missing a field is an error.
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    # LlamaConfig(): Llava's sparse text_config relies on these.
+    "llama": {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096},
+    # MistralConfig(): sliding_window=4096 unless the file says otherwise (null disables it).
+    "mistral": {
+        "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+        "num_key_value_heads": 8, "sliding_window": 4096,
+    },
+    # GPTBigCodeConfig(): multi_query=True.
+    "gpt_bigcode": {"multi_query": True},
+    # Gemma3TextConfig(): five local layers then one global.
+    "gemma3_text": {"sliding_window_pattern": 6},
+    "gemma3": {"sliding_window_pattern": 6},
+    # Cohere2Config(): pattern 4.
+    "cohere2": {"sliding_window_pattern": 4},
+    # Qwen3NextConfig(): one full-attention layer in four.
+    "qwen3_next": {"full_attention_interval": 4},
+    # Llama4TextConfig(): full (NoPE) attention every fourth layer.
+    "llama4_text": {"no_rope_layer_interval": 4},
+}  # fmt: skip
+
+# Families whose layers alternate sliding/full with no key in the file (layer 0 sliding).
+_ALTERNATING_FAMILIES = frozenset({"gemma2", "gpt_oss"})
+
+_ENCODER_DECODER_TYPES = frozenset(
+    {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "whisper", "marian", "pegasus",
+     "m2m_100", "nllb_moe", "blenderbot", "blenderbot-small", "plbart", "fsmt", "led",
+     "prophetnet", "switch_transformers", "bigbird_pegasus"}
+)  # fmt: skip
+
+_MAMBA_TYPES = frozenset({"mamba", "falcon_mamba"})
+
+_LAYER_TYPE_ALIASES = {
+    "full_attention": "full_attention",
+    "attention": "full_attention",
+    "global_attention": "full_attention",
+    "sliding_attention": "sliding_attention",
+    "local_attention": "sliding_attention",
+    "chunked_attention": "chunked_attention",
+    "linear_attention": "linear_attention",
+    "mamba": "mamba",
+}
+
+
+@dataclass
+class _Reader:
+    """Typed access to one config mapping, remembering the defaults it applied."""
+
+    raw: Mapping[str, Any]
+    where: str
+    model_type: str
+    notes: list[str] = field(default_factory=list)
+
+    def has(self, key: str) -> bool:
+        return self.raw.get(key) is not None
+
+    def first_key(self, keys: Sequence[str]) -> str | None:
+        return next((k for k in keys if self.has(k)), None)
+
+    def _field(self, key: str) -> str:
+        return f"{self.where}{key}"
+
+    def positive_int(self, keys: Sequence[str] | str, *, default: int | None = None) -> int:
+        """The first present key of ``keys`` as a positive integer, else the family default."""
+        names = (keys,) if isinstance(keys, str) else tuple(keys)
+        key = self.first_key(names)
+        if key is None:
+            family = _FAMILY_DEFAULTS.get(self.model_type, {})
+            fallback = next((family[k] for k in names if k in family), default)
+            if fallback is None:
+                raise ConfigError(
+                    f"config field '{self._field(names[0])}' is missing and model type "
+                    f"{self.model_type!r} has no default for it"
+                )
+            self.notes.append(
+                f"'{self._field(names[0])}' not in config; used the {self.model_type} default {fallback}"
+            )
+            return int(fallback)
+        return self.check_positive(key, self.raw[key])
+
+    def optional_positive_int(self, key: str) -> int | None:
+        if not self.has(key):
+            return None
+        return self.check_positive(key, self.raw[key])
+
+    def check_positive(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config field '{self._field(key)}' must be an integer, got {value!r}")
+        if value <= 0:
+            raise ConfigError(f"config field '{self._field(key)}' must be positive, got {value}")
+        if value > _MAX_DIMENSION:
+            raise ConfigError(f"config field '{self._field(key)}' is implausibly large: {value}")
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self.raw.get(key, _FAMILY_DEFAULTS.get(self.model_type, {}).get(key, False))
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ConfigError(f"config field '{self._field(key)}' must be true or false, got {value!r}")
+        return value
+
+    def int_list(self, key: str) -> list[int]:
+        value = self.raw.get(key)
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise ConfigError(f"config field '{self._field(key)}' must be a list of integers")
+        return value
+
+
+def read_config(raw: Any, *, name: str) -> ModelSpec:
+    """Turn a parsed ``config.json`` into a model spec; ``name`` labels it in output and errors."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{name}: a model config must be a JSON object, got {type(raw).__name__}")
+    top_type = _model_type(raw)
+    text, where = _text_config(raw)
+    if text is raw:
+        model_type = top_type
+    else:
+        model_type = _model_type(text) or _nested_default_type(top_type)
+    if not model_type:
+        raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
+    reader = _Reader(text, where, model_type)
+    if text is not raw and not _model_type(text):
+        reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
+    dtype = _model_dtype(text, raw)
+
+    if model_type in _ENCODER_DECODER_TYPES or raw.get("is_encoder_decoder") is True:
+        caches, layers, heads, encoder_tokens = _encoder_decoder(reader)
+    else:
+        caches, layers, heads = _decoder_only(reader)
+        encoder_tokens = None
+
+    return ModelSpec(
+        name=name,
+        caches=tuple(caches),
+        layers=layers,
+        query_heads=heads,
+        model_type=model_type,
+        dtype=dtype,
+        notes=tuple(reader.notes),
+        encoder_tokens=encoder_tokens,
+    )
+
+
+def _model_type(config: Mapping[str, Any]) -> str:
+    value = config.get("model_type")
+    return value if isinstance(value, str) else ""
+
+
+def _nested_default_type(top_type: str) -> str:
+    # LlavaConfig and most vision-language wrappers default their text model to Llama.
+    return "llama" if top_type else ""
+
+
+def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """The mapping that describes the language model, like ``get_text_config(decoder=True)``."""
+    for key in _NESTED_TEXT_KEYS:
+        nested = raw.get(key)
+        if isinstance(nested, Mapping):
+            return nested, f"{key}."
+        if nested is not None:
+            raise ConfigError(f"config field '{key}' must be an object, got {type(nested).__name__}")
+    thinker = raw.get("thinker_config")
+    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
+        return thinker["text_config"], "thinker_config.text_config."
+    return raw, ""
+
+
+def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any]) -> DType | None:
+    for config in (text, raw):
+        for key in ("torch_dtype", "dtype"):
+            value = config.get(key)
+            if isinstance(value, str) and (found := lookup_dtype(value)) is not None:
+                return found
+    return None
+
+
+def _heads_and_head_dim(r: _Reader) -> tuple[int, int]:
+    heads = r.positive_int(_HEAD_KEYS)
+    explicit = r.first_key(("head_dim", "d_kv", "kv_channels", "attention_head_size"))
+    if explicit is not None:
+        return heads, r.check_positive(explicit, r.raw[explicit])
+    hidden_key = r.first_key(_HIDDEN_KEYS) or _HIDDEN_KEYS[0]
+    hidden = r.positive_int(_HIDDEN_KEYS)
+    if hidden % heads:
+        raise ConfigError(
+            f"config field '{r.where}{hidden_key}' ({hidden}) is not divisible by the "
+            f"{heads} attention heads and no 'head_dim' is given"
+        )
+    return heads, hidden // heads
+
+
+def _kv_heads(r: _Reader, heads: int) -> int:
+    """KV heads, following MQA flags (Falcon, GPT-BigCode, ChatGLM) before GQA counts."""
+    if r.flag("new_decoder_architecture"):  # Falcon-40B/180B: grouped heads in num_kv_heads
+        kv = r.positive_int(("num_kv_heads",), default=heads)
+    elif r.flag("multi_query_attention"):  # ChatGLM
+        kv = r.positive_int(("multi_query_group_num",))
+    elif r.flag("multi_query"):  # Falcon-7B, GPT-BigCode (SantaCoder, StarCoder)
+        if "multi_query" not in r.raw:
+            r.notes.append(f"'{r.where}multi_query' not in config; {r.model_type} defaults to MQA")
+        kv = 1
+    elif (key := r.first_key(_KV_HEAD_KEYS)) is not None:
+        kv = r.check_positive(key, r.raw[key])
+    elif "num_key_value_heads" in _FAMILY_DEFAULTS.get(r.model_type, {}):
+        kv = r.positive_int(("num_key_value_heads",))
+    else:
+        r.notes.append(
+            f"no '{r.where}num_key_value_heads' in config: multi-head attention assumed "
+            f"({heads} KV heads, one per query head)"
+        )
+        kv = heads
+    if kv > heads or heads % kv:
+        raise ConfigError(
+            f"config field '{r.where}num_key_value_heads' ({kv}) must divide the "
+            f"{heads} query heads"
+        )
+    return kv
+
+
+def _layer_kinds(r: _Reader, layers: int) -> list[str]:
+    """One normalised kind per layer: explicit ``layer_types`` or the family's own derivation."""
+    if "layer_types" in r.raw and r.raw["layer_types"] is not None:
+        listed = r.raw["layer_types"]
+        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
+        if len(listed) != layers:
+            raise ConfigError(
+                f"config field '{r.where}layer_types' lists {len(listed)} layers but the "
+                f"model has {layers}"
+            )
+        unknown = sorted({t for t in listed if t not in _LAYER_TYPE_ALIASES})
+        if unknown:
+            raise ConfigError(
+                f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}"
+            )
+        return [_LAYER_TYPE_ALIASES[t] for t in listed]
+
+    mt = r.model_type
+    if mt in _MAMBA_TYPES:
+        return ["mamba"] * layers
+    if r.has("attn_layer_period"):  # Jamba: attention every `period` layers, at `offset`
+        period = r.positive_int("attn_layer_period")
+        offset = _non_negative(r, "attn_layer_offset")
+        return ["full_attention" if i % period == offset else "mamba" for i in range(layers)]
+    if r.has("full_attention_interval") or mt == "qwen3_next":
+        interval = r.positive_int("full_attention_interval")
+        return [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(layers)
+        ]
+    if mt == "llama4_text" or r.has("attention_chunk_size"):
+        return _llama4_kinds(r, layers)
+    if mt in _ALTERNATING_FAMILIES:
+        r.notes.append(f"no '{r.where}layer_types': {mt} alternates sliding and full layers")
+        return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    if r.has("sliding_window_pattern") or mt in ("gemma3_text", "gemma3", "cohere2"):
+        pattern = r.positive_int("sliding_window_pattern")
+        return [
+            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)
+        ]
+    if "use_sliding_window" in r.raw or "max_window_layers" in r.raw:
+        # Qwen2/Qwen3 family: sliding only when enabled, and only from max_window_layers on.
+        if not r.flag("use_sliding_window") or not r.has("sliding_window"):
+            return ["full_attention"] * layers
+        first = _non_negative(r, "max_window_layers")
+        return ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    if r.has("sliding_window") or (
+        "sliding_window" not in r.raw and "sliding_window" in _FAMILY_DEFAULTS.get(mt, {})
+    ):
+        # Mistral, Phi-3, Starcoder2: a non-null sliding_window applies to every layer.
+        return ["sliding_attention"] * layers
+    return ["full_attention"] * layers
+
+
+def _llama4_kinds(r: _Reader, layers: int) -> list[str]:
+    """Llama 4: chunked attention on RoPE layers, full attention on NoPE layers."""
+    if not r.has("attention_chunk_size"):
+        return ["full_attention"] * layers
+    no_rope = r.raw.get("no_rope_layers")
+    if no_rope:  # transformers treats an empty list like a missing one
+        flags = r.int_list("no_rope_layers")
+        if len(flags) != layers:
+            raise ConfigError(
+                f"config field '{r.where}no_rope_layers' lists {len(flags)} layers but the "
+                f"model has {layers}"
+            )
+    else:
+        interval = r.positive_int("no_rope_layer_interval")
+        flags = [int((i + 1) % interval != 0) for i in range(layers)]
+    # A 1 marks a layer that uses RoPE, and RoPE layers are the chunked ones.
+    return ["chunked_attention" if flag else "full_attention" for flag in flags]
+
+
+def _non_negative(r: _Reader, key: str) -> int:
+    value = r.raw.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"config field '{r.where}{key}' must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
+    layers = r.positive_int(_LAYER_KEYS)
+    kinds = _layer_kinds(r, layers)
+    needs_attention = any(k not in ("mamba", "linear_attention") for k in kinds)
+    heads: int | None = None
+    attention: AttentionCache | LatentCache | None = None
+    if needs_attention:
+        if r.model_type not in _FAMILY_DEFAULTS and r.first_key(_HEAD_KEYS) is None and not r.has(
+            "kv_lora_rank"
+        ):
+            raise ConfigError(
+                f"config of model type {r.model_type!r} has no attention geometry kvcalc can "
+                f"read (no '{r.where}num_attention_heads' or equivalent)"
+            )
+        attention, heads = _attention_entry(r)
+
+    caches: list[LayerCache] = []
+    for kind in kinds:
+        if kind in ("mamba", "linear_attention"):
+            caches.append(_state_entry(r, kind))
+            continue
+        assert attention is not None
+        caches.append(_windowed(r, attention, kind))
+
+    shared = r.raw.get("num_kv_shared_layers")
+    if shared is not None and shared != 0:
+        count = r.check_positive("num_kv_shared_layers", shared)
+        if count >= layers:
+            raise ConfigError(
+                f"config field '{r.where}num_kv_shared_layers' ({count}) must be below the "
+                f"{layers} layers"
+            )
+        # The last `count` layers reuse the K and V of earlier layers of the same type.
+        caches[layers - count :] = [SharedCache()] * count
+    return caches, layers, heads
+
+
+def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
+    """The cache entry of a full-attention layer, and the number of query heads."""
+    if r.has("kv_lora_rank"):  # MLA: DeepSeek-V2/V3, Kimi-K2, MiniCPM3 cache one latent
+        heads = r.positive_int(_HEAD_KEYS)
+        latent = LatentCache(
+            latent_dim=r.positive_int("kv_lora_rank"),
+            rope_dim=r.positive_int("qk_rope_head_dim"),
+        )
+        return latent, heads
+    heads, head_dim = _heads_and_head_dim(r)
+    kv = _kv_heads(r, heads)
+    v_dim = r.optional_positive_int("v_head_dim") or head_dim
+    return AttentionCache(kv_heads=kv, k_head_dim=head_dim, v_head_dim=v_dim), heads
+
+
+def _windowed(r: _Reader, base: AttentionCache | LatentCache, kind: str) -> LayerCache:
+    if kind == "full_attention":
+        return base
+    if isinstance(base, LatentCache):
+        raise ConfigError(f"{kind} layers with MLA (kv_lora_rank) are not supported")
+    if kind == "sliding_attention":
+        key = r.first_key(("sliding_window", "sliding_window_size", "attention_window_size"))
+        if key is None:
+            key = "sliding_window"
+            window = r.positive_int(key)  # family default, noted, or an error naming the field
+        else:
+            window = r.check_positive(key, r.raw[key])
+        return AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window)
+    chunk = r.positive_int("attention_chunk_size")
+    return AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, chunk=chunk)
+
+
+def _state_entry(r: _Reader, kind: str) -> StateCache:
+    if kind == "linear_attention":
+        # Gated DeltaNet (Qwen3-Next): a causal conv over q, k and v, then one
+        # key_dim x value_dim recurrent matrix per value head.
+        k_heads = r.positive_int("linear_num_key_heads")
+        v_heads = r.positive_int("linear_num_value_heads")
+        k_dim = r.positive_int("linear_key_head_dim")
+        v_dim = r.positive_int("linear_value_head_dim")
+        kernel = r.positive_int("linear_conv_kernel_dim")
+        conv_channels = 2 * k_heads * k_dim + v_heads * v_dim
+        return StateCache(
+            family="linear_attention",
+            conv_elements=conv_channels * (kernel - 1),
+            recurrent_elements=v_heads * k_dim * v_dim,
+        )
+    # Mamba (v1) block: conv over d_inner channels, SSM state d_inner x d_state.
+    hidden = r.positive_int(_HIDDEN_KEYS)
+    if r.has("mamba_expand") or r.has("mamba_d_state"):  # Jamba spelling
+        expand = r.positive_int("mamba_expand")
+        d_state = r.positive_int("mamba_d_state")
+        d_conv = r.positive_int("mamba_d_conv")
+    else:  # MambaConfig / FalconMambaConfig spelling
+        expand = r.positive_int("expand")
+        d_state = r.positive_int("state_size")
+        d_conv = r.positive_int("conv_kernel")
+    d_inner = r.optional_positive_int("intermediate_size") if r.model_type in _MAMBA_TYPES else None
+    d_inner = d_inner or expand * hidden
+    return StateCache(
+        family="mamba",
+        conv_elements=d_inner * (d_conv - 1),
+        recurrent_elements=d_inner * d_state,
+    )
+
+
+def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None]:
+    """Decoder self-attention per generated token plus cross-attention over the encoder output."""
+    layer_key = r.first_key(("decoder_layers", "num_decoder_layers"))
+    if layer_key is not None:
+        layers = r.check_positive(layer_key, r.raw[layer_key])
+    else:
+        layers = r.positive_int(_LAYER_KEYS)
+        if r.has("num_layers"):
+            r.notes.append(
+                f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder"
+            )
+    head_key = r.first_key(("decoder_attention_heads",) + _HEAD_KEYS)
+    if head_key is None:
+        raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
+    heads = r.check_positive(head_key, r.raw[head_key])
+    if r.has("d_kv"):
+        head_dim = r.check_positive("d_kv", r.raw["d_kv"])
+    else:
+        hidden = r.positive_int(_HIDDEN_KEYS)
+        if hidden % heads:
+            raise ConfigError(
+                f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads"
+            )
+        head_dim = hidden // heads
+    kv_key = r.first_key(("decoder_key_value_heads",) + _KV_HEAD_KEYS)
+    kv = r.check_positive(kv_key, r.raw[kv_key]) if kv_key else heads
+    if heads % kv:
+        raise ConfigError(f"config field '{r.where}{kv_key}' ({kv}) must divide {heads} heads")
+    self_attn = AttentionCache(kv, head_dim, head_dim)
+    cross_attn = AttentionCache(kv, head_dim, head_dim, tokens="encoder")
+    caches: list[LayerCache] = [self_attn] * layers + [cross_attn] * layers
+    encoder_tokens = r.optional_positive_int("max_source_positions")  # Whisper: 1500 frames
+    return caches, layers, heads, encoder_tokens

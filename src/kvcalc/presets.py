@@ -1,0 +1,141 @@
+"""Bundled model presets: YAML files validated against a typed schema when loaded.
+
+The ``model_presets`` folder ships inside the wheel as ``kvcalc/model_presets``; in a source
+checkout it is the repository's top-level ``model_presets/``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from .errors import PresetError, SourceError
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._\-]*$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One bundled model: its names, where its config came from, and the config itself."""
+
+    name: str
+    aliases: tuple[str, ...]
+    family: str
+    hf_repo: str
+    source: str
+    config: dict[str, Any]
+    parameters: int | None = None
+
+
+_FIELDS: dict[str, tuple[type, bool]] = {
+    "name": (str, True),
+    "aliases": (list, False),
+    "family": (str, True),
+    "hf_repo": (str, True),
+    "source": (str, True),
+    "config": (dict, True),
+    "parameters": (int, False),
+}
+
+
+def presets_dir() -> Traversable:
+    """The folder holding the preset files, in an installed wheel or a source checkout."""
+    bundled = resources.files("kvcalc").joinpath("model_presets")
+    if bundled.is_dir():
+        return bundled
+    checkout = Path(__file__).resolve().parents[2] / "model_presets"
+    if checkout.is_dir():
+        return checkout
+    raise PresetError("the bundled model_presets folder is missing from this installation")
+
+
+def parse_preset(data: Any, *, filename: str) -> Preset:
+    """Validate one preset document against the schema; errors name the file and the field."""
+    if not isinstance(data, dict):
+        raise PresetError(f"preset {filename}: expected a mapping at the top level")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise PresetError(f"preset {filename}: unknown field {unknown[0]!r}")
+    for key, (kind, required) in _FIELDS.items():
+        if key not in data:
+            if required:
+                raise PresetError(f"preset {filename}: missing field {key!r}")
+            continue
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise PresetError(f"preset {filename}: field {key!r} must be a {kind.__name__}")
+    name = data["name"]
+    if not _NAME_RE.match(name) or f"{name}.yaml" != filename:
+        raise PresetError(f"preset {filename}: name {name!r} must be lower-case and match the file")
+    aliases = data.get("aliases", [])
+    if not all(isinstance(a, str) and _NAME_RE.match(a) for a in aliases):
+        raise PresetError(f"preset {filename}: aliases must be lower-case names")
+    if not _REPO_RE.match(data["hf_repo"]):
+        raise PresetError(f"preset {filename}: hf_repo {data['hf_repo']!r} is not an org/name id")
+    if not isinstance(data["config"].get("model_type"), str):
+        raise PresetError(f"preset {filename}: config needs a model_type")
+    parameters = data.get("parameters")
+    if parameters is not None and parameters <= 0:
+        raise PresetError(f"preset {filename}: parameters must be positive")
+    return Preset(
+        name=name,
+        aliases=tuple(aliases),
+        family=data["family"],
+        hf_repo=data["hf_repo"],
+        source=data["source"],
+        config=data["config"],
+        parameters=parameters,
+    )
+
+
+@cache
+def load_presets() -> dict[str, Preset]:
+    """Every bundled preset by name, validated; a name or alias used twice is an error."""
+    import yaml
+
+    presets: dict[str, Preset] = {}
+    taken: dict[str, str] = {}
+    folder = presets_dir()
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        try:
+            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise PresetError(f"preset {entry.name}: invalid YAML ({exc.__class__.__name__})") from None
+        preset = parse_preset(data, filename=entry.name)
+        for label in (preset.name, *preset.aliases):
+            if label in taken:
+                raise PresetError(f"preset {entry.name}: name {label!r} is also used by {taken[label]}")
+            taken[label] = entry.name
+        presets[preset.name] = preset
+    return presets
+
+
+def _index() -> dict[str, Preset]:
+    presets = load_presets()
+    index = {p.name: p for p in presets.values()}
+    index.update({alias: p for p in presets.values() for alias in p.aliases})
+    return index
+
+
+def find_preset(name: str) -> Preset | None:
+    """The preset a name or alias stands for (case-insensitive), or None."""
+    return _index().get(name.strip().lower())
+
+
+def get_preset(name: str) -> Preset:
+    """The preset a name stands for; an unknown name lists the closest matches."""
+    found = find_preset(name)
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(name.strip().lower(), list(_index()), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; 'kvcalc presets' lists them"
+    raise SourceError(f"unknown preset {name!r}{hint}")

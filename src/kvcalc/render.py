@@ -1,0 +1,275 @@
+"""Every view of an estimate: rich tables, the --explain derivation, and plain JSON dicts.
+
+Nothing here computes bytes; it only formats what ``estimate`` produced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .estimate import Estimate, GroupEstimate
+from .presets import Preset
+from .spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
+from .units import Units, format_binary, format_decimal
+
+
+def attention_kind(spec: ModelSpec) -> str:
+    """A short label: MHA / GQA / MQA / MLA, plus the hybrid and windowed layer kinds present."""
+    base = ""
+    extras: list[str] = []
+    for cache in spec.caches:
+        if isinstance(cache, LatentCache):
+            base = "MLA"
+        elif isinstance(cache, AttentionCache) and not base:
+            heads = spec.query_heads
+            if cache.kv_heads == 1 and heads != 1:
+                base = "MQA"
+            elif heads is None or cache.kv_heads == heads:
+                base = "MHA"
+            else:
+                base = "GQA"
+        label = {
+            "sliding_attention": "sliding",
+            "chunked_attention": "chunked",
+            "linear_attention": "linear",
+            "mamba": "mamba",
+            "kv_shared": "kv-shared",
+            "cross_attention": "enc-dec",
+        }.get(cache.kind)
+        if label and label not in extras:
+            extras.append(label)
+    if not base:  # no attention at all: a pure state-space or linear model
+        return " + ".join(extras)
+    return " + ".join([base, *extras])
+
+
+def _heads_text(cache: Any) -> tuple[str, str]:
+    if isinstance(cache, AttentionCache):
+        dims = (
+            str(cache.k_head_dim)
+            if cache.k_head_dim == cache.v_head_dim
+            else f"{cache.k_head_dim}/{cache.v_head_dim}"
+        )
+        return str(cache.kv_heads), dims
+    if isinstance(cache, LatentCache):
+        return "latent", f"{cache.latent_dim}+{cache.rope_dim}"
+    if isinstance(cache, StateCache):
+        return "state", "-"
+    return "-", "-"
+
+
+def estimate_table(est: Estimate, units: Units) -> Any:
+    """The per-layer-type breakdown as a rich Table."""
+    from rich.table import Table
+
+    w = est.workload
+    title = (
+        f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, "
+        f"{est.kv_dtype.name} ({est.engine})"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("layer type")
+    table.add_column("layers", justify="right")
+    table.add_column("KV heads", justify="right")
+    table.add_column("head dim", justify="right")
+    table.add_column("tokens kept", justify="right")
+    table.add_column("bytes/token/layer", justify="right")
+    with_state = any(g.state_bytes for g in est.groups)
+    if with_state:
+        table.add_column("state/seq/layer", justify="right")
+    table.add_column("bytes", justify="right")
+    for g in est.groups:
+        heads, dims = _heads_text(g.cache)
+        kept = f"{g.tokens_kept:,}" if g.bytes_per_token else "-"
+        cells = [g.kind, str(g.layers), heads, dims, kept]
+        cells.append(f"{g.bytes_per_token:,}" if g.bytes_per_token else "-")
+        if with_state:
+            cells.append(f"{g.state_bytes:,}" if g.state_bytes else "-")
+        cells.append(f"{g.bytes:,}")
+        table.add_row(*cells)
+    return table
+
+
+def summary_lines(est: Estimate, units: Units) -> list[str]:
+    lines = [f"per token      {total_text(est.per_token_bytes, units)}  (all layers, before windows)"]
+    if est.fixed_bytes_per_sequence:
+        lines.append(
+            f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  "
+            "(states and cross-attention: do not grow with tokens)"
+        )
+    lines.append(f"per sequence   {total_text(est.per_sequence_bytes, units)}")
+    lines.append(f"total          {total_text(est.total_bytes, units)}")
+    return lines
+
+
+def total_text(n: int, units: Units) -> str:
+    """``268,435,456 bytes = 256 MiB = 268.44 MB`` with the units asked for."""
+    parts = [f"{n:,} bytes"]
+    if units in ("binary", "both"):
+        parts.append(format_binary(n))
+    if units in ("decimal", "both"):
+        parts.append(format_decimal(n))
+    return " = ".join(dict.fromkeys(parts))
+
+
+def explain_lines(est: Estimate, units: Units) -> list[str]:
+    """The seed formula with this model's numbers substituted, one line per layer group."""
+    w = est.workload
+    s = est.kv_dtype.bytes_per_element
+    lines = [
+        "M = sum over layer groups of 2 x L x B x T x H_kv x d_h x s",
+        f"    L layers, B = {w.batch:,} sequence(s), T = tokens kept per sequence, H_kv KV heads, "
+        f"d_h head dim, s = {s} bytes per {est.kv_dtype.name} element",
+    ]
+    for g in est.groups:
+        lines.append(f"  {g.kind} ({g.layers} layers):")
+        lines.extend(f"    {line}" for line in _group_formula(est, g))
+    if len(est.groups) > 1:
+        terms = " + ".join(f"{g.bytes:,}" for g in est.groups)
+        lines.append(f"  total: {terms} = {total_text(est.total_bytes, units)}")
+    else:
+        lines.append(f"  total: {total_text(est.total_bytes, units)}")
+    return lines
+
+
+def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
+    w = est.workload
+    c = g.cache
+    s = g.dtype.bytes_per_element
+    out: list[str] = []
+    if isinstance(c, AttentionCache):
+        tokens = est.workload.encoder_tokens or est.model.encoder_tokens or w.tokens
+        seen = tokens if c.tokens == "encoder" else w.tokens
+        if c.token_bound is not None:
+            label = "W" if c.window is not None else "chunk"
+            out.append(f"T = min({seen:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
+        elif c.tokens == "encoder":
+            out.append(f"T = {g.tokens_kept:,} encoder tokens (cross-attention)")
+        if c.k_head_dim == c.v_head_dim:
+            expr = f"2 x {g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x {c.k_head_dim} x {s}"
+        else:
+            expr = (
+                f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x "
+                f"({c.k_head_dim} + {c.v_head_dim}) x {s}"
+            )
+    elif isinstance(c, LatentCache):
+        out.append("MLA caches one latent per token: (d_c + d_rope) elements, no factor 2")
+        expr = (
+            f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x ({c.latent_dim} + {c.rope_dim}) x {s}"
+        )
+    elif isinstance(c, StateCache):
+        out.append(
+            f"fixed state per sequence, whatever T: conv {c.conv_elements:,} + recurrent "
+            f"{c.recurrent_elements:,} elements in {g.dtype.name}"
+        )
+        expr = f"{g.layers} x {w.batch:,} x ({c.conv_elements:,} + {c.recurrent_elements:,}) x {s}"
+    else:
+        assert isinstance(c, SharedCache)
+        out.append("reuses K and V cached by earlier layers: stores nothing, 0 bytes")
+        return out
+    out.append(f"{expr} = {g.bytes:,} bytes")
+    return out
+
+
+def estimate_json(est: Estimate) -> dict[str, Any]:
+    """Plain JSON-ready dict; byte counts are integers."""
+    w = est.workload
+    groups = []
+    for g in est.groups:
+        c = g.cache
+        entry: dict[str, Any] = {"kind": g.kind, "layers": g.layers}
+        if isinstance(c, AttentionCache):
+            entry |= {
+                "kv_heads": c.kv_heads,
+                "k_head_dim": c.k_head_dim,
+                "v_head_dim": c.v_head_dim,
+                "window": c.window,
+                "chunk": c.chunk,
+            }
+        elif isinstance(c, LatentCache):
+            entry |= {"latent_dim": c.latent_dim, "rope_dim": c.rope_dim}
+        elif isinstance(c, StateCache):
+            entry |= {
+                "conv_elements": c.conv_elements,
+                "recurrent_elements": c.recurrent_elements,
+            }
+        entry |= {
+            "tokens_kept": g.tokens_kept,
+            "elements_per_token": g.cache.elements_per_token,
+            "bytes_per_token": g.bytes_per_token,
+            "state_bytes": g.state_bytes,
+            "dtype": g.dtype.name,
+            "bytes": g.bytes,
+        }
+        groups.append(entry)
+    return {
+        "model": est.model.name,
+        "model_type": est.model.model_type,
+        "attention": attention_kind(est.model),
+        "engine": est.engine,
+        "batch": w.batch,
+        "tokens": w.tokens,
+        "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens)
+        if est.model.is_encoder_decoder
+        else None,
+        "kv_dtype": est.kv_dtype.name,
+        "bytes_per_element": est.kv_dtype.bytes_per_element,
+        "total_bytes": est.total_bytes,
+        "total_gib": est.total_bytes / 2**30,
+        "total_gb": est.total_bytes / 10**9,
+        "per_token_bytes": est.per_token_bytes,
+        "per_sequence_bytes": est.per_sequence_bytes,
+        "fixed_bytes_per_sequence": est.fixed_bytes_per_sequence,
+        "groups": groups,
+        "notes": [*est.model.notes, *est.notes],
+    }
+
+
+def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str, Any]:
+    """One preset as a JSON-ready summary row."""
+    attention = [c for c in spec.caches if isinstance(c, AttentionCache)]
+    latent = [c for c in spec.caches if isinstance(c, LatentCache)]
+    return {
+        "name": preset.name,
+        "aliases": list(preset.aliases),
+        "family": preset.family,
+        "hf_repo": preset.hf_repo,
+        "layers": spec.layers,
+        "query_heads": spec.query_heads,
+        "kv_heads": attention[0].kv_heads if attention else None,
+        "head_dim": attention[0].k_head_dim if attention else None,
+        "latent_dim": latent[0].latent_dim + latent[0].rope_dim if latent else None,
+        "attention": attention_kind(spec),
+        "bytes_per_token_bf16": bf16_per_token,
+        "parameters": preset.parameters,
+        "source": preset.source,
+    }
+
+
+def presets_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="Bundled presets (bytes/token: every layer's K and V at bf16, before windows)")
+    for name, justify in (
+        ("name", "left"),
+        ("family", "left"),
+        ("layers", "right"),
+        ("KV heads", "right"),
+        ("head dim", "right"),
+        ("attention", "left"),
+        ("bytes/token (bf16)", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]  # rich's Literal
+    for r in rows:
+        heads = r["kv_heads"] if r["kv_heads"] is not None else ("latent" if r["latent_dim"] else "-")
+        dim = r["head_dim"] if r["head_dim"] is not None else (r["latent_dim"] or "-")
+        table.add_row(
+            r["name"],
+            r["family"],
+            str(r["layers"]),
+            str(heads),
+            str(dim),
+            r["attention"],
+            f"{r['bytes_per_token_bf16']:,}",
+        )
+    return table

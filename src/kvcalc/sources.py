@@ -1,0 +1,128 @@
+"""MODEL text -> raw config dict: a preset name, a local config.json (or folder), or a Hub repo id.
+
+Configs are parsed as plain JSON and presets with ``yaml.safe_load``: no code from a model repo
+is ever run. huggingface_hub is imported only when a repo id has to be fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import SourceError
+from .presets import Preset, find_preset, get_preset
+
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95}$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved MODEL: the raw config and where it came from."""
+
+    config: Any
+    label: str
+    kind: Literal["preset", "file", "hub"]
+    preset: Preset | None = None
+
+
+def resolve(model: str, *, revision: str | None = None) -> Source:
+    """Find what MODEL names: an existing path first, then a preset, then a Hub repo id."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return _from_path(path)
+    preset = find_preset(model)
+    if preset is not None:
+        return Source(preset.config, preset.name, "preset", preset)
+    if _looks_like_path(model):
+        raise SourceError(f"no such file or directory: {model}")
+    if _REPO_ID_RE.match(model):
+        return Source(fetch_hub_config(model, revision=revision), model, "hub")
+    get_preset(model)  # raises with the closest preset names
+    raise AssertionError("unreachable")
+
+
+def _looks_like_path(model: str) -> bool:
+    return (
+        model.endswith(".json")
+        or model.startswith(("/", "./", "../", "~"))
+        or model.count("/") > 1
+        or "\\" in model
+    )
+
+
+def _from_path(path: Path) -> Source:
+    if path.is_dir():
+        config_path = path / "config.json"
+        if not config_path.is_file():
+            raise SourceError(f"directory {path} has no config.json")
+        path = config_path
+    return Source(read_json_file(path), str(path), "file")
+
+
+def read_json_file(path: Path) -> Any:
+    """Parse a JSON file, turning every way it can be unreadable into a one-line SourceError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if b"\x00" in data:
+        raise SourceError(f"{path} is a binary file, not a JSON config")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SourceError(f"{path} is not UTF-8 text, not a JSON config") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise SourceError(f"{path} is nested too deeply to be a model config") from None
+
+
+def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
+    """Download (or read from the local cache) a repo's config.json with huggingface_hub.
+
+    huggingface_hub honours ``HF_TOKEN``, ``HF_HOME`` / ``HF_HUB_CACHE`` and ``HF_HUB_OFFLINE``;
+    each way the fetch fails becomes one line that says what to do.
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    at = f" at revision {revision!r}" if revision else ""
+    try:
+        local = hf_hub_download(repo_id, "config.json", revision=revision)
+    except GatedRepoError:
+        raise SourceError(
+            f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN"
+        ) from None
+    except RepositoryNotFoundError:
+        raise SourceError(
+            f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)"
+        ) from None
+    except RevisionNotFoundError:
+        raise SourceError(f"Hub repo {repo_id} has no revision {revision!r}") from None
+    except LocalEntryNotFoundError:
+        raise SourceError(
+            f"Hub repo {repo_id}{at} is not in the local Hugging Face cache and the Hub cannot be "
+            "reached (offline or HF_HUB_OFFLINE=1); fetch it once online or pass a local config.json"
+        ) from None
+    except EntryNotFoundError:
+        raise SourceError(f"Hub repo {repo_id}{at} has no config.json") from None
+    except HFValidationError:
+        raise SourceError(f"{repo_id!r} is not a valid Hugging Face repo id") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}") from None
+    return read_json_file(Path(str(local)))

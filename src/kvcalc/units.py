@@ -1,0 +1,75 @@
+"""Bytes to text and text to counts. Bytes stay integers; rounding happens only here, for display."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from .errors import UsageError
+
+Units = Literal["binary", "decimal", "both"]
+
+BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+DECIMAL_UNITS = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+
+_TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20}
+_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+
+
+def parse_count(text: str, *, what: str) -> int:
+    """Parse a positive token or sequence count: ``2048``, ``32k`` (= 32,768), ``1m`` (= 2**20).
+
+    ``k`` and ``m`` are binary (1024 and 1024**2) because context lengths are quoted that way:
+    "32k context" means 32,768 tokens. Underscores and thousands commas are accepted.
+    """
+    cleaned = text.replace("_", "").replace(",", "")
+    match = _COUNT_RE.match(cleaned)
+    if match is None:
+        raise UsageError(f"{what} must be a positive whole number such as 2048 or 32k, got {text!r}")
+    number, suffix = match.groups()
+    scale = _TOKEN_SUFFIXES[suffix.lower()]
+    if "." in number:
+        whole, frac = number.split(".")
+        numerator = int(whole + frac) * scale
+        denominator = 10 ** len(frac)
+        if numerator % denominator:
+            raise UsageError(f"{what} must be a whole number of tokens, got {text!r}")
+        value = numerator // denominator
+    else:
+        value = int(number) * scale
+    if value <= 0:
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return value
+
+
+def _scaled(n: int, scale: int, unit: str) -> str:
+    if n % scale == 0:
+        return f"{n // scale:,} {unit}"
+    return f"{n / scale:,.2f} {unit}"
+
+
+def _pick(n: int, table: tuple[tuple[str, int], ...], base_unit: str) -> str:
+    for unit, scale in table:
+        if n >= scale:
+            return _scaled(n, scale, unit)
+    return f"{n:,} {base_unit}"
+
+
+def format_binary(n: int) -> str:
+    """``268435456`` -> ``256 MiB`` (2**20 bytes per MiB); exact values print without decimals."""
+    return _pick(n, BINARY_UNITS, "B")
+
+
+def format_decimal(n: int) -> str:
+    """``268435456`` -> ``268.44 MB`` (10**6 bytes per MB)."""
+    return _pick(n, DECIMAL_UNITS, "B")
+
+
+def format_bytes(n: int, units: Units = "both") -> str:
+    """Human text for a byte count, units always labelled; ``both`` shows binary then decimal."""
+    if units == "binary":
+        return format_binary(n)
+    if units == "decimal":
+        return format_decimal(n)
+    binary, decimal = format_binary(n), format_decimal(n)
+    return binary if binary == decimal else f"{binary} ({decimal})"
