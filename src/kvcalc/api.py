@@ -27,7 +27,12 @@ def model_from_geometry(
 ) -> ModelSpec:
     """A plain decoder described by hand: ``layers`` full-attention layers of ``kv_heads`` heads."""
     notes = []
-    for label, value in (("layers", layers), ("heads", heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
+    for label, value in (
+        ("layers", layers),
+        ("heads", heads),
+        ("kv_heads", kv_heads),
+        ("head_dim", head_dim),
+    ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise UsageError(f"{label.replace('_', ' ')} must be a positive integer, got {value!r}")
     if kv_heads is None:

@@ -83,9 +83,7 @@ def estimate(
         ),
     ] = None,
     tokens: Annotated[str | None, typer.Option("--tokens", "-t", help=TOKENS_HELP)] = None,
-    batch: Annotated[
-        str, typer.Option("--batch", "-b", help="Sequences resident at once (B).")
-    ] = "1",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences resident at once (B).")] = "1",
     prompt: Annotated[
         str | None,
         typer.Option(
@@ -133,9 +131,7 @@ def estimate(
         str | None,
         typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id."),
     ] = None,
-    layers: Annotated[
-        int | None, typer.Option("--layers", help="By hand: number of layers (L).")
-    ] = None,
+    layers: Annotated[int | None, typer.Option("--layers", help="By hand: number of layers (L).")] = None,
     heads: Annotated[
         int | None, typer.Option("--heads", help="By hand: query heads (to check GQA grouping).")
     ] = None,
@@ -163,7 +159,9 @@ def estimate(
         raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
     if model is None:
         if not by_hand:
-            raise UsageError("give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim")
+            raise UsageError(
+                "give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim"
+            )
         if layers is None or head_dim is None:
             raise UsageError("describing a model by hand needs --layers and --head-dim")
         spec = model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim)

@@ -147,10 +147,7 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
         raise ConfigError(f"{name}: a model config must be a JSON object, got {type(raw).__name__}")
     top_type = _model_type(raw)
     text, where = _text_config(raw)
-    if text is raw:
-        model_type = top_type
-    else:
-        model_type = _model_type(text) or _nested_default_type(top_type)
+    model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
     reader = _Reader(text, where, model_type)
@@ -158,11 +155,12 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
     dtype = _model_dtype(text, raw)
 
+    encoder_tokens: int | None = None
+    heads: int | None
     if model_type in _ENCODER_DECODER_TYPES or raw.get("is_encoder_decoder") is True:
         caches, layers, heads, encoder_tokens = _encoder_decoder(reader)
     else:
         caches, layers, heads = _decoder_only(reader)
-        encoder_tokens = None
 
     return ModelSpec(
         name=name,
@@ -246,8 +244,7 @@ def _kv_heads(r: _Reader, heads: int) -> int:
         kv = heads
     if kv > heads or heads % kv:
         raise ConfigError(
-            f"config field '{r.where}num_key_value_heads' ({kv}) must divide the "
-            f"{heads} query heads"
+            f"config field '{r.where}num_key_value_heads' ({kv}) must divide the {heads} query heads"
         )
     return kv
 
@@ -260,14 +257,11 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
             raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
         if len(listed) != layers:
             raise ConfigError(
-                f"config field '{r.where}layer_types' lists {len(listed)} layers but the "
-                f"model has {layers}"
+                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
             )
         unknown = sorted({t for t in listed if t not in _LAYER_TYPE_ALIASES})
         if unknown:
-            raise ConfigError(
-                f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}"
-            )
+            raise ConfigError(f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}")
         return [_LAYER_TYPE_ALIASES[t] for t in listed]
 
     mt = r.model_type
@@ -279,10 +273,7 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         return ["full_attention" if i % period == offset else "mamba" for i in range(layers)]
     if r.has("full_attention_interval") or mt == "qwen3_next":
         interval = r.positive_int("full_attention_interval")
-        return [
-            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
-            for i in range(layers)
-        ]
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
     if mt == "llama4_text" or r.has("attention_chunk_size"):
         return _llama4_kinds(r, layers)
     if mt in _ALTERNATING_FAMILIES:
@@ -290,9 +281,7 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
     if r.has("sliding_window_pattern") or mt in ("gemma3_text", "gemma3", "cohere2"):
         pattern = r.positive_int("sliding_window_pattern")
-        return [
-            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)
-        ]
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
     if "use_sliding_window" in r.raw or "max_window_layers" in r.raw:
         # Qwen2/Qwen3 family: sliding only when enabled, and only from max_window_layers on.
         if not r.flag("use_sliding_window") or not r.has("sliding_window"):
@@ -316,8 +305,7 @@ def _llama4_kinds(r: _Reader, layers: int) -> list[str]:
         flags = r.int_list("no_rope_layers")
         if len(flags) != layers:
             raise ConfigError(
-                f"config field '{r.where}no_rope_layers' lists {len(flags)} layers but the "
-                f"model has {layers}"
+                f"config field '{r.where}no_rope_layers' lists {len(flags)} layers but the model has {layers}"
             )
     else:
         interval = r.positive_int("no_rope_layer_interval")
@@ -340,8 +328,10 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     heads: int | None = None
     attention: AttentionCache | LatentCache | None = None
     if needs_attention:
-        if r.model_type not in _FAMILY_DEFAULTS and r.first_key(_HEAD_KEYS) is None and not r.has(
-            "kv_lora_rank"
+        if (
+            r.model_type not in _FAMILY_DEFAULTS
+            and r.first_key(_HEAD_KEYS) is None
+            and not r.has("kv_lora_rank")
         ):
             raise ConfigError(
                 f"config of model type {r.model_type!r} has no attention geometry kvcalc can "
@@ -362,8 +352,7 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
         count = r.check_positive("num_kv_shared_layers", shared)
         if count >= layers:
             raise ConfigError(
-                f"config field '{r.where}num_kv_shared_layers' ({count}) must be below the "
-                f"{layers} layers"
+                f"config field '{r.where}num_kv_shared_layers' ({count}) must be below the {layers} layers"
             )
         # The last `count` layers reuse the K and V of earlier layers of the same type.
         caches[layers - count :] = [SharedCache()] * count
@@ -444,10 +433,8 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
     else:
         layers = r.positive_int(_LAYER_KEYS)
         if r.has("num_layers"):
-            r.notes.append(
-                f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder"
-            )
-    head_key = r.first_key(("decoder_attention_heads",) + _HEAD_KEYS)
+            r.notes.append(f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder")
+    head_key = r.first_key(("decoder_attention_heads", *_HEAD_KEYS))
     if head_key is None:
         raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
     heads = r.check_positive(head_key, r.raw[head_key])
@@ -456,16 +443,14 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
     else:
         hidden = r.positive_int(_HIDDEN_KEYS)
         if hidden % heads:
-            raise ConfigError(
-                f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads"
-            )
+            raise ConfigError(f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads")
         head_dim = hidden // heads
-    kv_key = r.first_key(("decoder_key_value_heads",) + _KV_HEAD_KEYS)
+    kv_key = r.first_key(("decoder_key_value_heads", *_KV_HEAD_KEYS))
     kv = r.check_positive(kv_key, r.raw[kv_key]) if kv_key else heads
     if heads % kv:
         raise ConfigError(f"config field '{r.where}{kv_key}' ({kv}) must divide {heads} heads")
     self_attn = AttentionCache(kv, head_dim, head_dim)
     cross_attn = AttentionCache(kv, head_dim, head_dim, tokens="encoder")
-    caches: list[LayerCache] = [self_attn] * layers + [cross_attn] * layers
+    caches: list[LayerCache] = [*([self_attn] * layers), *([cross_attn] * layers)]
     encoder_tokens = r.optional_positive_int("max_source_positions")  # Whisper: 1500 frames
     return caches, layers, heads, encoder_tokens

@@ -109,7 +109,8 @@ class Estimate:
     def fixed_bytes_per_sequence(self) -> int:
         """Bytes per sequence that do not grow with decoder tokens: states and cross-attention."""
         return sum(
-            g.layers * (g.state_bytes + (g.tokens_kept * g.bytes_per_token if g.cache.tokens == "encoder" else 0))
+            g.layers
+            * (g.state_bytes + (g.tokens_kept * g.bytes_per_token if g.cache.tokens == "encoder" else 0))
             for g in self.groups
         )
 
@@ -148,9 +149,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Theoretical = THEOR
             per_token = cache.elements_per_token * dtype.bytes_per_element
             state = 0
             if isinstance(cache, AttentionCache) and cache.token_bound is not None and tokens > kept:
-                notes.append(
-                    f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens"
-                )
+                notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
         total = layers * workload.batch * (kept * per_token + state)
         groups.append(GroupEstimate(cache, layers, kept, per_token, state, total, dtype))
     return Estimate(

@@ -154,9 +154,7 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
             )
     elif isinstance(c, LatentCache):
         out.append("MLA caches one latent per token: (d_c + d_rope) elements, no factor 2")
-        expr = (
-            f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x ({c.latent_dim} + {c.rope_dim}) x {s}"
-        )
+        expr = f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x ({c.latent_dim} + {c.rope_dim}) x {s}"
     elif isinstance(c, StateCache):
         out.append(
             f"fixed state per sequence, whatever T: conv {c.conv_elements:,} + recurrent "

@@ -26,12 +26,13 @@ def parse_count(text: str, *, what: str) -> int:
     match = _COUNT_RE.match(cleaned)
     if match is None:
         raise UsageError(f"{what} must be a positive whole number such as 2048 or 32k, got {text!r}")
-    number, suffix = match.groups()
-    scale = _TOKEN_SUFFIXES[suffix.lower()]
+    number: str = match.group(1)
+    suffix: str = match.group(2)
+    scale: int = _TOKEN_SUFFIXES[suffix.lower()]
     if "." in number:
         whole, frac = number.split(".")
         numerator = int(whole + frac) * scale
-        denominator = 10 ** len(frac)
+        denominator: int = 10 ** len(frac)
         if numerator % denominator:
             raise UsageError(f"{what} must be a whole number of tokens, got {text!r}")
         value = numerator // denominator
