@@ -76,27 +76,32 @@ def estimate(
     model: Annotated[
         str | None,
         typer.Argument(
+            metavar="MODEL",
             help="A bundled preset name (see 'kvcalc presets'), a config.json or a folder "
             "holding one, or a Hugging Face repo id (org/name). Omit it to describe a model "
             "by hand with --layers/--kv-heads/--head-dim.",
             show_default=False,
         ),
     ] = None,
-    tokens: Annotated[str | None, typer.Option("--tokens", "-t", help=TOKENS_HELP)] = None,
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences resident at once (B).")] = "1",
+    tokens: Annotated[str | None, typer.Option("--tokens", "-t", metavar="T", help=TOKENS_HELP)] = None,
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once (B).")
+    ] = "1",
     prompt: Annotated[
         str | None,
         typer.Option(
             "--prompt",
+            metavar="P",
             help="Prompt tokens P; with --output, T = P + O. For encoder-decoder models the "
             "prompt feeds the encoder and T = O.",
         ),
     ] = None,
-    output: Annotated[str | None, typer.Option("--output", help="Generated tokens O.")] = None,
+    output: Annotated[str | None, typer.Option("--output", metavar="O", help="Generated tokens O.")] = None,
     encoder_tokens: Annotated[
         str | None,
         typer.Option(
             "--encoder-tokens",
+            metavar="N",
             help="Encoder length cached by cross-attention (encoder-decoder models only). "
             "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
         ),
@@ -105,6 +110,7 @@ def estimate(
         str | None,
         typer.Option(
             "--kv-dtype",
+            metavar="DTYPE",
             help="Element format of the cache: fp32, fp16, bf16 or fp8. Default: the model's "
             "own dtype (torch_dtype), else fp16.",
         ),
@@ -113,6 +119,7 @@ def estimate(
         str,
         typer.Option(
             "--units",
+            metavar="binary|decimal|both",
             help="binary (KiB, MiB, GiB: powers of 2^10), decimal (kB, MB, GB: powers of 10^3) "
             "or both. Exact byte counts are always shown.",
         ),
@@ -129,16 +136,21 @@ def estimate(
     ] = False,
     revision: Annotated[
         str | None,
-        typer.Option("--revision", help="Hub revision (branch, tag or commit) for a repo id."),
+        typer.Option("--revision", metavar="REV", help="Hub revision (branch, tag or commit) for a repo id."),
     ] = None,
-    layers: Annotated[int | None, typer.Option("--layers", help="By hand: number of layers (L).")] = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers (L).")
+    ] = None,
     heads: Annotated[
-        int | None, typer.Option("--heads", help="By hand: query heads (to check GQA grouping).")
+        int | None, typer.Option("--heads", metavar="H", help="By hand: query heads (to check GQA grouping).")
     ] = None,
     kv_heads: Annotated[
-        int | None, typer.Option("--kv-heads", help="By hand: KV heads (H_kv); default --heads.")
+        int | None,
+        typer.Option("--kv-heads", metavar="H_KV", help="By hand: KV heads (H_kv); default --heads."),
     ] = None,
-    head_dim: Annotated[int | None, typer.Option("--head-dim", help="By hand: head dim (d_h).")] = None,
+    head_dim: Annotated[
+        int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim (d_h).")
+    ] = None,
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
@@ -191,11 +203,9 @@ def estimate(
     workload = Workload(
         tokens=t,
         batch=parse_count(batch, what="--batch"),
-        kv_dtype=parse_dtype(kv_dtype) if kv_dtype else None,
+        kv_dtype=parse_dtype(kv_dtype) if kv_dtype is not None else None,
         encoder_tokens=enc,
     )
-    if spec.model_type == "custom" and kv_dtype is None:
-        notes.append("--kv-dtype not given: fp16 assumed")
     result = estimate_spec(spec, workload)
     all_notes = [*spec.notes, *notes, *result.notes]
 
@@ -252,7 +262,7 @@ def presets(
 
 @presets_app.command("show")
 def presets_show(
-    name: Annotated[str, typer.Argument(help="Preset name or alias (case-insensitive).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Preset name or alias (case-insensitive).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the preset as JSON.")] = False,
 ) -> None:
     """Show one preset: where it came from, its derived geometry and its config fields."""
@@ -286,19 +296,13 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning every expected failure into one line on stderr."""
-    import click
-
     debug = os.environ.get("KVCALC_DEBUG") == "1"
     try:
         app(args=argv, prog_name="kvcalc", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
-    except click.exceptions.Abort:
+    except typer.Abort:
         _fail("aborted", 130)
-    except click.ClickException as exc:
-        if debug:
-            raise
-        _fail(exc.format_message(), exc.exit_code)
     except KvcalcError as exc:
         if debug:
             raise
@@ -307,3 +311,14 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         _fail("input is nested too deeply to read", 1)
+    except Exception as exc:
+        # Click's usage errors (bad option, missing argument); typer may vendor its own click,
+        # so they are recognised by shape rather than by class.
+        format_message = getattr(exc, "format_message", None)
+        if debug or format_message is None:
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            print(ctx.get_help() if ctx is not None else format_message())
+            raise SystemExit(0) from None
+        _fail(" ".join(str(format_message()).split()), int(getattr(exc, "exit_code", 2)))

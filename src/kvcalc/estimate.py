@@ -123,7 +123,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Theoretical = THEOR
         from .dtypes import FP16
 
         kv_dtype = FP16
-        notes.append("config names no dtype: KV cache assumed fp16")
+        notes.append("the model names no dtype: KV cache assumed fp16 (set --kv-dtype)")
     encoder_tokens = workload.encoder_tokens or spec.encoder_tokens
     if spec.is_encoder_decoder and encoder_tokens is None:
         encoder_tokens = workload.tokens

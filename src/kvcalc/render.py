@@ -58,8 +58,18 @@ def _heads_text(cache: Any) -> tuple[str, str]:
     return "-", "-"
 
 
+_SHORT_KIND = {
+    "full_attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "cross_attention": "cross",
+    "linear_attention": "linear",
+    "kv_shared": "shared",
+}
+
+
 def estimate_table(est: Estimate, units: Units) -> Any:
-    """The per-layer-type breakdown as a rich Table."""
+    """The per-layer-type breakdown as a rich Table (bytes/token and state are per layer)."""
     from rich.table import Table
 
     w = est.workload
@@ -67,21 +77,21 @@ def estimate_table(est: Estimate, units: Units) -> Any:
         f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, "
         f"{est.kv_dtype.name} ({est.engine})"
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("layer type")
-    table.add_column("layers", justify="right")
-    table.add_column("KV heads", justify="right")
-    table.add_column("head dim", justify="right")
-    table.add_column("tokens kept", justify="right")
-    table.add_column("bytes/token/layer", justify="right")
     with_state = any(g.state_bytes for g in est.groups)
+    table = Table(title=title, title_justify="left")
+    table.add_column("layers", justify="right", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("KV heads", justify="right", no_wrap=True)
+    table.add_column("head dim", justify="right", no_wrap=True)
+    table.add_column("tokens kept", justify="right", no_wrap=True)
+    table.add_column("bytes/token", justify="right", no_wrap=True)
     if with_state:
-        table.add_column("state/seq/layer", justify="right")
-    table.add_column("bytes", justify="right")
+        table.add_column("state/seq", justify="right", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
     for g in est.groups:
         heads, dims = _heads_text(g.cache)
-        kept = f"{g.tokens_kept:,}" if g.bytes_per_token else "-"
-        cells = [g.kind, str(g.layers), heads, dims, kept]
+        cells = [str(g.layers), _SHORT_KIND.get(g.kind, g.kind), heads, dims]
+        cells.append(f"{g.tokens_kept:,}" if g.bytes_per_token else "-")
         cells.append(f"{g.bytes_per_token:,}" if g.bytes_per_token else "-")
         if with_state:
             cells.append(f"{g.state_bytes:,}" if g.state_bytes else "-")
@@ -91,11 +101,11 @@ def estimate_table(est: Estimate, units: Units) -> Any:
 
 
 def summary_lines(est: Estimate, units: Units) -> list[str]:
-    lines = [f"per token      {total_text(est.per_token_bytes, units)}  (all layers, before windows)"]
+    lines = [f"per token      {total_text(est.per_token_bytes, units)}  (all layers, before any window)"]
     if est.fixed_bytes_per_sequence:
         lines.append(
             f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  "
-            "(states and cross-attention: do not grow with tokens)"
+            "(states, cross-attention)"
         )
     lines.append(f"per sequence   {total_text(est.per_sequence_bytes, units)}")
     lines.append(f"total          {total_text(est.total_bytes, units)}")
@@ -118,8 +128,8 @@ def explain_lines(est: Estimate, units: Units) -> list[str]:
     s = est.kv_dtype.bytes_per_element
     lines = [
         "M = sum over layer groups of 2 x L x B x T x H_kv x d_h x s",
-        f"    L layers, B = {w.batch:,} sequence(s), T = tokens kept per sequence, H_kv KV heads, "
-        f"d_h head dim, s = {s} bytes per {est.kv_dtype.name} element",
+        f"    L layers, B = {w.batch:,} sequence(s), T = tokens kept per sequence,",
+        f"    H_kv KV heads, d_h head dim, s = {s} bytes per {est.kv_dtype.name} element",
     ]
     for g in est.groups:
         lines.append(f"  {g.kind} ({g.layers} layers):")

@@ -82,6 +82,8 @@ def read_json_file(path: Path) -> Any:
         ) from None
     except RecursionError:
         raise SourceError(f"{path} is nested too deeply to be a model config") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python will convert
+        raise SourceError(f"{path} is not a usable JSON config: {exc}") from None
 
 
 def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:

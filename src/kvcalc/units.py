@@ -12,8 +12,11 @@ Units = Literal["binary", "decimal", "both"]
 BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 DECIMAL_UNITS = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
 
+# Far beyond any real context or batch, yet keeps every derived figure within float range.
+MAX_COUNT = 2**50
+
 _TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20}
-_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+_COUNT_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([kKmM]?)\s*$")
 
 
 def parse_count(text: str, *, what: str) -> int:
@@ -40,6 +43,8 @@ def parse_count(text: str, *, what: str) -> int:
         value = int(number) * scale
     if value <= 0:
         raise UsageError(f"{what} must be positive, got {text!r}")
+    if value > MAX_COUNT:
+        raise UsageError(f"{what} is implausibly large: {text!r} (at most {MAX_COUNT:,})")
     return value
 
 

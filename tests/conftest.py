@@ -1,0 +1,66 @@
+"""Shared test helpers: run the real CLI entry point in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvcalc.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Call ``kvcalc.cli.main(argv)`` the way the console script does; capture both streams."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+def run_subprocess(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
+    """Run ``python -m kvcalc`` in a fresh interpreter (for env vars read at import time)."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def fixture_config(name: str) -> dict[str, Any]:
+    """A real Hugging Face config.json from tests/fixtures (see fixtures/SOURCES.md)."""
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return data

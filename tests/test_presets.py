@@ -1,0 +1,110 @@
+"""Contract test: every bundled preset validates, reads, and agrees with a real config where one exists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvcalc.configs import read_config
+from kvcalc.errors import PresetError, SourceError
+from kvcalc.estimate import Workload, estimate
+from kvcalc.presets import get_preset, load_presets, parse_preset
+
+from .conftest import fixture_config
+
+PRESETS = load_presets()
+
+REQUIRED = [
+    "llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b-v0.1",
+    "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-32b", "qwen3-next-80b-a3b",
+    "deepseek-v2-lite", "deepseek-v3", "gemma-2-9b", "gemma-3-27b", "gpt-oss-20b",
+    "gpt-oss-120b", "phi-3-mini", "falcon-7b", "llama-4-scout", "jamba-v0.1",
+]  # fmt: skip
+
+# preset -> the real config.json it was copied from (tests/fixtures/SOURCES.md).
+FIXTURE_OF = {
+    "llama-2-7b": "Llama-2-7b-hf.json",
+    "llama-3.1-8b": "Llama-3.1-8B.json",
+    "mistral-7b-v0.1": "Mistral-7B-Instruct-v0.1.json",
+    "mistral-nemo-12b": "Mistral-Nemo-Instruct-2407.json",
+    "mixtral-8x7b": "Mixtral-8x7B-v0.1.json",
+    "qwen2.5-7b": "Qwen2.5-7B.json",
+    "qwen3-8b": "Qwen3-8B.json",
+    "qwen3-next-80b-a3b": "Qwen3-Next-80B-A3B.json",
+    "deepseek-v2-lite": "DeepSeek-V2-Lite.json",
+    "gemma-2-9b": "gemma-2-9b.json",
+    "gpt-oss-20b": "gpt-oss-20b.json",
+    "falcon-7b": "falcon-7b-instruct.json",
+    "llama-4-scout": "Llama-4-Scout-17B-16E-Instruct-FP8-dynamic.json",
+    "gpt2": "gpt2.json",
+    "t5-small": "t5-small.json",
+}
+
+
+def test_required_presets_and_count() -> None:
+    assert set(REQUIRED) <= set(PRESETS)
+    assert len(PRESETS) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_reads_and_estimates(name: str) -> None:
+    preset = PRESETS[name]
+    assert "/" in preset.hf_repo and preset.source
+    spec = read_config(preset.config, name=name)
+    est = estimate(spec, Workload(tokens=4096))
+    assert est.total_bytes > 0
+    assert isinstance(est.total_bytes, int)
+    # A preset is found by its name and every alias, in any case.
+    for label in (name, name.upper(), *preset.aliases):
+        assert get_preset(label) is preset
+
+
+@pytest.mark.parametrize(("name", "fixture"), sorted(FIXTURE_OF.items()))
+def test_preset_agrees_with_real_config(name: str, fixture: str) -> None:
+    from_preset = read_config(PRESETS[name].config, name=name)
+    from_file = read_config(fixture_config(fixture), name=name)
+    assert from_preset.caches == from_file.caches
+    assert from_preset.layers == from_file.layers
+    assert from_preset.query_heads == from_file.query_heads
+    assert from_preset.dtype == from_file.dtype
+
+
+def test_unknown_preset_suggests_close_names() -> None:
+    with pytest.raises(SourceError, match="did you mean llama-3.1-8b"):
+        get_preset("llama-3.1-8")
+
+
+def _valid() -> dict[str, Any]:
+    return {
+        "name": "toy",
+        "family": "llama",
+        "hf_repo": "org/toy",
+        "source": "hand-written",
+        "config": {"model_type": "llama"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"name": "Toy"}, "lower-case"),
+        ({"hf_repo": "no-slash"}, "org/name"),
+        ({"config": {"layers": 2}}, "model_type"),
+        ({"parameters": -1}, "positive"),
+        ({"parameters": "7B"}, "parameters"),
+        ({"colour": "red"}, "unknown field"),
+        ({"aliases": ["Bad Alias"]}, "aliases"),
+    ],
+)
+def test_schema_rejects(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(PresetError, match=message):
+        parse_preset(_valid() | change, filename="toy.yaml")
+
+
+def test_schema_requires_fields() -> None:
+    data = _valid()
+    del data["hf_repo"]
+    with pytest.raises(PresetError, match="missing field 'hf_repo'"):
+        parse_preset(data, filename="toy.yaml")
+    assert parse_preset(_valid(), filename="toy.yaml").name == "toy"

@@ -1,0 +1,32 @@
+"""Docs stay true by construction: every ``$ kvcalc ...`` example in the README is re-run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+EXAMPLE_RE = re.compile(r"```console\n\$ kvcalc (?P<args>[^\n]*)\n(?P<output>.*?)```", re.S)
+EXAMPLES = [(m["args"], m["output"]) for m in EXAMPLE_RE.finditer(README.read_text())]
+
+
+def test_readme_has_examples() -> None:
+    assert len(EXAMPLES) >= 6
+
+
+@pytest.mark.parametrize(("args", "expected"), EXAMPLES, ids=[a for a, _ in EXAMPLES])
+def test_readme_example_output(args: str, expected: str, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")  # the width the README was rendered at
+    result = run_cli(*shlex.split(args))
+    assert result.exit_code == 0, result.stderr
+    got = [line.rstrip() for line in result.stdout.rstrip().splitlines()]
+    assert got == expected.rstrip().splitlines()
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    blocks = re.findall(r"```bash\n(.*?)\n```", README.read_text(), re.S)
+    assert "pip install . && kvcalc estimate" in blocks[0]
+    assert "pip install torch==2.13.0" in blocks[1] and "pytest" in blocks[1]
