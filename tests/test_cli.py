@@ -16,7 +16,8 @@ def test_estimate_json_contract(run_cli) -> None:
     assert data["total_bytes"] == 34_359_738_368 == 32 * 2**30
     assert data["per_token_bytes"] == 131_072
     assert data["per_sequence_bytes"] == 4 * 2**30
-    assert (data["batch"], data["tokens"], data["kv_dtype"], data["bytes_per_element"]) == (8, 32_768, "bf16", 2)
+    workload = (data["batch"], data["tokens"], data["kv_dtype"], data["bytes_per_element"])
+    assert workload == (8, 32_768, "bf16", 2)
     assert data["groups"] == [
         {
             "kind": "full_attention", "layers": 32, "kv_heads": 8, "k_head_dim": 128, "v_head_dim": 128,

@@ -11,8 +11,8 @@ from kvcalc import estimate, load_model, model_from_geometry
 from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16, FP8, FP16, parse_dtype
 from kvcalc.errors import ConfigError
-from kvcalc.estimate import Estimate, Workload
-from kvcalc.estimate import estimate as estimate_spec
+from kvcalc.estimator import Estimate, Workload
+from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 
 from .conftest import fixture_config
@@ -218,7 +218,8 @@ def test_gpt_oss_layer_types() -> None:
 def test_sliding_window_layers_keep_w_not_w_minus_1() -> None:
     # The theoretical count keeps W tokens (documented in --help): 10 layers, window 16.
     cfg = {"model_type": "mistral", "num_hidden_layers": 10, "num_attention_heads": 4,
-           "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 16, "torch_dtype": "float16"}  # fmt: skip
+           "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 16,
+           "torch_dtype": "float16"}  # fmt: skip
     est = run(read_config(cfg, name="w"), tokens=100)
     assert est.groups[0].tokens_kept == 16
     assert est.total_bytes == 2 * 10 * 16 * 1 * 8 * 2

@@ -30,3 +30,11 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     blocks = re.findall(r"```bash\n(.*?)\n```", README.read_text(), re.S)
     assert "pip install . && kvcalc estimate" in blocks[0]
     assert "pip install torch==2.13.0" in blocks[1] and "pytest" in blocks[1]
+
+
+def test_readme_python_api_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = re.search(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert code is not None
+    monkeypatch.chdir(README.parent)  # the example reads a fixture by relative path
+    monkeypatch.setattr("builtins.print", lambda *args, **kwargs: None)
+    exec(compile(code[1], "README.md", "exec"), {})

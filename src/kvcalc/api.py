@@ -5,8 +5,8 @@ from __future__ import annotations
 from .configs import read_config
 from .dtypes import DType, parse_dtype
 from .errors import UsageError
-from .estimate import Estimate, Workload
-from .estimate import estimate as estimate_spec
+from .estimator import Estimate, Workload
+from .estimator import estimate as estimate_spec
 from .sources import resolve
 from .spec import AttentionCache, ModelSpec
 

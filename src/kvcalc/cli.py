@@ -53,12 +53,9 @@ def _root(
     """How much memory the KV cache of a transformer LLM takes, why, and whether it fits."""
 
 
-def _stdout_console() -> Any:
-    from rich.console import Console
-
-    # Off a terminal rich would wrap at 80 columns; tables are wider than that.
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, soft_wrap=False, width=width)
+def _echo(text: str = "") -> None:
+    """Results go to stdout as plain text: no markup, nothing to strip when piped."""
+    sys.stdout.write(text + "\n")
 
 
 def _units(value: str) -> Units:
@@ -161,8 +158,8 @@ def estimate(
     """
     from .api import load_model, model_from_geometry
     from .dtypes import parse_dtype
-    from .estimate import Workload
-    from .estimate import estimate as estimate_spec
+    from .estimator import Workload
+    from .estimator import estimate as estimate_spec
     from .render import estimate_json, estimate_table, explain_lines, summary_lines
 
     unit_choice = _units(units)
@@ -214,23 +211,22 @@ def estimate(
         data["notes"] = all_notes
         print(json.dumps(data, indent=2))
         return
-    console = _stdout_console()
-    console.print(estimate_table(result, unit_choice))
+    _echo(estimate_table(result))
     for line in summary_lines(result, unit_choice):
-        console.print(line)
+        _echo(line)
     if explain:
-        console.print()
+        _echo()
         for line in explain_lines(result, unit_choice):
-            console.print(line)
+            _echo(line)
     for note in all_notes:
-        console.print(f"note: {note}")
+        _echo(f"note: {note}")
 
 
 def _preset_rows() -> list[dict[str, Any]]:
     from .configs import read_config
     from .dtypes import BF16
-    from .estimate import Workload
-    from .estimate import estimate as estimate_spec
+    from .estimator import Workload
+    from .estimator import estimate as estimate_spec
     from .presets import load_presets
     from .render import preset_row
 
@@ -257,7 +253,7 @@ def presets(
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    _stdout_console().print(presets_table(rows))
+    _echo(presets_table(rows))
 
 
 @presets_app.command("show")
@@ -277,16 +273,15 @@ def presets_show(
         return
     import yaml
 
-    console = _stdout_console()
     for key in ("name", "aliases", "family", "hf_repo", "source", "parameters", "layers",
                 "query_heads", "kv_heads", "head_dim", "latent_dim", "attention"):  # fmt: skip
         value = data[key]
         if value is None or value == []:
             continue
-        console.print(f"{key:<20}{', '.join(value) if isinstance(value, list) else value}")
-    console.print(f"{'bytes/token (bf16)':<20}{row['bytes_per_token_bf16']:,}")
-    console.print("config:")
-    console.print(yaml.safe_dump(preset.config, sort_keys=False).rstrip(), markup=False)
+        _echo(f"{key:<20}{', '.join(value) if isinstance(value, list) else value}")
+    _echo(f"{'bytes/token (bf16)':<20}{row['bytes_per_token_bf16']:,}")
+    _echo("config:")
+    _echo(yaml.safe_dump(preset.config, sort_keys=False).rstrip())
 
 
 def _fail(message: str, code: int) -> NoReturn:

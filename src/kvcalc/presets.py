@@ -10,8 +10,6 @@ import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +43,17 @@ _FIELDS: dict[str, tuple[type, bool]] = {
 }
 
 
-def presets_dir() -> Traversable:
-    """The folder holding the preset files, in an installed wheel or a source checkout."""
-    bundled = resources.files("kvcalc").joinpath("model_presets")
-    if bundled.is_dir():
-        return bundled
-    checkout = Path(__file__).resolve().parents[2] / "model_presets"
-    if checkout.is_dir():
-        return checkout
+def presets_dir() -> Path:
+    """The folder holding the preset files, in an installed wheel or a source checkout.
+
+    A wheel installs them as ``kvcalc/model_presets`` beside this module; an editable install or
+    a checkout finds the repository's top-level ``model_presets/``. (Plain paths rather than
+    importlib.resources: it costs ~2 ms of start-up and kvcalc is never imported from a zip.)
+    """
+    here = Path(__file__).resolve().parent
+    for folder in (here / "model_presets", here.parents[1] / "model_presets"):
+        if folder.is_dir():
+            return folder
     raise PresetError("the bundled model_presets folder is missing from this installation")
 
 
@@ -95,26 +96,41 @@ def parse_preset(data: Any, *, filename: str) -> Preset:
     )
 
 
+def _parse_yaml(path: Path) -> Any:
+    import yaml
+
+    # The C loader is ~10x faster than the pure-Python one; both are safe loaders.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # safe loader
+    except yaml.YAMLError as exc:
+        raise PresetError(f"preset {path.name}: invalid YAML ({exc.__class__.__name__})") from None
+
+
+def _documents() -> list[tuple[str, Any]]:
+    """(file name, parsed document) for every preset file, in name order."""
+    folder = presets_dir()
+    packed = folder / "presets.json"
+    if packed.is_file():
+        # Installed wheels carry the YAML pre-parsed (hatch_build.py): same data, no PyYAML import.
+        import json
+
+        index: dict[str, Any] = json.loads(packed.read_text(encoding="utf-8"))
+        return sorted(index.items())
+    return [(path.name, _parse_yaml(path)) for path in sorted(folder.glob("*.yaml"))]
+
+
 @cache
 def load_presets() -> dict[str, Preset]:
     """Every bundled preset by name, validated; a name or alias used twice is an error."""
-    import yaml
-
     presets: dict[str, Preset] = {}
     taken: dict[str, str] = {}
-    folder = presets_dir()
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        try:
-            data = yaml.safe_load(entry.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise PresetError(f"preset {entry.name}: invalid YAML ({exc.__class__.__name__})") from None
-        preset = parse_preset(data, filename=entry.name)
+    for filename, data in _documents():
+        preset = parse_preset(data, filename=filename)
         for label in (preset.name, *preset.aliases):
             if label in taken:
-                raise PresetError(f"preset {entry.name}: name {label!r} is also used by {taken[label]}")
-            taken[label] = entry.name
+                raise PresetError(f"preset {filename}: name {label!r} is also used by {taken[label]}")
+            taken[label] = filename
         presets[preset.name] = preset
     return presets
 
@@ -128,7 +144,15 @@ def _index() -> dict[str, Preset]:
 
 def find_preset(name: str) -> Preset | None:
     """The preset a name or alias stands for (case-insensitive), or None."""
-    return _index().get(name.strip().lower())
+    key = name.strip().lower()
+    folder = presets_dir()
+    if _NAME_RE.match(key) and not (folder / "presets.json").is_file():
+        # In a checkout a preset's own name is its file name: read one file instead of all of
+        # them. Aliases and near-misses fall through to the full index.
+        path = folder / f"{key}.yaml"
+        if path.is_file():
+            return parse_preset(_parse_yaml(path), filename=path.name)
+    return _index().get(key)
 
 
 def get_preset(name: str) -> Preset:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .estimate import Estimate, GroupEstimate
+from .estimator import Estimate, GroupEstimate
 from .presets import Preset
 from .spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 from .units import Units, format_binary, format_decimal
@@ -68,26 +68,44 @@ _SHORT_KIND = {
 }
 
 
-def estimate_table(est: Estimate, units: Units) -> Any:
-    """The per-layer-type breakdown as a rich Table (bytes/token and state are per layer)."""
-    from rich.table import Table
+def box_table(title: str, headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    """A box-drawn table (rich's heavy-head style) as plain text.
 
+    Drawn here rather than with rich.table: importing rich's console and table costs ~20 ms, a
+    40% start-up penalty on every ``kvcalc estimate`` (benchmarks/startup.py). Columns in
+    ``right`` are right-aligned (numbers).
+    """
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def cells(values: list[str], bar: str) -> str:
+        padded = [
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ]
+        return bar + bar.join(f" {p} " for p in padded) + bar
+
+    def rule(left: str, mid: str, end: str, fill: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + end
+
+    lines = [title, rule("┏", "┳", "┓", "━"), cells(headers, "┃"), rule("┡", "╇", "┩", "━")]
+    lines += [cells(r, "│") for r in rows]
+    lines.append(rule("└", "┴", "┘", "─"))
+    return "\n".join(lines)
+
+
+def estimate_table(est: Estimate) -> str:
+    """The per-layer-type breakdown (bytes/token and state/seq are per layer)."""
     w = est.workload
     title = (
         f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, "
         f"{est.kv_dtype.name} ({est.engine})"
     )
     with_state = any(g.state_bytes for g in est.groups)
-    table = Table(title=title, title_justify="left")
-    table.add_column("layers", justify="right", no_wrap=True)
-    table.add_column("type", no_wrap=True)
-    table.add_column("KV heads", justify="right", no_wrap=True)
-    table.add_column("head dim", justify="right", no_wrap=True)
-    table.add_column("tokens kept", justify="right", no_wrap=True)
-    table.add_column("bytes/token", justify="right", no_wrap=True)
+    headers = ["layers", "type", "KV heads", "head dim", "tokens kept", "bytes/token"]
     if with_state:
-        table.add_column("state/seq", justify="right", no_wrap=True)
-    table.add_column("bytes", justify="right", no_wrap=True)
+        headers.append("state/seq")
+    headers.append("bytes")
+    rows = []
     for g in est.groups:
         heads, dims = _heads_text(g.cache)
         cells = [str(g.layers), _SHORT_KIND.get(g.kind, g.kind), heads, dims]
@@ -96,16 +114,15 @@ def estimate_table(est: Estimate, units: Units) -> Any:
         if with_state:
             cells.append(f"{g.state_bytes:,}" if g.state_bytes else "-")
         cells.append(f"{g.bytes:,}")
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return box_table(title, headers, rows, right=set(range(len(headers))) - {1})
 
 
 def summary_lines(est: Estimate, units: Units) -> list[str]:
     lines = [f"per token      {total_text(est.per_token_bytes, units)}  (all layers, before any window)"]
     if est.fixed_bytes_per_sequence:
         lines.append(
-            f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  "
-            "(states, cross-attention)"
+            f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  (states, cross-attention)"
         )
     lines.append(f"per sequence   {total_text(est.per_sequence_bytes, units)}")
     lines.append(f"total          {total_text(est.total_bytes, units)}")
@@ -254,30 +271,15 @@ def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str
     }
 
 
-def presets_table(rows: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
-    table = Table(title="Bundled presets (bytes/token: every layer's K and V at bf16, before windows)")
-    for name, justify in (
-        ("name", "left"),
-        ("family", "left"),
-        ("layers", "right"),
-        ("KV heads", "right"),
-        ("head dim", "right"),
-        ("attention", "left"),
-        ("bytes/token (bf16)", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]  # rich's Literal
+def presets_table(rows: list[dict[str, Any]]) -> str:
+    headers = ["name", "family", "layers", "KV heads", "head dim", "attention", "bytes/token (bf16)"]
+    body = []
     for r in rows:
         heads = r["kv_heads"] if r["kv_heads"] is not None else ("latent" if r["latent_dim"] else "-")
         dim = r["head_dim"] if r["head_dim"] is not None else (r["latent_dim"] or "-")
-        table.add_row(
-            r["name"],
-            r["family"],
-            str(r["layers"]),
-            str(heads),
-            str(dim),
-            r["attention"],
-            f"{r['bytes_per_token_bf16']:,}",
-        )
-    return table
+        body.append(
+            [r["name"], r["family"], str(r["layers"]), str(heads), str(dim), r["attention"],
+             f"{r['bytes_per_token_bf16']:,}"]
+        )  # fmt: skip
+    title = "Bundled presets (bytes/token: every layer's K and V at bf16, before any window)"
+    return box_table(title, headers, body, right={2, 3, 4, 6})

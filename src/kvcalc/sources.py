@@ -6,7 +6,7 @@ is ever run. huggingface_hub is imported only when a repo id has to be fetched.
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +64,8 @@ def _from_path(path: Path) -> Source:
 
 def read_json_file(path: Path) -> Any:
     """Parse a JSON file, turning every way it can be unreadable into a one-line SourceError."""
+    import json
+
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -104,6 +106,10 @@ def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
     )
 
     at = f" at revision {revision!r}" if revision else ""
+    # huggingface_hub logs each retry as a warning; kvcalc reports the outcome in one line.
+    hub_logger = logging.getLogger("huggingface_hub")
+    previous_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
     try:
         local = hf_hub_download(repo_id, "config.json", revision=revision)
     except GatedRepoError:
@@ -127,4 +133,6 @@ def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
         raise SourceError(f"{repo_id!r} is not a valid Hugging Face repo id") from None
     except (HfHubHTTPError, OSError) as exc:
         raise SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}") from None
+    finally:
+        hub_logger.setLevel(previous_level)
     return read_json_file(Path(str(local)))

@@ -1,0 +1,101 @@
+"""The CLI must start fast: the common paths never import torch, transformers or huggingface_hub.
+
+Each case runs ``kvcalc.cli.main`` in a fresh interpreter (modules imported by other tests would
+otherwise hide a stray import) and reports which heavy modules were imported -- or even
+attempted, so a guarded ``try: import torch`` is caught where torch is not installed too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HEAVY = ("torch", "transformers", "huggingface_hub")
+
+# Runs in the child. argv comes in as JSON on the command line; one JSON line comes out.
+_CHILD = textwrap.dedent(
+    """
+    import contextlib, io, json, sys
+
+    HEAVY = {heavy!r}
+    attempted = []
+
+    class Recorder:
+        # Records attempts to import a heavy module, then lets the normal finders run.
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in HEAVY:
+                attempted.append(name)
+            return None
+
+    sys.meta_path.insert(0, Recorder())
+
+    from kvcalc.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(json.loads(sys.argv[1]))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+    print(json.dumps({{"code": code, "stdout": out.getvalue(), "loaded": loaded,
+                      "attempted": sorted(set(attempted))}}))
+    """
+).format(heavy=HEAVY)
+
+
+def _run_child(argv: list[str], cwd: Path) -> dict[str, Any]:
+    env = {**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr}"
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["estimate", "llama-3.1-8b", "--tokens", "2048", "--json"],
+        ["estimate", "llama-3.1-8b", "--tokens", "32k"],
+        ["presets"],
+        ["presets", "--json"],
+    ],
+    ids=["estimate-json", "estimate-table", "presets", "presets-json"],
+)
+def test_common_paths_import_no_heavy_modules(argv: list[str], tmp_path: Path) -> None:
+    report = _run_child(argv, tmp_path)
+    assert report["code"] == 0, report["stdout"]
+    assert report["loaded"] == [], f"kvcalc {' '.join(argv)} imported {', '.join(report['loaded'])}"
+    assert report["attempted"] == [], (
+        f"kvcalc {' '.join(argv)} tried to import {', '.join(report['attempted'])}"
+    )
+
+
+def test_estimate_json_is_the_seed_worked_example(tmp_path: Path) -> None:
+    report = _run_child(["estimate", "llama-3.1-8b", "--tokens", "2048", "--json"], tmp_path)
+    data = json.loads(report["stdout"])
+    # 2 (K and V) x 32 layers x 2048 tokens x 8 KV heads x 128 head dim x 2 bytes (bf16)
+    assert data["total_bytes"] == 2 * 32 * 2048 * 8 * 128 * 2 == 268435456
+
+
+def test_presets_json_lists_every_bundled_preset(tmp_path: Path) -> None:
+    report = _run_child(["presets", "--json"], tmp_path)
+    names = {row["name"] for row in json.loads(report["stdout"])}
+    repo_presets = Path(__file__).resolve().parents[1] / "model_presets"
+    assert names == {p.stem for p in repo_presets.glob("*.yaml")}
