@@ -82,3 +82,15 @@ def test_unpacked_wheel_finds_its_own_presets(wheel: Path, tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.strip()) == len(PRESET_FILES)
+
+
+def test_packed_preset_index_matches_the_yaml_files(wheel: Path) -> None:
+    # hatch_build.py ships the presets pre-parsed; it must hold exactly what the YAML files say.
+    import json
+
+    import yaml
+
+    with zipfile.ZipFile(wheel) as zf:
+        packed = json.loads(zf.read("kvcalc/model_presets/presets.json"))
+    expected = {f: yaml.safe_load((ROOT / "model_presets" / f).read_text()) for f in PRESET_FILES}
+    assert packed == expected

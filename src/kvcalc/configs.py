@@ -18,6 +18,7 @@ from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCach
 
 # Anything larger is not a real model; it is a corrupted or mistyped config.
 _MAX_DIMENSION = 2**24
+_MAX_LAYERS = 2**16  # the largest real models have a few hundred layers
 
 # Keys that hold the language model inside multimodal / wrapper configs, in lookup order.
 _NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
@@ -321,8 +322,14 @@ def _non_negative(r: _Reader, key: str) -> int:
     return value
 
 
+def _checked_layers(r: _Reader, layers: int) -> int:
+    if layers > _MAX_LAYERS:
+        raise ConfigError(f"config field '{r.where}num_hidden_layers' is implausibly large: {layers}")
+    return layers
+
+
 def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
-    layers = r.positive_int(_LAYER_KEYS)
+    layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
     kinds = _layer_kinds(r, layers)
     needs_attention = any(k not in ("mamba", "linear_attention") for k in kinds)
     heads: int | None = None
@@ -434,6 +441,7 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
         layers = r.positive_int(_LAYER_KEYS)
         if r.has("num_layers"):
             r.notes.append(f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder")
+    layers = _checked_layers(r, layers)
     head_key = r.first_key(("decoder_attention_heads", *_HEAD_KEYS))
     if head_key is None:
         raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
