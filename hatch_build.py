@@ -27,5 +27,5 @@ class PresetIndexHook(BuildHookInterface):  # type: ignore[misc]  # hatchling sh
         }
         out = Path(self.directory) / "preset-index" / "presets.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(index, sort_keys=True), encoding="utf-8")
+        out.write_text(json.dumps(index), encoding="utf-8")  # key order kept: `presets show` prints it
         build_data["force_include"][str(out)] = "kvcalc/model_presets/presets.json"
