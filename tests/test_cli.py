@@ -126,3 +126,15 @@ def test_python_dash_m(tmp_path: Path) -> None:
     result = run_subprocess("estimate", "llama-3.1-8b", "-t", "2048", "--json", cwd=tmp_path)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["total_bytes"] == 268_435_456
+
+
+def test_shell_completion_offers_preset_names(tmp_path: Path) -> None:
+    env = {"_KVCALC_COMPLETE": "complete_bash", "COMP_WORDS": "kvcalc estimate deepseek-v", "COMP_CWORD": "2"}
+    result = run_subprocess(env=env, cwd=tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == [
+        "deepseek-v2-lite",
+        "deepseek-v2-lite-chat",
+        "deepseek-v3",
+        "deepseek-v3-base",
+    ]

@@ -58,6 +58,14 @@ def _echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def _complete_model(incomplete: str) -> list[str]:
+    """Shell completion for MODEL: preset names and aliases."""
+    from .presets import load_presets
+
+    labels = [label for p in load_presets().values() for label in (p.name, *p.aliases)]
+    return sorted(label for label in labels if label.startswith(incomplete.lower()))
+
+
 def _units(value: str) -> Units:
     if value not in ("binary", "decimal", "both"):
         raise UsageError(f"--units must be binary, decimal or both, got {value!r}")
@@ -74,6 +82,7 @@ def estimate(
         str | None,
         typer.Argument(
             metavar="MODEL",
+            autocompletion=_complete_model,
             help="A bundled preset name (see 'kvcalc presets'), a config.json or a folder "
             "holding one, or a Hugging Face repo id (org/name). Omit it to describe a model "
             "by hand with --layers/--kv-heads/--head-dim.",
@@ -258,7 +267,12 @@ def presets(
 
 @presets_app.command("show")
 def presets_show(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Preset name or alias (case-insensitive).")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME", autocompletion=_complete_model, help="Preset name or alias (case-insensitive)."
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the preset as JSON.")] = False,
 ) -> None:
     """Show one preset: where it came from, its derived geometry and its config fields."""
