@@ -380,3 +380,35 @@ def test_dtype_default_and_override() -> None:
     assert run(spec, tokens=2048, kv_dtype="fp8").total_bytes == 268_435_456 // 2
     assert run(spec, tokens=2048, kv_dtype="fp32").total_bytes == 268_435_456 * 2
     assert FP8.bytes_per_element == 1 and FP16.bytes_per_element == 2
+
+
+def test_mamba2_conv_includes_the_b_and_c_groups() -> None:
+    # Mamba-2 2.7B geometry (Mamba2Config fields): hidden 2560, expand 2 -> d_inner 5120,
+    # state_size 128, n_groups 1, conv_kernel 4. Conv: (5120 + 2 x 1 x 128) x 3 = 16,128;
+    # SSM: 5120 x 128 = 655,360 -> 671,488 elements x 2 B (bf16) = 1,342,976 B per layer.
+    cfg = {"model_type": "mamba2", "hidden_size": 2560, "num_hidden_layers": 64, "expand": 2,
+           "state_size": 128, "n_groups": 1, "conv_kernel": 4, "num_heads": 80, "head_dim": 64,
+           "torch_dtype": "bfloat16"}  # fmt: skip
+    spec = read_config(cfg, name="mamba2")
+    state = spec.caches[0]
+    assert isinstance(state, StateCache)
+    assert (state.conv_elements, state.recurrent_elements) == (16_128, 655_360)
+    assert run(spec, tokens=10_000, batch=2).total_bytes == 2 * 64 * 1_342_976
+
+
+def test_hybrid_layer_types_with_mamba2_fields() -> None:
+    # Granite-4-style hybrid: layer_types "mamba"/"attention", SSM width from mamba_n_heads x
+    # mamba_d_head = 48 x 32 = 1536, d_state 128, 1 group, d_conv 4:
+    # conv (1536 + 256) x 3 = 5,376; SSM 1536 x 128 = 196,608.
+    cfg = {"model_type": "granitemoehybrid", "hidden_size": 768, "num_hidden_layers": 4,
+           "num_attention_heads": 12, "num_key_value_heads": 4,
+           "layer_types": ["mamba", "mamba", "mamba", "attention"],
+           "mamba_n_heads": 48, "mamba_d_head": 32, "mamba_d_state": 128, "mamba_n_groups": 1,
+           "mamba_d_conv": 4, "mamba_expand": 2, "torch_dtype": "bfloat16"}  # fmt: skip
+    spec = read_config(cfg, name="hybrid")
+    assert layers_by_kind(spec) == {"mamba": 3, "full_attention": 1}
+    state = spec.caches[0]
+    assert isinstance(state, StateCache)
+    assert (state.conv_elements, state.recurrent_elements) == (5_376, 196_608)
+    # One attention layer: 2 x 4 heads x 64 (768 / 12) x 2 B = 1,024 B per token.
+    assert run(spec, tokens=100).total_bytes == 3 * (5_376 + 196_608) * 2 + 100 * 1_024

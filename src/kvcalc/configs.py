@@ -61,7 +61,7 @@ _ENCODER_DECODER_TYPES = frozenset(
      "prophetnet", "switch_transformers", "bigbird_pegasus"}
 )  # fmt: skip
 
-_MAMBA_TYPES = frozenset({"mamba", "falcon_mamba"})
+_MAMBA_TYPES = frozenset({"mamba", "falcon_mamba", "mamba2"})
 
 _LAYER_TYPE_ALIASES = {
     "full_attention": "full_attention",
@@ -413,21 +413,22 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
             conv_elements=conv_channels * (kernel - 1),
             recurrent_elements=v_heads * k_dim * v_dim,
         )
-    # Mamba (v1) block: conv over d_inner channels, SSM state d_inner x d_state.
-    hidden = r.positive_int(_HIDDEN_KEYS)
-    if r.has("mamba_expand") or r.has("mamba_d_state"):  # Jamba spelling
-        expand = r.positive_int("mamba_expand")
-        d_state = r.positive_int("mamba_d_state")
-        d_conv = r.positive_int("mamba_d_conv")
-    else:  # MambaConfig / FalconMambaConfig spelling
-        expand = r.positive_int("expand")
-        d_state = r.positive_int("state_size")
-        d_conv = r.positive_int("conv_kernel")
-    d_inner = r.optional_positive_int("intermediate_size") if r.model_type in _MAMBA_TYPES else None
-    d_inner = d_inner or expand * hidden
+    # Mamba block. The causal conv runs over d_inner channels (Mamba-2 adds B and C: 2 x n_groups
+    # x d_state more) and keeps d_conv - 1 past inputs; the SSM state is d_inner x d_state
+    # (Mamba-2: n_heads x head_dim x d_state, the same product).
+    d_state = r.positive_int(("mamba_d_state", "ssm_state_size", "state_size"))
+    d_conv = r.positive_int(("mamba_d_conv", "conv_kernel"))
+    groups_key = r.first_key(("mamba_n_groups", "n_groups"))
+    groups = r.check_positive(groups_key, r.raw[groups_key]) if groups_key else 0
+    if r.has("mamba_n_heads") and r.has("mamba_d_head"):  # Granite-4 / Bamba spelling
+        d_inner = r.positive_int("mamba_n_heads") * r.positive_int("mamba_d_head")
+    elif r.model_type in _MAMBA_TYPES and r.has("intermediate_size"):
+        d_inner = r.positive_int("intermediate_size")
+    else:
+        d_inner = r.positive_int(("mamba_expand", "expand")) * r.positive_int(_HIDDEN_KEYS)
     return StateCache(
         family="mamba",
-        conv_elements=d_inner * (d_conv - 1),
+        conv_elements=(d_inner + 2 * groups * d_state) * (d_conv - 1),
         recurrent_elements=d_inner * d_state,
     )
 
