@@ -95,8 +95,28 @@ def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
     each way the fetch fails becomes one line that says what to do.
     """
     from huggingface_hub import hf_hub_download
+
+    # huggingface_hub logs each retry as a warning; kvcalc reports the outcome in one line.
+    hub_logger = logging.getLogger("huggingface_hub")
+    previous_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    try:
+        local = hf_hub_download(repo_id, "config.json", revision=revision)
+    except Exception as exc:
+        raise _hub_error(exc, repo_id, revision) from None
+    finally:
+        hub_logger.setLevel(previous_level)
+    try:
+        return read_json_file(Path(str(local)))
+    except SourceError as exc:  # name the repo, not the cache path
+        raise SourceError(f"config.json of Hub repo {repo_id}: {exc}") from None
+
+
+def _hub_error(exc: BaseException, repo_id: str, revision: str | None) -> SourceError:
+    """One line that says what went wrong with the Hub and what to do about it."""
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        FileMetadataError,
         GatedRepoError,
         HfHubHTTPError,
         HFValidationError,
@@ -106,33 +126,41 @@ def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
     )
 
     at = f" at revision {revision!r}" if revision else ""
-    # huggingface_hub logs each retry as a warning; kvcalc reports the outcome in one line.
-    hub_logger = logging.getLogger("huggingface_hub")
-    previous_level = hub_logger.level
-    hub_logger.setLevel(logging.ERROR)
-    try:
-        local = hf_hub_download(repo_id, "config.json", revision=revision)
-    except GatedRepoError:
-        raise SourceError(
-            f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN"
-        ) from None
-    except RepositoryNotFoundError:
-        raise SourceError(
-            f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)"
-        ) from None
-    except RevisionNotFoundError:
-        raise SourceError(f"Hub repo {repo_id} has no revision {revision!r}") from None
-    except LocalEntryNotFoundError:
-        raise SourceError(
+    if isinstance(exc, LocalEntryNotFoundError):
+        # Not cached, and the Hub did not serve it. When a server did answer, its answer is the
+        # cause and says more than "offline"; a connection failure (or offline mode) means unreachable.
+        cause = exc.__cause__
+        if isinstance(cause, HfHubHTTPError | EntryNotFoundError):
+            return _hub_error(cause, repo_id, revision)
+        if isinstance(cause, FileMetadataError):  # a server answered, but not as a Hub does
+            return SourceError(
+                f"the Hub did not answer like a Hugging Face Hub for {repo_id}{at} "
+                f"({cause.__class__.__name__}); check HF_ENDPOINT"
+            )
+        return SourceError(
             f"Hub repo {repo_id}{at} is not in the local Hugging Face cache and the Hub cannot be "
             "reached (offline or HF_HUB_OFFLINE=1); fetch it once online or pass a local config.json"
-        ) from None
-    except EntryNotFoundError:
-        raise SourceError(f"Hub repo {repo_id}{at} has no config.json") from None
-    except HFValidationError:
-        raise SourceError(f"{repo_id!r} is not a valid Hugging Face repo id") from None
-    except (HfHubHTTPError, OSError) as exc:
-        raise SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}") from None
-    finally:
-        hub_logger.setLevel(previous_level)
-    return read_json_file(Path(str(local)))
+        )
+    if isinstance(exc, GatedRepoError):
+        return SourceError(f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN")
+    if isinstance(exc, RepositoryNotFoundError):
+        return SourceError(
+            f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)"
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return SourceError(f"Hub repo {repo_id} has no revision {revision or 'main'!r}")
+    if isinstance(exc, EntryNotFoundError):
+        return SourceError(f"Hub repo {repo_id}{at} has no config.json")
+    if isinstance(exc, HFValidationError):
+        return SourceError(f"{repo_id!r} is not a valid Hugging Face repo id")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        if status == 401:
+            return SourceError(f"the Hub refused the credentials for {repo_id}: check HF_TOKEN")
+        if status == 403:
+            return SourceError(
+                f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions"
+            )
+        return SourceError(f"could not fetch config.json of {repo_id}: the Hub answered HTTP {status}")
+    detail = " ".join(str(exc).split())  # hub messages span lines; kvcalc prints one
+    return SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}: {detail}")
