@@ -264,7 +264,8 @@ def test_llama4_explicit_no_rope_layers() -> None:
 def test_deepseek_v2_lite_mla_latent() -> None:
     # 27 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B = 31,104 B/token, no factor 2.
     spec = spec_of("DeepSeek-V2-Lite.json")
-    assert set(spec.caches) == {LatentCache(latent_dim=512, rope_dim=64)}
+    # Decompressed per head: K = qk_nope 128 + qk_rope 64 = 192, V = 128 (for comparisons only).
+    assert set(spec.caches) == {LatentCache(latent_dim=512, rope_dim=64, k_head_dim=192, v_head_dim=128)}
     est = run(spec, tokens=1000, batch=2)
     assert est.per_token_bytes == 31_104
     assert est.total_bytes == 31_104 * 1000 * 2

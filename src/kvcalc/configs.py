@@ -370,9 +370,13 @@ def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
     """The cache entry of a full-attention layer, and the number of query heads."""
     if r.has("kv_lora_rank"):  # MLA: DeepSeek-V2/V3, Kimi-K2, MiniCPM3 cache one latent
         heads = r.positive_int(_HEAD_KEYS)
+        rope = r.positive_int("qk_rope_head_dim")
+        nope = r.optional_positive_int("qk_nope_head_dim")
         latent = LatentCache(
             latent_dim=r.positive_int("kv_lora_rank"),
-            rope_dim=r.positive_int("qk_rope_head_dim"),
+            rope_dim=rope,
+            k_head_dim=nope + rope if nope else None,
+            v_head_dim=r.optional_positive_int("v_head_dim"),
         )
         return latent, heads
     heads, head_dim = _heads_and_head_dim(r)

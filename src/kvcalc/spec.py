@@ -57,10 +57,16 @@ class AttentionCache:
 
 @dataclass(frozen=True)
 class LatentCache:
-    """Multi-head latent attention: ``latent_dim + rope_dim`` elements per token, no factor 2."""
+    """Multi-head latent attention: ``latent_dim + rope_dim`` elements per token, no factor 2.
+
+    ``k_head_dim`` / ``v_head_dim`` are the per-head dims the latent decompresses to (DeepSeek:
+    qk_nope + qk_rope and v_head_dim); they size the equivalent uncompressed cache, not this one.
+    """
 
     latent_dim: int
     rope_dim: int
+    k_head_dim: int | None = None
+    v_head_dim: int | None = None
 
     kind = "mla"
     tokens: TokenSource = "decoder"
