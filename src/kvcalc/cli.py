@@ -231,6 +231,188 @@ def estimate(
         _echo(f"note: {note}")
 
 
+def _split_list(text: str, what: str) -> list[str]:
+    """``4k,32k`` -> ``["4k", "32k"]``; lists use commas, so counts in them take no thousands commas."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise UsageError(f"{what} needs a comma-separated list of values, got {text!r} (an empty item)")
+    return items
+
+
+@app.command()
+def compare(
+    models: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[MODEL]...",
+            autocompletion=_complete_model,
+            help="One model: its attention variants side by side. Several: the models side by side, "
+            "smallest cache first. Presets, config.json paths and repo ids mix freely.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens",
+            "-t",
+            metavar="T[,T...]",
+            help="Tokens per sequence, or a comma list (4k,32k,128k) for a sweep: one column per length. "
+            "k = 1024. Default 2048.",
+        ),
+    ] = None,
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once.")
+    ] = "1",
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            metavar="DTYPE[,DTYPE...]",
+            help="One or more of fp32, fp16, bf16, fp8; each multiplies the rows. Default: each model's own.",
+        ),
+    ] = None,
+    kv_heads: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-heads",
+            metavar="N[,N...]",
+            help="Extra GQA variants to show (e.g. 32,8,4,1); each must divide the query heads. MHA, MQA "
+            "and the model's own are always shown.",
+        ),
+    ] = None,
+    latent_dim: Annotated[
+        int | None,
+        typer.Option(
+            "--latent-dim", metavar="D_C", help="Add an MLA variant caching a latent of D_C elements."
+        ),
+    ] = None,
+    rope_dim: Annotated[
+        int | None,
+        typer.Option(
+            "--rope-dim", metavar="D_R", help="The MLA variant's decoupled RoPE key dims (default 0)."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="LABEL",
+            help="Row the ratios divide by: a variant (MHA, GQA-8 or 8, MQA, MLA) or a model. "
+            "Default: MHA for variants, the first model given for models.",
+        ),
+    ] = None,
+    units: Annotated[
+        str, typer.Option("--units", metavar="binary|decimal|both", help="Units for sizes, as in estimate.")
+    ] = "both",
+    chart: Annotated[
+        bool, typer.Option("--chart", help="Also draw bytes against context length as text bars.")
+    ] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Also save a chart of bytes against context length as FILE.png or FILE.svg (needs "
+            "matplotlib: pip install 'kvcalc[plot]').",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print plain JSON: an object with a rows list (integer bytes).")
+    ] = False,
+    revision: Annotated[
+        str | None, typer.Option("--revision", metavar="REV", help="Hub revision for repo ids.")
+    ] = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers.")
+    ] = None,
+    heads: Annotated[int | None, typer.Option("--heads", metavar="H", help="By hand: query heads.")] = None,
+    head_dim: Annotated[
+        int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim.")
+    ] = None,
+) -> None:
+    """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
+
+    Same workload for every row; ratios are to the baseline at the same length (and the first
+    dtype). Variants change a model's quality and need training: this compares memory only.
+    """
+    from .api import load_model, model_from_geometry
+    from .compare import attention_variants, candidate_for
+    from .compare import compare as run_compare
+    from .dtypes import parse_dtype
+    from .render import comparison_chart, comparison_json, comparison_table
+
+    unit_choice = _units(units)
+    names = models or []
+    by_hand = any(v is not None for v in (layers, heads, head_dim))
+    notes: list[str] = []
+    if by_hand:
+        if names:
+            raise UsageError("give either MODEL or --layers/--heads/--head-dim, not both")
+        if layers is None or heads is None or head_dim is None:
+            raise UsageError("comparing by hand needs --layers, --heads and --head-dim")
+        specs = [
+            model_from_geometry(layers=layers, heads=heads, kv_heads=heads, head_dim=head_dim, name="custom")
+        ]
+    elif not names:
+        raise UsageError(
+            "give one MODEL (its variants), several (side by side), or --layers/--heads/--head-dim"
+        )
+    else:
+        specs = [load_model(name, revision=revision) for name in names]
+
+    token_list = (
+        [parse_count(t, what="--tokens") for t in _split_list(tokens, "--tokens")] if tokens else [2048]
+    )
+    if tokens is None:
+        notes.append("--tokens not given: 2,048 tokens per sequence assumed")
+    dtypes = [parse_dtype(d) for d in _split_list(kv_dtype, "--kv-dtype")] if kv_dtype is not None else [None]
+    if len(specs) == 1:
+        extra = (
+            [parse_count(k, what="--kv-heads") for k in _split_list(kv_heads, "--kv-heads")]
+            if kv_heads
+            else []
+        )
+        candidates, variant_notes = attention_variants(
+            specs[0], kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim, mark_own=not by_hand
+        )
+        mode = "variants"
+        notes += variant_notes
+    else:
+        if kv_heads is not None or latent_dim is not None or rope_dim is not None:
+            raise UsageError(
+                "--kv-heads, --latent-dim and --rope-dim compare variants of one model; give one MODEL"
+            )
+        candidates = [candidate_for(spec) for spec in specs]
+        mode = "models"
+    result = run_compare(
+        candidates,
+        mode=mode,
+        tokens=token_list,
+        dtypes=dtypes,
+        batch=parse_count(batch, what="--batch"),
+        baseline=baseline,
+        notes=notes,
+    )
+    if plot is not None:
+        from .charts import save_plot
+
+        save_plot(result, plot)
+    if as_json:
+        print(json.dumps(comparison_json(result), indent=2))
+        return
+    _echo(comparison_table(result, unit_choice))
+    if any(c.own for c in candidates) and mode == "variants":
+        _echo("* the model's own attention")
+    if chart:
+        _echo()
+        _echo(comparison_chart(result, unit_choice))
+    for note in comparison_json(result)["notes"]:
+        _echo(f"note: {note}")
+    if plot is not None:
+        _echo(f"plot saved to {plot}")
+
+
 def _preset_rows() -> list[dict[str, Any]]:
     from .configs import read_config
     from .dtypes import BF16

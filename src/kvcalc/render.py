@@ -5,12 +5,17 @@ Nothing here computes bytes; it only formats what ``estimate`` produced.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .estimator import Estimate, GroupEstimate
 from .presets import Preset
 from .spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 from .units import Units, format_binary, format_decimal
+
+if TYPE_CHECKING:  # annotations only: estimate's start-up does not load the compare view
+    from fractions import Fraction
+
+    from .compare import CompareRow, Comparison
 
 
 def attention_kind(spec: ModelSpec) -> str:
@@ -283,3 +288,142 @@ def presets_table(rows: list[dict[str, Any]]) -> str:
         )  # fmt: skip
     title = "Bundled presets (bytes/token: every layer's K and V at bf16, before any window)"
     return box_table(title, headers, body, right={2, 3, 4, 6})
+
+
+def ratio_text(ratio: Fraction) -> str:
+    """``1/4`` -> ``0.25x (1/4)``; small exact fractions are shown, since they are the point."""
+    if ratio.denominator == 1:
+        return f"{ratio.numerator:,}x"
+    text = f"{float(ratio):.3g}x"
+    if ratio.numerator <= 99 and ratio.denominator <= 99:
+        text += f" ({ratio.numerator}/{ratio.denominator})"
+    return text
+
+
+def _candidate_heads(row: CompareRow) -> str:
+    c = row.candidate
+    if c.latent_dim is not None:
+        return f"latent {c.latent_dim}"
+    return str(c.kv_heads) if c.kv_heads is not None else "-"
+
+
+def comparison_table(comp: Comparison, units: Units) -> str:
+    """Variants or models side by side: one row per candidate x dtype; a sweep puts one column
+    per context length, each cell the total and its ratio to the baseline."""
+    many_dtypes = len(comp.dtypes) > 1
+    sweep = len(comp.tokens) > 1
+    first = "variant" if comp.mode == "variants" else "model"
+    headers = [first]
+    if many_dtypes:
+        headers.append("dtype")
+    if comp.mode == "models":
+        headers.append("attention")
+    headers.append("KV heads")
+    if comp.mode == "variants":
+        headers.append("elements/token/layer")
+    headers.append("bytes/token")
+    if sweep:
+        headers += [f"T={t:,}" for t in comp.tokens]
+    else:
+        headers += ["bytes", "total", "ratio"]
+
+    body: list[list[str]] = []
+    by_key: dict[tuple[int, str], list[CompareRow]] = {}
+    for r in comp.rows:
+        by_key.setdefault((id(r.candidate), r.kv_dtype.name), []).append(r)
+    for group in by_key.values():
+        r0 = group[0]
+        label = r0.candidate.label + (" *" if comp.mode == "variants" and r0.candidate.own else "")
+        cells = [label]
+        if many_dtypes:
+            cells.append(r0.kv_dtype.name)
+        if comp.mode == "models":
+            cells.append(attention_kind(r0.candidate.spec))
+        cells.append(_candidate_heads(r0))
+        if comp.mode == "variants":
+            cells.append(f"{r0.candidate.elements_per_token:,}")
+        cells.append(f"{r0.estimate.per_token_bytes:,}")
+        if sweep:
+            # One unit per cell keeps a sweep readable; --units decimal switches it, JSON has bytes.
+            unit: Units = "decimal" if units == "decimal" else "binary"
+            cells += [f"{_short(r.total_bytes, unit)} ({float(r.ratio):.3g}x)" for r in group]
+        else:
+            cells += [f"{r0.total_bytes:,}", _short(r0.total_bytes, units), ratio_text(r0.ratio)]
+        body.append(cells)
+    dtype_text = ", ".join(d.name for d in comp.dtypes)
+    title = (
+        f"{'Attention variants' if comp.mode == 'variants' else 'Models'}: batch {comp.batch:,}"
+        + ("" if sweep else f" x {comp.tokens[0]:,} tokens")
+        + f", {dtype_text}, ratio to {comp.baseline}"
+        + (f" at {comp.dtypes[0].name}" if many_dtypes else "")
+    )
+    left = {0, 1} if many_dtypes else {0}
+    if comp.mode == "models":
+        left.add(len(left))
+    return box_table(title, headers, body, right=set(range(len(headers))) - left)
+
+
+def _short(n: int, units: Units) -> str:
+    if units == "decimal":
+        return format_decimal(n)
+    if units == "binary":
+        return format_binary(n)
+    return f"{format_binary(n)} / {format_decimal(n)}"
+
+
+def comparison_chart(comp: Comparison, units: Units, width: int = 40) -> str:
+    """Bytes against context length as text bars, one block per row, scaled to the largest."""
+    largest = max((r.total_bytes for r in comp.rows), default=0) or 1
+    label_width = max(len(f"{r.candidate.label} {r.kv_dtype.name}") for r in comp.rows)
+    token_width = max(len(f"{t:,}") for t in comp.tokens)
+    lines = [f"KV cache vs context length (bar = bytes, scaled to {_short(largest, units)})"]
+    previous = None
+    for r in comp.rows:
+        name = f"{r.candidate.label} {r.kv_dtype.name}"
+        shown = name if name != previous else ""
+        previous = name
+        cells = round(width * r.total_bytes / largest)
+        bar = "█" * cells if cells or not r.total_bytes else "▏"
+        lines.append(
+            f"{shown:<{label_width}}  T={r.tokens:>{token_width},}  {bar} {_short(r.total_bytes, units)}"
+        )
+    return "\n".join(lines)
+
+
+def comparison_json(comp: Comparison) -> dict[str, Any]:
+    rows = []
+    for r in comp.rows:
+        c = r.candidate
+        rows.append(
+            {
+                "label": c.label,
+                "model": c.spec.name,
+                "own": c.own,
+                "attention": attention_kind(c.spec),
+                "kv_heads": c.kv_heads,
+                "latent_dim": c.latent_dim,
+                "elements_per_token_per_layer": c.elements_per_token,
+                "kv_dtype": r.kv_dtype.name,
+                "tokens": r.tokens,
+                "batch": comp.batch,
+                "per_token_bytes": r.estimate.per_token_bytes,
+                "total_bytes": r.total_bytes,
+                "ratio": float(r.ratio),
+                "ratio_exact": f"{r.ratio.numerator}/{r.ratio.denominator}",
+            }
+        )
+    notes = list(comp.notes)
+    for r in comp.rows:
+        for note in (*r.candidate.spec.notes, *r.estimate.notes):
+            if "keep at most" not in note:  # windows show in the numbers; one note per length is noise
+                notes.append(f"{r.candidate.spec.name}: {note}")
+    notes = list(dict.fromkeys(notes))
+    return {
+        "mode": comp.mode,
+        "baseline": comp.baseline,
+        "batch": comp.batch,
+        "tokens": list(comp.tokens),
+        "kv_dtypes": [d.name for d in comp.dtypes],
+        "rows": rows,
+        "notes": notes,
+    }

@@ -1,0 +1,63 @@
+"""Charts saved to files with matplotlib (the optional ``plot`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .compare import Comparison
+from .errors import UsageError
+
+_FORMATS = {".png": "png", ".svg": "svg"}
+
+
+def save_plot(comp: Comparison, path: str) -> None:
+    """Bytes (GiB) against context length, one line per row of the comparison."""
+    target = Path(path)
+    fmt = _FORMATS.get(target.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"--plot needs a .png or .svg file name, got {path!r}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'kvcalc[plot]'") from None
+
+    series: dict[str, list[tuple[int, int]]] = {}
+    for r in comp.rows:
+        label = r.candidate.label + (f" {r.kv_dtype.name}" if len(comp.dtypes) > 1 else "")
+        series.setdefault(label, []).append((r.tokens, r.total_bytes))
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    try:
+        for label, points in series.items():
+            xs = [t for t, _ in points]
+            ys = [b / 2**30 for _, b in points]
+            ax.plot(xs, ys, marker="o", label=label)
+        if len(comp.tokens) > 1 and max(comp.tokens) / min(comp.tokens) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(list(comp.tokens), [_tokens_label(t) for t in comp.tokens])
+        ax.minorticks_off()
+        ax.set_xlabel("context length (tokens per sequence)")
+        ax.set_ylabel("KV cache (GiB = 2^30 bytes)")
+        what = (
+            f"{comp.rows[0].candidate.spec.name} attention variants" if comp.mode == "variants" else "models"
+        )
+        ax.set_title(f"KV cache of {what}, batch {comp.batch}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        try:
+            fig.savefig(target, format=fmt)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def _tokens_label(tokens: int) -> str:
+    """``32768`` -> ``32k``, the way context lengths are quoted (k = 1024)."""
+    for suffix, scale in (("m", 2**20), ("k", 2**10)):
+        if tokens % scale == 0:
+            return f"{tokens // scale}{suffix}"
+    return f"{tokens:,}"

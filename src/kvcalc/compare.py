@@ -1,0 +1,215 @@
+"""Side-by-side views over the estimator: attention variants of one model, or several models,
+across KV dtypes and context lengths. Pure: builds specs and estimates, prints nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from .dtypes import DType
+from .errors import UsageError
+from .estimator import Estimate, Workload, estimate
+from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One column-of-the-comparison model: a real model, or a variant of one.
+
+    ``kv_heads`` / ``latent_dim`` describe its (first) attention layer for display; ``own`` marks
+    the geometry the model actually has.
+    """
+
+    label: str
+    spec: ModelSpec
+    kv_heads: int | None
+    latent_dim: int | None
+    elements_per_token: int
+    own: bool = True
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    candidate: Candidate
+    kv_dtype: DType
+    tokens: int
+    estimate: Estimate
+    ratio: Fraction
+
+    @property
+    def total_bytes(self) -> int:
+        return self.estimate.total_bytes
+
+
+@dataclass(frozen=True)
+class Comparison:
+    mode: str  # "variants" or "models"
+    rows: tuple[CompareRow, ...]
+    baseline: str
+    tokens: tuple[int, ...]
+    dtypes: tuple[DType, ...]
+    batch: int
+    notes: tuple[str, ...]
+
+
+def _attention_of(spec: ModelSpec) -> AttentionCache | LatentCache | None:
+    return next((c for c in spec.caches if isinstance(c, AttentionCache | LatentCache)), None)
+
+
+def candidate_for(spec: ModelSpec, label: str | None = None, *, own: bool = True) -> Candidate:
+    """A model as it is, summarised by its first attention layer."""
+    first = _attention_of(spec)
+    return Candidate(
+        label=label or spec.name,
+        spec=spec,
+        kv_heads=first.kv_heads if isinstance(first, AttentionCache) else None,
+        latent_dim=first.elements_per_token if isinstance(first, LatentCache) else None,
+        elements_per_token=first.elements_per_token if first is not None else 0,
+        own=own,
+    )
+
+
+def variant_label(kv_heads: int, query_heads: int) -> str:
+    if kv_heads == query_heads:
+        return "MHA"
+    if kv_heads == 1:
+        return "MQA"
+    return f"GQA-{kv_heads}"
+
+
+def attention_variants(
+    spec: ModelSpec,
+    *,
+    kv_heads: Sequence[int] = (),
+    latent_dim: int | None = None,
+    rope_dim: int | None = None,
+    mark_own: bool = True,
+) -> tuple[list[Candidate], list[str]]:
+    """MHA, the model's own GQA, any ``kv_heads`` asked for, MQA, and MLA, all else equal.
+
+    Every attention layer (windowed, chunked and cross-attention ones too) gets the variant's
+    heads; state and shared layers are untouched. ``mark_own=False`` for a geometry given by hand,
+    which has no "own" attention. Returns the candidates, MHA first, and notes.
+    """
+    heads = spec.query_heads
+    first = _attention_of(spec)
+    if heads is None or first is None:
+        raise UsageError(
+            f"{spec.name} has no attention heads to vary (give --heads or a model with attention)"
+        )
+    if isinstance(first, LatentCache):
+        if first.k_head_dim is None or first.v_head_dim is None:
+            raise UsageError(
+                f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown"
+            )
+        k_dim, v_dim = first.k_head_dim, first.v_head_dim
+    else:
+        k_dim, v_dim = first.k_head_dim, first.v_head_dim
+    for kv in kv_heads:
+        if kv <= 0 or kv > heads or heads % kv:
+            raise UsageError(f"--kv-heads {kv} does not divide the {heads} query heads of {spec.name}")
+
+    own_kv = first.kv_heads if isinstance(first, AttentionCache) else None
+    wanted = sorted({heads, 1, *kv_heads, *([own_kv] if own_kv else [])}, reverse=True)
+    notes: list[str] = []
+    candidates = []
+    for kv in wanted:
+        variant = _with_caches(spec, lambda c, kv=kv: _as_attention(c, kv, k_dim, v_dim))
+        own = mark_own and kv == own_kv
+        candidates.append(candidate_for(variant, variant_label(kv, heads), own=own))
+
+    mla_latent = latent_dim
+    mla_rope = rope_dim
+    if isinstance(first, LatentCache) and latent_dim is None:
+        mla_latent, mla_rope = first.latent_dim, first.rope_dim
+    if mla_latent is not None:
+        if mla_rope is None:
+            mla_rope = 0
+            notes.append("--rope-dim not given: the MLA variant has no decoupled RoPE key (0)")
+        latent = LatentCache(mla_latent, mla_rope, k_head_dim=k_dim, v_head_dim=v_dim)
+        if any(c.token_bound is not None for c in spec.caches):
+            notes.append("the MLA variant caches every token: sliding windows and chunks are dropped")
+        variant = _with_caches(spec, lambda c: latent if isinstance(c, AttentionCache | LatentCache) else c)
+        own = isinstance(first, LatentCache) and (mla_latent, mla_rope) == (first.latent_dim, first.rope_dim)
+        candidates.append(candidate_for(variant, "MLA", own=own))
+    notes.append("variants change the model's quality and need (re)training: this compares memory only")
+    return candidates, notes
+
+
+def _as_attention(cache: LayerCache, kv: int, k_dim: int, v_dim: int) -> LayerCache:
+    if isinstance(cache, AttentionCache):
+        return replace(cache, kv_heads=kv)
+    if isinstance(cache, LatentCache):
+        return AttentionCache(kv_heads=kv, k_head_dim=k_dim, v_head_dim=v_dim)
+    return cache
+
+
+def _with_caches(spec: ModelSpec, change: object) -> ModelSpec:
+    assert callable(change)
+    return replace(spec, caches=tuple(change(c) for c in spec.caches))
+
+
+def _match(label: str, candidates: Sequence[Candidate]) -> Candidate | None:
+    key = label.strip().lower()
+    for c in candidates:
+        names = {c.label.lower(), c.spec.name.lower()}
+        if c.kv_heads is not None and c.label.startswith(("GQA", "MHA", "MQA")):
+            names.add(str(c.kv_heads))
+        if key in names:
+            return c
+    return None
+
+
+def compare(
+    candidates: Sequence[Candidate],
+    *,
+    mode: str,
+    tokens: Sequence[int],
+    dtypes: Sequence[DType | None],
+    batch: int = 1,
+    baseline: str | None = None,
+    notes: Sequence[str] = (),
+) -> Comparison:
+    """Estimate every candidate x dtype x length; ratios are to the baseline candidate at the
+    first dtype and the same length. ``None`` in ``dtypes`` means each model's own dtype."""
+    if not candidates or not tokens or not dtypes:
+        raise UsageError("nothing to compare: every list needs at least one value")
+    if baseline is None:
+        base = next((c for c in candidates if c.label == "MHA"), candidates[0])
+    else:
+        found = _match(baseline, candidates)
+        if found is None:
+            labels = ", ".join(c.label for c in candidates)
+            raise UsageError(f"--baseline {baseline!r} is not in the table ({labels})")
+        base = found
+
+    def run(c: Candidate, dtype: DType | None, t: int) -> Estimate:
+        return estimate(c.spec, Workload(tokens=t, batch=batch, kv_dtype=dtype))
+
+    base_totals = {t: run(base, dtypes[0], t).total_bytes for t in tokens}
+    rows = []
+    for c in candidates:
+        for dtype in dtypes:
+            for t in tokens:
+                est = run(c, dtype, t)
+                denominator = base_totals[t]
+                ratio = Fraction(est.total_bytes, denominator) if denominator else Fraction(0)
+                rows.append(CompareRow(c, est.kv_dtype, t, est, ratio))
+    if mode == "models":
+        # Smallest cache first, judged at the longest length and the first dtype.
+        final: dict[int, int] = {}
+        for r in rows:
+            if r.tokens == tokens[-1]:
+                final.setdefault(id(r.candidate), r.total_bytes)
+        order = {id(c): i for i, c in enumerate(candidates)}
+        rows.sort(key=lambda r: (final[id(r.candidate)], order[id(r.candidate)]))
+    return Comparison(
+        mode=mode,
+        rows=tuple(rows),
+        baseline=base.label,
+        tokens=tuple(tokens),
+        dtypes=tuple(dict.fromkeys(r.kv_dtype for r in rows)),
+        batch=batch,
+        notes=tuple(notes),
+    )
