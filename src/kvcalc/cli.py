@@ -1,10 +1,10 @@
 """The ``kvcalc`` command line: parse flags, call the core, hand the result to ``render``.
 
-Errors become one red line on stderr and a non-zero exit; ``KVCALC_DEBUG=1`` shows tracebacks.
+Errors become one line on stderr and a non-zero exit; ``KVCALC_DEBUG=1`` shows tracebacks.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer would have to eval() every string
+# annotation at start-up (~5 ms, benchmarks/startup.py); real annotations are read directly.
 import json
 import os
 import sys

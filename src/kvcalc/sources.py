@@ -6,7 +6,6 @@ is ever run. huggingface_hub is imported only when a repo id has to be fetched.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +93,8 @@ def fetch_hub_config(repo_id: str, *, revision: str | None = None) -> Any:
     huggingface_hub honours ``HF_TOKEN``, ``HF_HOME`` / ``HF_HUB_CACHE`` and ``HF_HUB_OFFLINE``;
     each way the fetch fails becomes one line that says what to do.
     """
+    import logging
+
     from huggingface_hub import hf_hub_download
 
     # huggingface_hub logs each retry as a warning; kvcalc reports the outcome in one line.
