@@ -344,9 +344,7 @@ def comparison_table(comp: Comparison, units: Units) -> str:
             cells.append(f"{r0.candidate.elements_per_token:,}")
         cells.append(f"{r0.estimate.per_token_bytes:,}")
         if sweep:
-            # One unit per cell keeps a sweep readable; --units decimal switches it, JSON has bytes.
-            unit: Units = "decimal" if units == "decimal" else "binary"
-            cells += [f"{_short(r.total_bytes, unit)} ({float(r.ratio):.3g}x)" for r in group]
+            cells += [f"{_short(r.total_bytes, units)} ({float(r.ratio):.3g}x)" for r in group]
         else:
             cells += [f"{r0.total_bytes:,}", _short(r0.total_bytes, units), ratio_text(r0.ratio)]
         body.append(cells)
