@@ -66,9 +66,7 @@ def test_unreadable_file(run_cli, tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
-def test_read_failure_is_one_line_even_as_root(
-    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_read_failure_is_one_line_even_as_root(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same path as a mode-000 file, forced: reading raises PermissionError."""
     path = Path(write_config(tmp_path, LLAMA_BY_HAND))
     real_read_bytes = Path.read_bytes
@@ -88,9 +86,7 @@ def test_malformed_json(run_cli, tmp_path: Path) -> None:
     assert_one_line_error(run_cli("estimate", str(path)), "not valid JSON", "line 1")
 
 
-@pytest.mark.parametrize(
-    ("value", "kind"), [([1, 2, 3], "list"), (42, "int"), ("llama", "str"), (None, "NoneType")]
-)
+@pytest.mark.parametrize(("value", "kind"), [([1, 2, 3], "list"), (42, "int"), ("llama", "str"), (None, "NoneType")])
 def test_json_that_is_not_an_object(run_cli, tmp_path: Path, value: Any, kind: str) -> None:
     result = run_cli("estimate", write_config(tmp_path, value))
     assert_one_line_error(result, "must be a JSON object", kind)
@@ -199,9 +195,7 @@ def test_count_just_past_the_limit(run_cli, flag: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_largest_accepted_workload_on_the_largest_accepted_model_prints(
-    run_cli, tmp_path: Path, as_json: bool
-) -> None:
+def test_largest_accepted_workload_on_the_largest_accepted_model_prints(run_cli, tmp_path: Path, as_json: bool) -> None:
     """Layers at their cap (2**16), heads and head dim at theirs (2**24), T = B = 2**50: still a
     result, no float overflow."""
     side = 2**24

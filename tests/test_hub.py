@@ -133,9 +133,7 @@ def test_revision_selects_another_snapshot(hub_env: HubCache) -> None:
     assert by_ref["model_type"] == "qwen3"
 
 
-def test_cache_found_through_hf_home(
-    hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cache_found_through_hf_home(hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With only HF_HOME set, the cache is HF_HOME/hub."""
     home = tmp_path / "other-home"
     shutil.copytree(hub_env.root, home / "hub", symlinks=True)
@@ -152,9 +150,7 @@ def test_repo_not_in_cache(hub_env: HubCache) -> None:
 
 def test_revision_not_in_cache(hub_env: HubCache) -> None:
     result = run_subprocess("estimate", REPO, "--revision", "1" * 40)
-    assert_one_line_error(
-        result, REPO, "at revision '" + "1" * 40 + "'", "not in the local Hugging Face cache"
-    )
+    assert_one_line_error(result, REPO, "at revision '" + "1" * 40 + "'", "not in the local Hugging Face cache")
     result = run_subprocess("estimate", REPO, "--revision", "no-such-branch")
     assert_one_line_error(result, "'no-such-branch'", "not in the local Hugging Face cache")
 
@@ -206,9 +202,7 @@ def test_offline_never_opens_a_connection(hub_env: HubCache, tmp_path: Path) -> 
     assert attempts == []
 
 
-def test_network_guard_sees_connections(
-    hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_network_guard_sees_connections(hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Control for the test above: online, a missing repo does reach for the (closed) endpoint."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     result, attempts = run_guarded(tmp_path, "estimate", "someorg/not-cached")
@@ -219,9 +213,7 @@ def test_network_guard_sees_connections(
     assert last.startswith("kvcalc: error: Hub repo someorg/not-cached is not in the local"), last
 
 
-def test_unreachable_hub_error_is_one_line(
-    hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unreachable_hub_error_is_one_line(hub_env: HubCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Online (HF_HUB_OFFLINE unset) with the Hub unreachable, huggingface_hub logs a warning per
     attempt ("... thrown while requesting HEAD ...", "Retrying in 1s [Retry 1/5]", ...); those
     once came before kvcalc's own line, 12 lines in all. (time.sleep is stubbed out here: the

@@ -145,9 +145,7 @@ def test_mutated_config_estimates_or_raises_kvcalc_error(name: str, data: st.Dat
     encoder_tokens = data.draw(st.none() | st.integers(min_value=1, max_value=8192), label="encoder")
     try:
         spec = read_config(config, name="x")
-        result = estimate(
-            spec, Workload(tokens=tokens, batch=batch, kv_dtype=kv_dtype, encoder_tokens=encoder_tokens)
-        )
+        result = estimate(spec, Workload(tokens=tokens, batch=batch, kv_dtype=kv_dtype, encoder_tokens=encoder_tokens))
     except KvcalcError:
         return
     assert isinstance(result, Estimate)
@@ -170,12 +168,8 @@ def test_every_fixture_reads_unmutated() -> None:
 SPECS = {name: read_config(fixture_config(name), name=name) for name in FIXTURE_NAMES}
 
 
-def total(
-    spec: ModelSpec, tokens: int, batch: int = 1, dtype: DType | None = None, enc: int | None = None
-) -> int:
-    return estimate(
-        spec, Workload(tokens=tokens, batch=batch, kv_dtype=dtype, encoder_tokens=enc)
-    ).total_bytes
+def total(spec: ModelSpec, tokens: int, batch: int = 1, dtype: DType | None = None, enc: int | None = None) -> int:
+    return estimate(spec, Workload(tokens=tokens, batch=batch, kv_dtype=dtype, encoder_tokens=enc)).total_bytes
 
 
 def smallest_bound(spec: ModelSpec) -> int:
@@ -195,9 +189,7 @@ def has_state(spec: ModelSpec) -> bool:
     factor=st.integers(min_value=2, max_value=16),
     dtype=dtypes,
 )
-def test_total_is_linear_in_batch(
-    name: str, tokens: int, batch: int, factor: int, dtype: DType | None
-) -> None:
+def test_total_is_linear_in_batch(name: str, tokens: int, batch: int, factor: int, dtype: DType | None) -> None:
     spec = SPECS[name]
     assert total(spec, tokens, batch * factor, dtype) == factor * total(spec, tokens, batch, dtype)
 

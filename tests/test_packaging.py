@@ -95,6 +95,4 @@ def test_packed_preset_index_matches_the_yaml_files(wheel: Path) -> None:
     expected = {f: yaml.safe_load((ROOT / "model_presets" / f).read_text()) for f in PRESET_FILES}
     assert packed == expected
     # Same key order too: `kvcalc presets show` prints the config in the file's order.
-    assert [list(packed[f]["config"]) for f in PRESET_FILES] == [
-        list(expected[f]["config"]) for f in PRESET_FILES
-    ]
+    assert [list(packed[f]["config"]) for f in PRESET_FILES] == [list(expected[f]["config"]) for f in PRESET_FILES]

@@ -82,9 +82,7 @@ def test_common_paths_import_no_heavy_modules(argv: list[str], tmp_path: Path) -
     report = _run_child(argv, tmp_path)
     assert report["code"] == 0, report["stdout"]
     assert report["loaded"] == [], f"kvcalc {' '.join(argv)} imported {', '.join(report['loaded'])}"
-    assert report["attempted"] == [], (
-        f"kvcalc {' '.join(argv)} tried to import {', '.join(report['attempted'])}"
-    )
+    assert report["attempted"] == [], f"kvcalc {' '.join(argv)} tried to import {', '.join(report['attempted'])}"
 
 
 def test_estimate_json_is_the_seed_worked_example(tmp_path: Path) -> None:

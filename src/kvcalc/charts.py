@@ -40,9 +40,7 @@ def save_plot(comp: Comparison, path: str) -> None:
         ax.minorticks_off()
         ax.set_xlabel("context length (tokens per sequence)")
         ax.set_ylabel("KV cache (GiB = 2^30 bytes)")
-        what = (
-            f"{comp.rows[0].candidate.spec.name} attention variants" if comp.mode == "variants" else "models"
-        )
+        what = f"{comp.rows[0].candidate.spec.name} attention variants" if comp.mode == "variants" else "models"
         ax.set_title(f"KV cache of {what}, batch {comp.batch}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")

@@ -90,9 +90,7 @@ def estimate(
         ),
     ] = None,
     tokens: Annotated[str | None, typer.Option("--tokens", "-t", metavar="T", help=TOKENS_HELP)] = None,
-    batch: Annotated[
-        str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once (B).")
-    ] = "1",
+    batch: Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once (B).")] = "1",
     prompt: Annotated[
         str | None,
         typer.Option(
@@ -137,16 +135,12 @@ def estimate(
             help="Show M = 2 x L x B x T x H_kv x d_h x s with this model's numbers substituted.",
         ),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).")
-    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).")] = False,
     revision: Annotated[
         str | None,
         typer.Option("--revision", metavar="REV", help="Hub revision (branch, tag or commit) for a repo id."),
     ] = None,
-    layers: Annotated[
-        int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers (L).")
-    ] = None,
+    layers: Annotated[int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers (L).")] = None,
     heads: Annotated[
         int | None, typer.Option("--heads", metavar="H", help="By hand: query heads (to check GQA grouping).")
     ] = None,
@@ -154,9 +148,7 @@ def estimate(
         int | None,
         typer.Option("--kv-heads", metavar="H_KV", help="By hand: KV heads (H_kv); default --heads."),
     ] = None,
-    head_dim: Annotated[
-        int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim (d_h).")
-    ] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim (d_h).")] = None,
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
@@ -177,9 +169,7 @@ def estimate(
         raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
     if model is None:
         if not by_hand:
-            raise UsageError(
-                "give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim"
-            )
+            raise UsageError("give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim")
         if layers is None or head_dim is None:
             raise UsageError("describing a model by hand needs --layers and --head-dim")
         spec = model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
@@ -261,9 +251,7 @@ def compare(
             "k = 1024. Default 2048.",
         ),
     ] = None,
-    batch: Annotated[
-        str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once.")
-    ] = "1",
+    batch: Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once.")] = "1",
     kv_dtype: Annotated[
         str | None,
         typer.Option(
@@ -283,15 +271,11 @@ def compare(
     ] = None,
     latent_dim: Annotated[
         int | None,
-        typer.Option(
-            "--latent-dim", metavar="D_C", help="Add an MLA variant caching a latent of D_C elements."
-        ),
+        typer.Option("--latent-dim", metavar="D_C", help="Add an MLA variant caching a latent of D_C elements."),
     ] = None,
     rope_dim: Annotated[
         int | None,
-        typer.Option(
-            "--rope-dim", metavar="D_R", help="The MLA variant's decoupled RoPE key dims (default 0)."
-        ),
+        typer.Option("--rope-dim", metavar="D_R", help="The MLA variant's decoupled RoPE key dims (default 0)."),
     ] = None,
     baseline: Annotated[
         str | None,
@@ -323,13 +307,9 @@ def compare(
     revision: Annotated[
         str | None, typer.Option("--revision", metavar="REV", help="Hub revision for repo ids.")
     ] = None,
-    layers: Annotated[
-        int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers.")
-    ] = None,
+    layers: Annotated[int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers.")] = None,
     heads: Annotated[int | None, typer.Option("--heads", metavar="H", help="By hand: query heads.")] = None,
-    head_dim: Annotated[
-        int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim.")
-    ] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim.")] = None,
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
 
@@ -351,28 +331,18 @@ def compare(
             raise UsageError("give either MODEL or --layers/--heads/--head-dim, not both")
         if layers is None or heads is None or head_dim is None:
             raise UsageError("comparing by hand needs --layers, --heads and --head-dim")
-        specs = [
-            model_from_geometry(layers=layers, heads=heads, kv_heads=heads, head_dim=head_dim, name="custom")
-        ]
+        specs = [model_from_geometry(layers=layers, heads=heads, kv_heads=heads, head_dim=head_dim, name="custom")]
     elif not names:
-        raise UsageError(
-            "give one MODEL (its variants), several (side by side), or --layers/--heads/--head-dim"
-        )
+        raise UsageError("give one MODEL (its variants), several (side by side), or --layers/--heads/--head-dim")
     else:
         specs = [load_model(name, revision=revision) for name in names]
 
-    token_list = (
-        [parse_count(t, what="--tokens") for t in _split_list(tokens, "--tokens")] if tokens else [2048]
-    )
+    token_list = [parse_count(t, what="--tokens") for t in _split_list(tokens, "--tokens")] if tokens else [2048]
     if tokens is None:
         notes.append("--tokens not given: 2,048 tokens per sequence assumed")
     dtypes = [parse_dtype(d) for d in _split_list(kv_dtype, "--kv-dtype")] if kv_dtype is not None else [None]
     if len(specs) == 1:
-        extra = (
-            [parse_count(k, what="--kv-heads") for k in _split_list(kv_heads, "--kv-heads")]
-            if kv_heads
-            else []
-        )
+        extra = [parse_count(k, what="--kv-heads") for k in _split_list(kv_heads, "--kv-heads")] if kv_heads else []
         candidates, variant_notes = attention_variants(
             specs[0], kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim, mark_own=not by_hand
         )
@@ -380,9 +350,7 @@ def compare(
         notes += variant_notes
     else:
         if kv_heads is not None or latent_dim is not None or rope_dim is not None:
-            raise UsageError(
-                "--kv-heads, --latent-dim and --rope-dim compare variants of one model; give one MODEL"
-            )
+            raise UsageError("--kv-heads, --latent-dim and --rope-dim compare variants of one model; give one MODEL")
         candidates = [candidate_for(spec) for spec in specs]
         mode = "models"
     result = run_compare(
@@ -451,9 +419,7 @@ def presets(
 def presets_show(
     name: Annotated[
         str,
-        typer.Argument(
-            metavar="NAME", autocompletion=_complete_model, help="Preset name or alias (case-insensitive)."
-        ),
+        typer.Argument(metavar="NAME", autocompletion=_complete_model, help="Preset name or alias (case-insensitive)."),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the preset as JSON.")] = False,
 ) -> None:

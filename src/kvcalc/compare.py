@@ -95,9 +95,7 @@ def attention_variants(
     heads = spec.query_heads
     first = _attention_of(spec)
     if heads is None or first is None:
-        raise UsageError(
-            f"{spec.name} has no attention heads to vary (give --heads or a model with attention)"
-        )
+        raise UsageError(f"{spec.name} has no attention heads to vary (give --heads or a model with attention)")
     if isinstance(first, LatentCache):
         if first.k_head_dim is None or first.v_head_dim is None:
             raise UsageError(

@@ -105,9 +105,7 @@ class _Reader:
                     f"config field '{self._field(names[0])}' is missing and model type "
                     f"{self.model_type!r} has no default for it"
                 )
-            self.notes.append(
-                f"'{self._field(names[0])}' not in config; used the {self.model_type} default {fallback}"
-            )
+            self.notes.append(f"'{self._field(names[0])}' not in config; used the {self.model_type} default {fallback}")
             return int(fallback)
         return self.check_positive(key, self.raw[key])
 
@@ -135,9 +133,7 @@ class _Reader:
 
     def int_list(self, key: str) -> list[int]:
         value = self.raw.get(key)
-        if not isinstance(value, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise ConfigError(f"config field '{self._field(key)}' must be a list of integers")
         return value
 
@@ -244,9 +240,7 @@ def _kv_heads(r: _Reader, heads: int) -> int:
         )
         kv = heads
     if kv > heads or heads % kv:
-        raise ConfigError(
-            f"config field '{r.where}num_key_value_heads' ({kv}) must divide the {heads} query heads"
-        )
+        raise ConfigError(f"config field '{r.where}num_key_value_heads' ({kv}) must divide the {heads} query heads")
     return kv
 
 
@@ -289,9 +283,7 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
             return ["full_attention"] * layers
         first = _non_negative(r, "max_window_layers")
         return ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
-    if r.has("sliding_window") or (
-        "sliding_window" not in r.raw and "sliding_window" in _FAMILY_DEFAULTS.get(mt, {})
-    ):
+    if r.has("sliding_window") or ("sliding_window" not in r.raw and "sliding_window" in _FAMILY_DEFAULTS.get(mt, {})):
         # Mistral, Phi-3, Starcoder2: a non-null sliding_window applies to every layer.
         return ["sliding_attention"] * layers
     return ["full_attention"] * layers
@@ -335,11 +327,7 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     heads: int | None = None
     attention: AttentionCache | LatentCache | None = None
     if needs_attention:
-        if (
-            r.model_type not in _FAMILY_DEFAULTS
-            and r.first_key(_HEAD_KEYS) is None
-            and not r.has("kv_lora_rank")
-        ):
+        if r.model_type not in _FAMILY_DEFAULTS and r.first_key(_HEAD_KEYS) is None and not r.has("kv_lora_rank"):
             raise ConfigError(
                 f"config of model type {r.model_type!r} has no attention geometry kvcalc can "
                 f"read (no '{r.where}num_attention_heads' or equivalent)"

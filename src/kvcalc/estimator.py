@@ -1,71 +1,75 @@
-"""ModelSpec x Workload -> Estimate: the one place where cache bytes are computed.
+"""ModelSpec x Workload x Engine -> Estimate: the one place where cache bytes are computed.
 
-Bytes are Python integers throughout. The generalised seed formula, per group of identical
-layers, is::
+Bytes are Python integers throughout. Per layer, on one GPU, the cache is::
 
-    bytes = layers * batch * (tokens_kept * elements_per_token + state_elements) * bytes_per_element
+    slots x (row_bytes(K) + row_bytes(V)) + batch x state_bytes
 
-which is ``2 * L * B * T * H_kv * d_h * s`` for plain attention (elements_per_token =
-``H_kv * (d_k + d_v)``), ``L * B * T * (d_c + d_rope) * s`` for MLA, and ``L * B * state * s``
-for linear-attention and Mamba layers.
+where ``slots`` are the token slots the engine keeps for the whole batch (``B x T`` in the plain
+case, less windows, shared prefixes, plus block rounding), a K row is ``H_kv x d_k`` elements
+(``H_kv`` per tensor-parallel rank), and ``row_bytes`` adds the quantization metadata of the
+format. For plain attention that is the seed formula ``2 x L x B x T x H_kv x d_h x s``; MLA
+caches one ``d_c + d_rope`` row and no V; linear-attention and Mamba layers a fixed state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .dtypes import DType
+from .dtypes import FP16, DType
+from .engines import THEORETICAL, Engine
 from .errors import UsageError
-from .spec import AttentionCache, LayerCache, ModelSpec, StateCache
+from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, StateCache
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What is cached: ``batch`` resident sequences of ``tokens`` tokens each.
+    """What is cached, and where.
 
-    ``encoder_tokens`` is the encoder length seen by cross-attention (encoder-decoder models).
-    ``state_dtype`` stores linear-attention / Mamba states (None: the model's own dtype).
+    ``batch`` resident sequences of ``tokens`` tokens each, the first ``shared_prefix`` of them
+    identical and cached once. ``kv_dtype`` stores K (and V unless ``v_dtype``); with a
+    quantized format the newest ``residual_tokens`` stay in the model dtype (transformers'
+    QuantizedCache). ``encoder_tokens`` feeds cross-attention. ``tp`` / ``pp`` / ``dp``: tensor
+    and pipeline parallel sizes and data-parallel replicas (the batch is split across replicas).
     """
 
     tokens: int
     batch: int = 1
     kv_dtype: DType | None = None
+    v_dtype: DType | None = None
     encoder_tokens: int | None = None
     state_dtype: DType | None = None
+    shared_prefix: int = 0
+    residual_tokens: int = 0
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tokens", "batch", "encoder_tokens"):
-            value = getattr(self, name)
-            if value is None and name == "encoder_tokens":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise UsageError(f"{name.replace('_', ' ')} must be a positive integer, got {value!r}")
+        for name in ("tokens", "batch", "tp", "pp", "dp"):
+            _check_count(name, getattr(self, name), minimum=1)
+        if self.encoder_tokens is not None:
+            _check_count("encoder_tokens", self.encoder_tokens, minimum=1)
+        for name in ("shared_prefix", "residual_tokens"):
+            _check_count(name, getattr(self, name), minimum=0)
+        if self.shared_prefix > self.tokens:
+            raise UsageError(f"shared prefix ({self.shared_prefix:,}) is longer than the {self.tokens:,} tokens")
+        if self.dp > self.batch:
+            raise UsageError(f"{self.dp} data-parallel replicas need at least {self.dp} sequences")
 
 
-class Theoretical:
-    """What attention must keep: every token, or the last W for a window of W.
-
-    A sliding layer keeps W tokens, not W-1: the query at position t reads positions t-W+1..t,
-    so a cache that already holds token t holds W entries (Mistral's rolling buffer of size W).
-    Chunked layers keep at most one chunk, the worst case within a chunk.
-    """
-
-    name = "theoretical"
-
-    def tokens_kept(self, cache: LayerCache, tokens: int) -> int:
-        bound = cache.token_bound
-        return tokens if bound is None else min(tokens, bound)
-
-
-THEORETICAL = Theoretical()
+def _check_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum else "a non-negative integer"
+        raise UsageError(f"{name.replace('_', ' ')} must be {kind}, got {value!r}")
 
 
 @dataclass(frozen=True)
 class GroupEstimate:
     """Identical layers and what they hold for the whole workload.
 
-    ``bytes_per_token`` and ``state_bytes`` are per layer and per sequence; ``bytes`` is the
-    group's total: layers x batch x (tokens_kept x bytes_per_token + state_bytes).
+    Per layer and per GPU: ``tokens_kept`` slots per sequence, ``bytes_per_token`` (K + V rows,
+    metadata included), ``state_bytes`` per sequence. ``bytes`` and ``metadata_bytes`` are the
+    group's totals over every GPU and replica.
     """
 
     cache: LayerCache
@@ -75,6 +79,8 @@ class GroupEstimate:
     state_bytes: int
     bytes: int
     dtype: DType
+    kv_heads_per_gpu: int | None = None
+    metadata_bytes: int = 0
 
     @property
     def kind(self) -> str:
@@ -83,7 +89,7 @@ class GroupEstimate:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The cache of one model under one workload, by group of identical layers."""
+    """The cache of one model under one workload and engine, by group of identical layers."""
 
     model: ModelSpec
     workload: Workload
@@ -91,10 +97,23 @@ class Estimate:
     groups: tuple[GroupEstimate, ...]
     engine: str
     notes: tuple[str, ...] = field(default=())
+    per_gpu_bytes: int = 0
+    per_gpu_token_bytes: int = 0
+    v_dtype: DType | None = None
 
     @property
     def total_bytes(self) -> int:
+        """The whole cache: every layer, every GPU, every replica."""
         return sum(g.bytes for g in self.groups)
+
+    @property
+    def gpus(self) -> int:
+        w = self.workload
+        return w.tp * w.pp * w.dp
+
+    @property
+    def metadata_bytes(self) -> int:
+        return sum(g.metadata_bytes for g in self.groups)
 
     @property
     def per_sequence_bytes(self) -> int:
@@ -102,61 +121,168 @@ class Estimate:
 
     @property
     def per_token_bytes(self) -> int:
-        """Bytes one more decoder token adds to a sequence across all layers, before any window."""
-        return sum(g.layers * g.bytes_per_token for g in self.groups if g.cache.tokens == "decoder")
+        """Bytes one more decoder token adds to a sequence across all layers and GPUs of one
+        replica, before any window: the figure papers quote."""
+        w = self.workload
+        return sum(g.layers * g.bytes_per_token * w.tp for g in self.groups if g.cache.tokens == "decoder")
 
     @property
     def fixed_bytes_per_sequence(self) -> int:
         """Bytes per sequence that do not grow with decoder tokens: states and cross-attention."""
+        w = self.workload
         return sum(
             g.layers
+            * w.tp
             * (g.state_bytes + (g.tokens_kept * g.bytes_per_token if g.cache.tokens == "encoder" else 0))
             for g in self.groups
         )
 
 
-def estimate(spec: ModelSpec, workload: Workload, *, engine: Theoretical = THEORETICAL) -> Estimate:
-    """Compute the cache of ``spec`` for ``workload``; the KV dtype defaults to the model's."""
-    kv_dtype = workload.kv_dtype or spec.dtype
-    notes: list[str] = []
-    if kv_dtype is None:
-        from .dtypes import FP16
+def _kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
+    # vllm/config/model.py get_num_kv_heads: heads are split across ranks and replicated when
+    # there are fewer heads than ranks.
+    return max(1, kv_heads // tp)
 
-        kv_dtype = FP16
+
+def pipeline_stages(layers: int, pp: int) -> list[range]:
+    """Layer ranges per pipeline stage, as vllm/distributed/utils.py get_pp_indices splits them:
+    evenly, extra layers going to the stages just before the last one."""
+    sizes = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        sizes[-i] += 1
+    stages, start = [], 0
+    for size in sizes:
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+def replica_batches(batch: int, dp: int) -> list[int]:
+    """Sequences per data-parallel replica, as even as possible (the first replicas take one more)."""
+    return [batch // dp + (1 if i < batch % dp else 0) for i in range(dp)]
+
+
+def _check_parallel(spec: ModelSpec, tp: int) -> None:
+    if tp == 1:
+        return
+    heads = spec.query_heads
+    if heads is not None and heads % tp:
+        raise UsageError(f"--tp {tp} does not divide the {heads} query heads of {spec.name}")
+    for cache in spec.caches:
+        if isinstance(cache, AttentionCache):
+            kv = cache.kv_heads
+            if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+                raise UsageError(f"--tp {tp} does not split the {kv} KV heads of {spec.name} evenly")
+
+
+def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICAL) -> Estimate:
+    """Compute the cache of ``spec`` for ``workload`` under ``engine``'s storage rules."""
+    w = workload
+    notes: list[str] = []
+    k_dtype = w.kv_dtype or spec.dtype
+    if k_dtype is None:
+        k_dtype = FP16
         notes.append("the model names no dtype: KV cache assumed fp16 (set --kv-dtype)")
-    encoder_tokens = workload.encoder_tokens or spec.encoder_tokens
+    v_dtype = w.v_dtype or k_dtype
+    compute_dtype = spec.dtype or FP16
+    for dtype in {k_dtype, v_dtype}:
+        engine.check_dtype(dtype)
+    if w.pp > spec.layers:
+        raise UsageError(f"--pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}")
+    _check_parallel(spec, w.tp)
+    encoder_tokens = w.encoder_tokens or spec.encoder_tokens
     if spec.is_encoder_decoder and encoder_tokens is None:
-        encoder_tokens = workload.tokens
+        encoder_tokens = w.tokens
         notes.append(
             f"encoder length not given: cross-attention assumed to cache {encoder_tokens:,} "
             "encoder tokens (set --encoder-tokens)"
         )
+    residual = w.residual_tokens if not (k_dtype.is_plain and v_dtype.is_plain) else 0
 
-    counts: dict[LayerCache, int] = {}
-    for cache in spec.caches:
-        counts[cache] = counts.get(cache, 0) + 1
-
-    groups = []
-    for cache, layers in counts.items():
-        tokens = encoder_tokens if cache.tokens == "encoder" else workload.tokens
+    def layer_cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
+        """(bytes, metadata bytes) of one layer on one GPU for ``batch`` sequences."""
+        tokens = encoder_tokens if cache.tokens == "encoder" else w.tokens
         assert tokens is not None
         if isinstance(cache, StateCache):
-            dtype = cache.dtype or workload.state_dtype or spec.dtype or kv_dtype
-            kept, per_token, state = 0, 0, cache.state_elements * dtype.bytes_per_element
+            dtype = cache.dtype or w.state_dtype or compute_dtype
+            # Tensor parallel splits the heads (and conv channels) of the state across ranks.
+            per_seq = -(-cache.state_elements // w.tp) * dtype.bytes_per_element
+            g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, dtype)
+            return batch * per_seq, 0, g
+        heads: int | None
+        if isinstance(cache, AttentionCache):
+            heads = _kv_heads_per_gpu(cache.kv_heads, w.tp)
+            k_row, v_row = heads * cache.k_head_dim, heads * cache.v_head_dim
+        elif isinstance(cache, LatentCache):
+            heads, k_row, v_row = None, cache.elements_per_token, 0  # replicated on every rank
         else:
-            dtype = kv_dtype
-            kept = engine.tokens_kept(cache, tokens)
-            per_token = cache.elements_per_token * dtype.bytes_per_element
-            state = 0
-            if isinstance(cache, AttentionCache) and cache.token_bound is not None and tokens > kept:
-                notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
-        total = layers * workload.batch * (kept * per_token + state)
-        groups.append(GroupEstimate(cache, layers, kept, per_token, state, total, dtype))
+            return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
+        kept = engine.tokens_held(cache, tokens)
+        slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)
+        k_data, k_meta = k_dtype.row_bytes(k_row)
+        v_data, v_meta = v_dtype.row_bytes(v_row) if v_row else (0, 0)
+        per_slot = k_data + k_meta + v_data + v_meta
+        meta = slots * (k_meta + v_meta)
+        total = slots * per_slot
+        if residual:
+            # The newest tokens of each sequence wait in full precision until a group is full.
+            full_slots = batch * min(kept, residual)
+            full_row = (k_row + v_row) * compute_dtype.bytes_per_element
+            total += full_slots * (full_row - per_slot)
+            meta -= full_slots * (k_meta + v_meta)
+        if isinstance(cache, AttentionCache) and cache.token_bound is not None and tokens > kept:
+            notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
+        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_dtype, heads)
+        return total, meta, g
+
+    batches = replica_batches(w.batch, w.dp)
+    stages = pipeline_stages(len(spec.caches), w.pp) if w.pp > 1 else [range(len(spec.caches))]
+    costs: dict[tuple[LayerCache, int], tuple[int, int, GroupEstimate]] = {}
+
+    def cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
+        key = (cache, batch)
+        if key not in costs:
+            costs[key] = layer_cost(cache, batch)
+        return costs[key]
+
+    group_bytes: dict[LayerCache, int] = {}
+    group_meta: dict[LayerCache, int] = {}
+    group_layers: dict[LayerCache, int] = {}
+    for cache in spec.caches:
+        group_layers[cache] = group_layers.get(cache, 0) + 1
+        for b in batches:
+            total, meta, _ = cost(cache, b)
+            group_bytes[cache] = group_bytes.get(cache, 0) + total * w.tp
+            group_meta[cache] = group_meta.get(cache, 0) + meta * w.tp
+    per_gpu = max(sum(cost(spec.caches[i], batches[0])[0] for i in stage) for stage in stages)
+    per_gpu_token = max(
+        sum(cost(spec.caches[i], 1)[2].bytes_per_token for i in stage if spec.caches[i].tokens == "decoder")
+        for stage in stages
+    )
+    groups = []
+    for cache, layers in group_layers.items():
+        shape = cost(cache, batches[0])[2]
+        groups.append(
+            GroupEstimate(
+                cache=cache,
+                layers=layers,
+                tokens_kept=shape.tokens_kept,
+                bytes_per_token=shape.bytes_per_token,
+                state_bytes=shape.state_bytes,
+                bytes=group_bytes[cache],
+                dtype=shape.dtype,
+                kv_heads_per_gpu=shape.kv_heads_per_gpu,
+                metadata_bytes=group_meta[cache],
+            )
+        )
     return Estimate(
         model=spec,
-        workload=workload,
-        kv_dtype=kv_dtype,
+        workload=w,
+        kv_dtype=k_dtype,
+        v_dtype=v_dtype if v_dtype != k_dtype else None,
         groups=tuple(groups),
         engine=engine.name,
-        notes=tuple(notes),
+        notes=tuple(dict.fromkeys(notes)),
+        per_gpu_bytes=per_gpu,
+        per_gpu_token_bytes=per_gpu_token,
     )

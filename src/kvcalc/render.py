@@ -51,9 +51,7 @@ def attention_kind(spec: ModelSpec) -> str:
 def _heads_text(cache: Any) -> tuple[str, str]:
     if isinstance(cache, AttentionCache):
         dims = (
-            str(cache.k_head_dim)
-            if cache.k_head_dim == cache.v_head_dim
-            else f"{cache.k_head_dim}/{cache.v_head_dim}"
+            str(cache.k_head_dim) if cache.k_head_dim == cache.v_head_dim else f"{cache.k_head_dim}/{cache.v_head_dim}"
         )
         return str(cache.kv_heads), dims
     if isinstance(cache, LatentCache):
@@ -83,10 +81,7 @@ def box_table(title: str, headers: list[str], rows: list[list[str]], right: set[
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def cells(values: list[str], bar: str) -> str:
-        padded = [
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
+        padded = [v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))]
         return bar + bar.join(f" {p} " for p in padded) + bar
 
     def rule(left: str, mid: str, end: str, fill: str) -> str:
@@ -101,10 +96,7 @@ def box_table(title: str, headers: list[str], rows: list[list[str]], right: set[
 def estimate_table(est: Estimate) -> str:
     """The per-layer-type breakdown (bytes/token and state/seq are per layer)."""
     w = est.workload
-    title = (
-        f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, "
-        f"{est.kv_dtype.name} ({est.engine})"
-    )
+    title = f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, {est.kv_dtype.name} ({est.engine})"
     with_state = any(g.state_bytes for g in est.groups)
     headers = ["layers", "type", "KV heads", "head dim", "tokens kept", "bytes/token"]
     if with_state:
@@ -126,9 +118,7 @@ def estimate_table(est: Estimate) -> str:
 def summary_lines(est: Estimate, units: Units) -> list[str]:
     lines = [f"per token      {total_text(est.per_token_bytes, units)}  (all layers, before any window)"]
     if est.fixed_bytes_per_sequence:
-        lines.append(
-            f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  (states, cross-attention)"
-        )
+        lines.append(f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  (states, cross-attention)")
     lines.append(f"per sequence   {total_text(est.per_sequence_bytes, units)}")
     lines.append(f"total          {total_text(est.total_bytes, units)}")
     return lines
@@ -181,8 +171,7 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
             expr = f"2 x {g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x {c.k_head_dim} x {s}"
         else:
             expr = (
-                f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x "
-                f"({c.k_head_dim} + {c.v_head_dim}) x {s}"
+                f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x ({c.k_head_dim} + {c.v_head_dim}) x {s}"
             )
     elif isinstance(c, LatentCache):
         out.append("MLA caches one latent per token: (d_c + d_rope) elements, no factor 2")
@@ -239,9 +228,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "engine": est.engine,
         "batch": w.batch,
         "tokens": w.tokens,
-        "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens)
-        if est.model.is_encoder_decoder
-        else None,
+        "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens) if est.model.is_encoder_decoder else None,
         "kv_dtype": est.kv_dtype.name,
         "bytes_per_element": est.kv_dtype.bytes_per_element,
         "total_bytes": est.total_bytes,
@@ -382,9 +369,7 @@ def comparison_chart(comp: Comparison, units: Units, width: int = 40) -> str:
         previous = name
         cells = round(width * r.total_bytes / largest)
         bar = "█" * cells if cells or not r.total_bytes else "▏"
-        lines.append(
-            f"{shown:<{label_width}}  T={r.tokens:>{token_width},}  {bar} {_short(r.total_bytes, units)}"
-        )
+        lines.append(f"{shown:<{label_width}}  T={r.tokens:>{token_width},}  {bar} {_short(r.total_bytes, units)}")
     return "\n".join(lines)
 
 

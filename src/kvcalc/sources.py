@@ -44,12 +44,7 @@ def resolve(model: str, *, revision: str | None = None) -> Source:
 
 
 def _looks_like_path(model: str) -> bool:
-    return (
-        model.endswith(".json")
-        or model.startswith(("/", "./", "../", "~"))
-        or model.count("/") > 1
-        or "\\" in model
-    )
+    return model.endswith(".json") or model.startswith(("/", "./", "../", "~")) or model.count("/") > 1 or "\\" in model
 
 
 def _from_path(path: Path) -> Source:
@@ -78,9 +73,7 @@ def read_json_file(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+        raise SourceError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise SourceError(f"{path} is nested too deeply to be a model config") from None
     except ValueError as exc:  # e.g. an integer literal longer than Python will convert
@@ -145,9 +138,7 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str | None) -> Source
     if isinstance(exc, GatedRepoError):
         return SourceError(f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN")
     if isinstance(exc, RepositoryNotFoundError):
-        return SourceError(
-            f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)"
-        )
+        return SourceError(f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)")
     if isinstance(exc, RevisionNotFoundError):
         return SourceError(f"Hub repo {repo_id} has no revision {revision or 'main'!r}")
     if isinstance(exc, EntryNotFoundError):
@@ -159,9 +150,7 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str | None) -> Source
         if status == 401:
             return SourceError(f"the Hub refused the credentials for {repo_id}: check HF_TOKEN")
         if status == 403:
-            return SourceError(
-                f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions"
-            )
+            return SourceError(f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions")
         return SourceError(f"could not fetch config.json of {repo_id}: the Hub answered HTTP {status}")
     detail = " ".join(str(exc).split())  # hub messages span lines; kvcalc prints one
     return SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}: {detail}")

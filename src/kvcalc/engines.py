@@ -1,0 +1,216 @@
+"""How each engine turns a layer and a workload into stored token slots.
+
+The estimator asks an engine three things per layer: how many token slots one sequence holds
+(windows, chunks, block rounding), how many of those are a shared prefix stored once, and, for
+engines with one cache shared by all sequences (llama.cpp), how many slots the whole batch holds.
+Element formats, quantization metadata and tensor/pipeline parallel are the same for every
+engine and live in the estimator. Each rule names the engine source it follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import DType
+from .errors import UsageError
+from .spec import AttentionCache, LatentCache, LayerCache
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pad(n: int, multiple: int) -> int:
+    return cdiv(n, multiple) * multiple
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Theoretical: exactly what attention must keep.
+
+    A sliding layer keeps W tokens (the query at t reads t-W+1..t, Mistral's rolling buffer of
+    W); a chunked layer at most one chunk; every other attention layer every token.
+    """
+
+    name: str = "theoretical"
+
+    @property
+    def granularity(self) -> int:
+        """Tokens per allocation unit; a shared prefix is shared in whole units."""
+        return 1
+
+    def check_dtype(self, dtype: DType) -> None:
+        """Raise a UsageError for a KV format this engine cannot store."""
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        """Token slots one sequence of ``tokens`` tokens holds in this layer."""
+        bound = cache.token_bound
+        return tokens if bound is None else min(tokens, bound)
+
+    def shared_tokens(self, cache: LayerCache, tokens: int, prefix: int) -> int:
+        """Of the slots held, how many are a shared prefix (stored once for the whole batch).
+
+        Held slots cover the newest tokens; the prefix covers the oldest, in whole units.
+        """
+        if prefix <= 0:
+            return 0
+        held = self.tokens_held(cache, tokens)
+        shared = min(prefix, tokens) // self.granularity * self.granularity
+        return max(0, min(shared, held) - max(0, tokens - held))
+
+    def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
+        """Slots the whole batch holds in this layer."""
+        held = self.tokens_held(cache, tokens)
+        return batch * held - (batch - 1) * self.shared_tokens(cache, tokens, prefix)
+
+
+THEORETICAL = Engine()
+
+
+@dataclass(frozen=True)
+class Transformers(Engine):
+    """transformers ``DynamicCache`` (cache_utils.py, 5.x): ``DynamicSlidingWindowLayer`` keeps
+    the last W-1 tokens between steps (the step's own token is appended while attending)."""
+
+    name: str = "transformers"
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        if isinstance(cache, AttentionCache) and cache.window is not None:
+            return min(tokens, cache.window - 1)
+        return super().tokens_held(cache, tokens)
+
+
+_FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@dataclass(frozen=True)
+class VLLM(Engine):
+    """vLLM v1 paged cache (vllm/v1/kv_cache_interface.py, kv_cache_utils.py @ 001cabc1).
+
+    A sequence holds ``cdiv(T, block)`` blocks per layer. Sliding layers reserve
+    ``cdiv(min(W - 1 + max_num_batched_tokens, T), block) + 1`` blocks (the window may not start
+    on a block boundary); chunked layers ``cdiv(min(chunk + max_num_batched_tokens, T), block)``;
+    neither more than the full ``cdiv(T, block)``. Prefix caching shares whole blocks.
+    """
+
+    name: str = "vllm"
+    block_size: int = 16
+    max_num_batched_tokens: int = 8192
+
+    @property
+    def granularity(self) -> int:
+        return self.block_size
+
+    def check_dtype(self, dtype: DType) -> None:
+        if dtype.name not in _FLOAT_KV:
+            raise UsageError(f"vLLM stores the KV cache as the model dtype or fp8, not {dtype.name}")
+
+    def blocks_held(self, cache: LayerCache, tokens: int) -> int:
+        bs = self.block_size
+        full = cdiv(tokens, bs)
+        if isinstance(cache, AttentionCache) and cache.window is not None:
+            reserved = min(cache.window - 1 + self.max_num_batched_tokens, tokens)
+            return min(full, cdiv(reserved, bs) + 1)
+        if isinstance(cache, AttentionCache) and cache.chunk is not None:
+            return min(full, cdiv(min(cache.chunk + self.max_num_batched_tokens, tokens), bs))
+        return full
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        return self.blocks_held(cache, tokens) * self.block_size
+
+
+@dataclass(frozen=True)
+class SGLang(Engine):
+    """SGLang token pool (python/sglang/srt/mem_cache/memory_pool.py, model_runner.py): one
+    cell per token in every layer, allocated in pages of ``page_size`` tokens (default 1).
+    Sliding layers only use the smaller SWA pool when the hybrid SWA allocator is on; the cell
+    count per token is the same in both pools."""
+
+    name: str = "sglang"
+    page_size: int = 1
+
+    @property
+    def granularity(self) -> int:
+        return self.page_size
+
+    def check_dtype(self, dtype: DType) -> None:
+        if dtype.name not in _FLOAT_KV:
+            raise UsageError(f"SGLang stores the KV cache as the model dtype or fp8, not {dtype.name}")
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        kept = super().tokens_held(cache, tokens)
+        return pad(kept, self.page_size)
+
+
+_GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+
+
+@dataclass(frozen=True)
+class LlamaCpp(Engine):
+    """llama.cpp KV cache (src/llama-context.cpp after PR #17046, src/llama-kv-cache.cpp,
+    src/llama-kv-cache-iswa.cpp). The batch is ``--parallel B`` slots of T tokens: n_ctx =
+    pad(B x T, 256). With separate streams (the default once -np is given) each sequence gets
+    ``pad(n_ctx / B, 256)`` cells in every full layer, and sliding layers
+    ``pad(min(cells, W + n_ubatch), 256)``; a unified cache (``--kv-unified``) is one stream of
+    n_ctx cells with ``pad(min(n_ctx, W x B + n_ubatch), 256)`` in sliding layers. K and V each
+    have their own ggml type; a quantized V needs flash attention."""
+
+    name: str = "llama.cpp"
+    n_ubatch: int = 512
+    unified: bool = False
+    cell_padding: int = 256
+
+    def check_dtype(self, dtype: DType) -> None:
+        if dtype.name not in _GGML_KV:
+            known = ", ".join(n.replace("fp", "f") for n in _GGML_KV)
+            raise UsageError(f"llama.cpp cache types are {known}; not {dtype.name}")
+
+    def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
+        n_ctx = pad(batch * tokens, self.cell_padding)
+        streams, cells = (1, n_ctx) if self.unified else (batch, pad(n_ctx // batch, self.cell_padding))
+        bound = cache.token_bound if cache.tokens == "decoder" else None
+        if isinstance(cache, AttentionCache) and bound is not None:
+            window = bound * (batch if self.unified else 1)
+            cells = pad(min(cells, window + self.n_ubatch), self.cell_padding)
+        return cells * streams
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        return self.batch_slots(cache, tokens, 1, 0)
+
+
+ENGINE_NAMES = ("theoretical", "transformers", "vllm", "sglang", "llama.cpp")
+
+
+def make_engine(
+    name: str,
+    *,
+    block_size: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    n_ubatch: int | None = None,
+    kv_unified: bool = False,
+    uses_mla: bool = False,
+) -> tuple[Engine, list[str]]:
+    """The engine a name stands for, with its defaults noted."""
+    notes: list[str] = []
+    key = name.strip().lower()
+    if key == "theoretical":
+        return THEORETICAL, notes
+    if key == "transformers":
+        return Transformers(), notes
+    if key == "vllm":
+        if block_size is None:
+            # vllm/platforms/cuda.py: FlashMLA (the default MLA backend before Blackwell) forces 64.
+            block_size = 64 if uses_mla else 16
+            if uses_mla:
+                notes.append("vLLM MLA backends force larger blocks: 64 tokens (FlashMLA; CUTLASS MLA uses 128)")
+        mnbt = max_num_batched_tokens if max_num_batched_tokens is not None else 8192
+        return VLLM(block_size=block_size, max_num_batched_tokens=mnbt), notes
+    if key == "sglang":
+        return SGLang(page_size=block_size or 1), notes
+    if key in ("llama.cpp", "llamacpp", "llama-cpp"):
+        return LlamaCpp(n_ubatch=n_ubatch or 512, unified=kv_unified), notes
+    raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
+
+
+def uses_mla(caches: tuple[LayerCache, ...]) -> bool:
+    return any(isinstance(c, LatentCache) for c in caches)
