@@ -14,7 +14,7 @@ import typer
 
 from . import __version__
 from .errors import KvcalcError, UsageError
-from .units import Units, parse_count
+from .units import Units, parse_count, parse_size
 
 app = typer.Typer(
     name="kvcalc",
@@ -35,6 +35,64 @@ TOKENS_HELP = (
     "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
     "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
 )
+
+
+# Serving options shared by estimate, compare and fit.
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="NAME",
+        help="Storage semantics: theoretical (what attention must keep), transformers (DynamicCache: sliding "
+        "layers keep W-1), vllm (16-token blocks, sliding reservation), sglang (token pool), llama.cpp "
+        "(cells padded to 256, SWA cells).",
+    ),
+]
+KDtypeOpt = Annotated[
+    str | None,
+    typer.Option("--k-dtype", metavar="DTYPE", help="K format on its own (llama.cpp -ctk): f16, q8_0, q4_0, ..."),
+]
+VDtypeOpt = Annotated[
+    str | None,
+    typer.Option("--v-dtype", metavar="DTYPE", help="V format on its own (llama.cpp -ctv)."),
+]
+QuantGroupOpt = Annotated[
+    int,
+    typer.Option("--quant-group", metavar="N", help="Group size of int8/int4/int2 KV: one fp16 scale and zero each."),
+]
+ResidualOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--residual-tokens",
+        metavar="N",
+        help="Newest tokens a quantized cache keeps in the model dtype (transformers QuantizedCache: "
+        "residual_length 128, so at most 127; default 127 with --engine transformers, else 0).",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tp", metavar="N", help="Tensor-parallel ranks: KV heads split, MLA replicated.")]
+PpOpt = Annotated[int, typer.Option("--pp", metavar="N", help="Pipeline-parallel stages: layers split (vLLM's way).")]
+DpOpt = Annotated[
+    int, typer.Option("--dp", metavar="N", help="Data-parallel replicas; the batch is split across them.")
+]
+PrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shared-prefix",
+        metavar="P",
+        help="The first P tokens of every sequence are identical and cached once (prefix caching; "
+        "paged engines share whole blocks only).",
+    ),
+]
+BlockOpt = Annotated[
+    int | None,
+    typer.Option("--block-size", metavar="N", help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64)."),
+]
+BatchedOpt = Annotated[
+    int | None,
+    typer.Option("--max-batched-tokens", metavar="N", help="vLLM max_num_batched_tokens (default 8192)."),
+]
+UbatchOpt = Annotated[int | None, typer.Option("--ubatch", metavar="N", help="llama.cpp n_ubatch (default 512).")]
+UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
 
 
 def _version(value: bool) -> None:
@@ -149,6 +207,32 @@ def estimate(
         typer.Option("--kv-heads", metavar="H_KV", help="By hand: KV heads (H_kv); default --heads."),
     ] = None,
     head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim (d_h).")] = None,
+    engine: EngineOpt = "theoretical",
+    k_dtype: KDtypeOpt = None,
+    v_dtype: VDtypeOpt = None,
+    quant_group: QuantGroupOpt = 64,
+    residual_tokens: ResidualOpt = None,
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    dp: DpOpt = 1,
+    shared_prefix: PrefixOpt = None,
+    block_size: BlockOpt = None,
+    max_batched_tokens: BatchedOpt = None,
+    ubatch: UbatchOpt = None,
+    kv_unified: UnifiedOpt = False,
+    lengths: Annotated[
+        str | None,
+        typer.Option(
+            "--lengths",
+            metavar="FILE",
+            help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}). '
+            "Prints the total with every request resident and per-request percentiles.",
+        ),
+    ] = None,
+    vs_theoretical: Annotated[
+        bool,
+        typer.Option("--vs-theoretical", help="Show the engine's figure beside the theoretical one, and the gap."),
+    ] = False,
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
@@ -158,10 +242,9 @@ def estimate(
     layers keep a fixed state per sequence. MLA layers keep one latent per token.
     """
     from .api import load_model, model_from_geometry
-    from .dtypes import parse_dtype
     from .estimator import Workload
     from .estimator import estimate as estimate_spec
-    from .render import estimate_json, estimate_table, explain_lines, summary_lines
+    from .render import estimate_json, estimate_table, explain_lines, summary_lines, vs_theoretical_lines
 
     unit_choice = _units(units)
     by_hand = any(v is not None for v in (layers, heads, kv_heads, head_dim))
@@ -196,28 +279,135 @@ def estimate(
     else:
         t = 2048
         notes.append("--tokens not given: 2,048 tokens per sequence assumed")
+    serving = _serving(
+        spec,
+        engine=engine,
+        kv_dtype=kv_dtype,
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        quant_group=quant_group,
+        residual_tokens=residual_tokens,
+        block_size=block_size,
+        max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch,
+        kv_unified=kv_unified,
+    )
+    notes += serving.notes
     workload = Workload(
         tokens=t,
         batch=parse_count(batch, what="--batch"),
-        kv_dtype=parse_dtype(kv_dtype) if kv_dtype is not None else None,
+        kv_dtype=serving.k_dtype,
+        v_dtype=serving.v_dtype,
         encoder_tokens=enc,
+        shared_prefix=_optional_count(shared_prefix, "--shared-prefix") or 0,
+        residual_tokens=serving.residual_tokens,
+        tp=tp,
+        pp=pp,
+        dp=dp,
     )
-    result = estimate_spec(spec, workload)
-    all_notes = [*spec.notes, *notes, *result.notes]
+    if lengths is not None:
+        _estimate_lengths(spec, workload, serving.engine, lengths, as_json=as_json, units=unit_choice, notes=notes)
+        return
+    result = estimate_spec(spec, workload, engine=serving.engine)
+    theory = estimate_spec(spec, workload) if vs_theoretical else None
+    all_notes = list(dict.fromkeys([*spec.notes, *notes, *result.notes]))
 
     if as_json:
         data = estimate_json(result)
         data["notes"] = all_notes
+        if theory is not None:
+            data["theoretical_total_bytes"] = theory.total_bytes
+            data["difference_bytes"] = result.total_bytes - theory.total_bytes
         print(json.dumps(data, indent=2))
         return
     _echo(estimate_table(result))
     for line in summary_lines(result, unit_choice):
         _echo(line)
+    if theory is not None:
+        for line in vs_theoretical_lines(result, theory, unit_choice):
+            _echo(line)
     if explain:
         _echo()
         for line in explain_lines(result, unit_choice):
             _echo(line)
     for note in all_notes:
+        _echo(f"note: {note}")
+
+
+class _Serving:
+    """The engine and formats the serving flags ask for, with the defaults noted."""
+
+    def __init__(self, engine: Any, k_dtype: Any, v_dtype: Any, residual_tokens: int, notes: list[str]) -> None:
+        self.engine = engine
+        self.k_dtype = k_dtype
+        self.v_dtype = v_dtype
+        self.residual_tokens = residual_tokens
+        self.notes = notes
+
+
+def _serving(
+    spec: Any,
+    *,
+    engine: str,
+    kv_dtype: str | None,
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+    quant_group: int = 64,
+    residual_tokens: int | None = None,
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+) -> _Serving:
+    from .dtypes import parse_dtype
+    from .engines import make_engine, uses_mla
+
+    for flag, value in (("--block-size", block_size), ("--max-batched-tokens", max_batched_tokens),
+                        ("--ubatch", ubatch), ("--quant-group", quant_group)):  # fmt: skip
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} must be positive, got {value}")
+    chosen, notes = make_engine(
+        engine,
+        block_size=block_size,
+        max_num_batched_tokens=max_batched_tokens,
+        n_ubatch=ubatch,
+        kv_unified=kv_unified,
+        uses_mla=uses_mla(spec.caches),
+    )
+    base = parse_dtype(kv_dtype, quant_group=quant_group) if kv_dtype is not None else None
+    k = parse_dtype(k_dtype, quant_group=quant_group) if k_dtype is not None else base
+    v = parse_dtype(v_dtype, quant_group=quant_group) if v_dtype is not None else k
+    if residual_tokens is not None and residual_tokens < 0:
+        raise UsageError(f"--residual-tokens must not be negative, got {residual_tokens}")
+    residual = residual_tokens
+    quantized = any(d is not None and not d.is_plain for d in (k, v))
+    if residual is None:
+        residual = 127 if chosen.name == "transformers" and quantized else 0
+        if residual:
+            notes.append("QuantizedCache keeps up to 127 newest tokens in the model dtype (residual_length 128)")
+    return _Serving(chosen, k, v if v != k else None, residual, notes)
+
+
+def _estimate_lengths(
+    spec: Any, workload: Any, engine: Any, path: str, *, as_json: bool, units: Units, notes: list[str]
+) -> None:
+    from pathlib import Path
+
+    from .render import lengths_json, lengths_lines
+    from .workloads import parse_lengths, summarize_requests
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read --lengths file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    requests = parse_lengths(text, name=path)
+    summary = summarize_requests(spec, workload, engine, requests)
+    if as_json:
+        print(json.dumps(lengths_json(summary, [*spec.notes, *notes]), indent=2))
+        return
+    for line in lengths_lines(summary, units):
+        _echo(line)
+    for note in dict.fromkeys([*spec.notes, *notes]):
         _echo(f"note: {note}")
 
 
@@ -379,6 +569,196 @@ def compare(
         _echo(f"note: {note}")
     if plot is not None:
         _echo(f"plot saved to {plot}")
+
+
+@app.command()
+def fit(
+    model: Annotated[
+        str | None,
+        typer.Argument(metavar="MODEL", autocompletion=_complete_model, help="Preset, config.json or repo id."),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            metavar="NAME",
+            help="GPU preset: h100-sxm, h100-pcie, h200, a100-40gb, a100-80gb, "
+            "l4, l40s, rtx-4090, b200, mi300x (memory as the CUDA/ROCm runtime reports it).",
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", metavar="N", help="GPUs in all (default tp x pp x dp; alone, it sets --tp).")
+    ] = None,
+    gpu_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-memory",
+            metavar="SIZE",
+            help="Memory per GPU instead of a preset: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30.",
+        ),
+    ] = None,
+    utilization: Annotated[
+        float,
+        typer.Option(
+            "--utilization",
+            metavar="U",
+            help="Share of GPU memory the engine may use (vLLM gpu_memory_utilization: 0.9; 0.92 from vLLM 0.21).",
+        ),
+    ] = 0.9,
+    weights: Annotated[
+        str,
+        typer.Option(
+            "--weights",
+            metavar="auto|SIZE",
+            help="Model weights: auto reads model.safetensors.index.json "
+            "beside a local config, the Hub's safetensors metadata for a repo id, or the preset's "
+            "parameter count x dtype.",
+        ),
+    ] = "auto",
+    overhead: Annotated[
+        str,
+        typer.Option(
+            "--overhead",
+            metavar="SIZE",
+            help="Per-GPU allowance for peak activations and the runtime "
+            "(CUDA context, cuBLAS/NCCL workspaces). vLLM measures this at start-up and logs the result "
+            "as 'Available KV cache memory'; set it from your logs, or use --kv-budget.",
+        ),
+    ] = "2GiB",
+    kv_budget_size: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-budget",
+            metavar="SIZE",
+            help="KV memory per GPU, skipping the derivation (vLLM logs it "
+            "as 'Available KV cache memory' for each worker).",
+        ),
+    ] = None,
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", "-t", metavar="T", help="Tokens per request (default 4096; k = 1024).")
+    ] = None,
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", metavar="B", help="Batch for the longest-context answer.")
+    ] = "1",
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", metavar="DTYPE", help="KV format (default: the model's dtype).")
+    ] = None,
+    engine: EngineOpt = "theoretical",
+    k_dtype: KDtypeOpt = None,
+    v_dtype: VDtypeOpt = None,
+    quant_group: QuantGroupOpt = 64,
+    residual_tokens: ResidualOpt = None,
+    tp: Annotated[int | None, typer.Option("--tp", metavar="N", help="Tensor-parallel ranks.")] = None,
+    pp: PpOpt = 1,
+    dp: DpOpt = 1,
+    block_size: BlockOpt = None,
+    max_batched_tokens: BatchedOpt = None,
+    ubatch: UbatchOpt = None,
+    kv_unified: UnifiedOpt = False,
+    max_model_len: Annotated[
+        str | None, typer.Option("--max-model-len", metavar="N", help="Cap for the longest-context search.")
+    ] = None,
+    units: Annotated[str, typer.Option("--units", metavar="binary|decimal|both", help="Units for sizes.")] = "both",
+    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON (integer bytes and counts).")] = False,
+    revision: Annotated[str | None, typer.Option("--revision", metavar="REV", help="Hub revision.")] = None,
+) -> None:
+    """How many tokens, concurrent requests and how long a context fit on these GPUs.
+
+    Budget per GPU = memory x utilization - weights / (tp x pp) - allowance, each line shown;
+    vLLM answers follow vLLM's own block arithmetic ("GPU KV cache size", "Maximum concurrency").
+    """
+    from fractions import Fraction
+
+    from .api import load_model
+    from .estimator import Workload
+    from .fit import fit as run_fit
+    from .fit import kv_budget
+    from .render import fit_json, fit_lines
+
+    if model is None:
+        raise UsageError("give a MODEL (preset, config.json or repo id)")
+    unit_choice = _units(units)
+    spec = load_model(model, revision=revision)
+    if not 0 < utilization <= 1:
+        raise UsageError(f"--utilization must be in (0, 1], got {utilization}")
+    if tp is None:
+        tp = gpus // (pp * dp) if gpus is not None else 1
+    if tp < 1:
+        raise UsageError(f"--gpus {gpus} is fewer than --pp {pp} x --dp {dp}")
+    if gpus is not None and gpus != tp * pp * dp:
+        raise UsageError(f"--gpus {gpus} does not equal --tp {tp} x --pp {pp} x --dp {dp}")
+    serving = _serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified,
+    )  # fmt: skip
+    notes = list(serving.notes)
+    t = parse_count(tokens, what="--tokens") if tokens is not None else 4096
+    if tokens is None:
+        notes.append("--tokens not given: requests of 4,096 tokens assumed")
+    workload = Workload(
+        tokens=t, batch=parse_count(batch, what="--batch"), kv_dtype=serving.k_dtype, v_dtype=serving.v_dtype,
+        residual_tokens=serving.residual_tokens, tp=tp, pp=pp, dp=dp,
+    )  # fmt: skip
+    gpu_label = None
+    if kv_budget_size is not None:
+        if gpu is not None or gpu_memory is not None:
+            raise UsageError("--kv-budget replaces --gpu/--gpu-memory: give one or the other")
+        budget = _budget_from_size(kv_budget_size)
+    else:
+        gpu_bytes, gpu_label = _gpu_bytes(gpu, gpu_memory)
+        weights_bytes, weights_label = _weights_bytes(model, spec, weights, revision)
+        budget = kv_budget(
+            gpu_bytes=gpu_bytes,
+            utilization=Fraction(str(utilization)),
+            weights_bytes=weights_bytes,
+            overhead_bytes=parse_size(overhead, what="--overhead"),
+            shards=tp * pp,
+            weights_label=weights_label,
+        )
+    limit = parse_count(max_model_len, what="--max-model-len") if max_model_len is not None else None
+    result = run_fit(spec, workload, serving.engine, budget.kv_bytes, **({"context_limit": limit} if limit else {}))
+    all_notes = list(dict.fromkeys([*spec.notes, *notes, *result.notes]))
+    if as_json:
+        print(json.dumps(fit_json(result, budget, gpu_label, all_notes, workload), indent=2))
+        return
+    for line in fit_lines(spec.name, result, budget, gpu_label, workload, unit_choice):
+        _echo(line)
+    for note in all_notes:
+        _echo(f"note: {note}")
+
+
+def _budget_from_size(text: str) -> Any:
+    from .fit import Budget, BudgetLine
+
+    size = parse_size(text, what="--kv-budget")
+    if size <= 0:
+        raise UsageError(f"--kv-budget must be positive, got {text!r}")
+    return Budget(size, (BudgetLine("KV cache budget per GPU (--kv-budget)", size),))
+
+
+def _gpu_bytes(gpu: str | None, gpu_memory: str | None) -> tuple[int, str]:
+    from .gpus import find_gpu
+
+    if gpu is not None and gpu_memory is not None:
+        raise UsageError("give --gpu or --gpu-memory, not both")
+    if gpu_memory is not None:
+        size = parse_size(gpu_memory, what="--gpu-memory")
+        if size <= 0:
+            raise UsageError(f"--gpu-memory must be positive, got {gpu_memory!r}")
+        return size, f"{gpu_memory} per GPU"
+    if gpu is None:
+        raise UsageError("give --gpu NAME, --gpu-memory SIZE or --kv-budget SIZE")
+    found = find_gpu(gpu)
+    return found.runtime_bytes, f"{found.name} ({found.runtime_bytes:,} bytes as the runtime reports; {found.source})"
+
+
+def _weights_bytes(model: str, spec: Any, weights: str, revision: str | None) -> tuple[int, str]:
+    from .sources import weights_bytes
+
+    if weights.strip().lower() != "auto":
+        return parse_size(weights, what="--weights"), f"--weights {weights}"
+    return weights_bytes(model, spec_dtype=spec.dtype, revision=revision)
 
 
 def _preset_rows() -> list[dict[str, Any]]:

@@ -93,10 +93,14 @@ def box_table(title: str, headers: list[str], rows: list[list[str]], right: set[
     return "\n".join(lines)
 
 
+def dtype_text(est: Estimate) -> str:
+    return est.kv_dtype.name + (f" K / {est.v_dtype.name} V" if est.v_dtype else "")
+
+
 def estimate_table(est: Estimate) -> str:
     """The per-layer-type breakdown (bytes/token and state/seq are per layer)."""
     w = est.workload
-    title = f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, {est.kv_dtype.name} ({est.engine})"
+    title = f"KV cache of {est.model.name}: batch {w.batch:,} x {w.tokens:,} tokens, {dtype_text(est)} ({est.engine})"
     with_state = any(g.state_bytes for g in est.groups)
     headers = ["layers", "type", "KV heads", "head dim", "tokens kept", "bytes/token"]
     if with_state:
@@ -120,7 +124,14 @@ def summary_lines(est: Estimate, units: Units) -> list[str]:
     if est.fixed_bytes_per_sequence:
         lines.append(f"fixed per seq  {total_text(est.fixed_bytes_per_sequence, units)}  (states, cross-attention)")
     lines.append(f"per sequence   {total_text(est.per_sequence_bytes, units)}")
+    if est.metadata_bytes:
+        lines.append(f"of which meta  {total_text(est.metadata_bytes, units)}  (quantization scales and zero-points)")
     lines.append(f"total          {total_text(est.total_bytes, units)}")
+    w = est.workload
+    if est.gpus > 1:
+        layout = f"tp {w.tp} x pp {w.pp} x dp {w.dp} = {est.gpus} GPUs"
+        lines.append(f"per GPU        {total_text(est.per_gpu_bytes, units)}  (most loaded of {layout})")
+        lines.append(f"per GPU/token  {est.per_gpu_token_bytes:,} bytes")
     return lines
 
 
@@ -230,7 +241,17 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "tokens": w.tokens,
         "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens) if est.model.is_encoder_decoder else None,
         "kv_dtype": est.kv_dtype.name,
-        "bytes_per_element": est.kv_dtype.bytes_per_element,
+        "v_dtype": (est.v_dtype or est.kv_dtype).name,
+        "bytes_per_element": est.kv_dtype.bytes_per_element if est.kv_dtype.is_plain else None,
+        "bits_per_element": est.kv_dtype.bits,
+        "metadata_bytes": est.metadata_bytes,
+        "per_gpu_bytes": est.per_gpu_bytes,
+        "per_gpu_token_bytes": est.per_gpu_token_bytes,
+        "gpus": est.gpus,
+        "tp": est.workload.tp,
+        "pp": est.workload.pp,
+        "dp": est.workload.dp,
+        "shared_prefix": est.workload.shared_prefix,
         "total_bytes": est.total_bytes,
         "total_gib": est.total_bytes / 2**30,
         "total_gb": est.total_bytes / 10**9,
@@ -408,5 +429,120 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
         "tokens": list(comp.tokens),
         "kv_dtypes": [d.name for d in comp.dtypes],
         "rows": rows,
+        "notes": notes,
+    }
+
+
+def vs_theoretical_lines(est: Estimate, theory: Estimate, units: Units) -> list[str]:
+    """The engine's figure beside the theoretical one: the gap is what confuses users most."""
+    gap = est.total_bytes - theory.total_bytes
+    share = f" ({gap / theory.total_bytes:+.2%})" if theory.total_bytes else ""
+    lines = [
+        f"theoretical    {total_text(theory.total_bytes, units)}",
+        f"{est.engine:<15}{total_text(est.total_bytes, units)}",
+        f"difference     {gap:+,} bytes{share}",
+    ]
+    for g, t in zip(est.groups, theory.groups, strict=True):
+        if g.bytes != t.bytes:
+            lines.append(
+                f"  {g.kind}: {g.tokens_kept:,} slots/seq vs {t.tokens_kept:,} kept -> {g.bytes - t.bytes:+,} bytes"
+            )
+    return lines
+
+
+def lengths_lines(summary: Any, units: Units) -> list[str]:
+    """A request mix: total with every request resident, per-request percentiles."""
+    tokens = tuple(r.tokens for r in summary.requests)
+    sizes = summary.per_request_bytes
+    rows = []
+    for q in (50, 90, 99, 100):
+        label = "max" if q == 100 else f"p{q}"
+        rows.append([label, f"{summary.percentile(tokens, q):,}", f"{summary.percentile(sizes, q):,}",
+                     format_binary(summary.percentile(sizes, q))])  # fmt: skip
+    table = box_table(
+        f"{len(tokens):,} requests ({summary.engine}): tokens and KV bytes per request",
+        ["", "tokens", "bytes", "size"],
+        rows,
+        right={1, 2, 3},
+    )
+    mean = sum(tokens) / len(tokens)
+    return [
+        table,
+        f"mean tokens    {mean:,.1f} (prompt {sum(r.prompt for r in summary.requests) / len(tokens):,.1f}, "
+        f"output {sum(r.output for r in summary.requests) / len(tokens):,.1f})",
+        f"all resident   {total_text(summary.total_bytes, units)}",
+    ]
+
+
+def lengths_json(summary: Any, notes: list[str]) -> dict[str, Any]:
+    tokens = tuple(r.tokens for r in summary.requests)
+    sizes = summary.per_request_bytes
+    return {
+        "engine": summary.engine,
+        "requests": len(tokens),
+        "total_bytes": summary.total_bytes,
+        "tokens": {f"p{q}": summary.percentile(tokens, q) for q in (50, 90, 99)} | {"max": max(tokens)},
+        "bytes_per_request": {f"p{q}": summary.percentile(sizes, q) for q in (50, 90, 99)} | {"max": max(sizes)},
+        "notes": notes,
+    }
+
+
+def fit_lines(name: str, result: Any, budget: Any, gpu_label: str | None, workload: Any, units: Units) -> list[str]:
+    """The budget derivation, line by line, then the three answers."""
+    w = workload
+    lines = [f"Fit of {name} ({result.engine}): tp {w.tp} x pp {w.pp} x dp {w.dp}"]
+    if gpu_label:
+        lines.append(f"GPU: {gpu_label}")
+    width = max(len(line.label) for line in budget.lines)
+    for line in budget.lines:
+        lines.append(f"  {line.label:<{width}}  {line.bytes:>20,}  {format_binary(line.bytes) if line.bytes else ''}")
+    plan = result.vllm
+    if plan is not None:
+        groups = ", ".join(
+            f"{k.kind} x{k.layers} ({k.groups} group(s), {k.block_size}-token blocks)" for k in plan.kinds
+        )
+        lines.append(f"vLLM layout    {groups}; page {plan.page_bytes:,} B x {plan.group_size} layers per block")
+        lines.append(f"vLLM blocks    {plan.num_blocks:,}")
+    tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
+    lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
+    exact = f" (vLLM's {float(result.max_concurrency_exact):.2f}x)" if result.max_concurrency_exact is not None else ""
+    lines.append(f"max requests   {result.max_concurrency:,} at {result.tokens:,} tokens each{exact}")
+    context = (
+        "unbounded (every layer is windowed or a fixed state)"
+        if result.max_context is None
+        else f"{result.max_context:,} tokens"
+    )
+    lines.append(f"max context    {context} at batch {result.batch:,}")
+    return lines
+
+
+def fit_json(result: Any, budget: Any, gpu_label: str | None, notes: list[str], workload: Any) -> dict[str, Any]:
+    plan = result.vllm
+    return {
+        "engine": result.engine,
+        "gpu": gpu_label,
+        "tp": workload.tp,
+        "pp": workload.pp,
+        "dp": workload.dp,
+        "budget": [{"label": line.label, "bytes": line.bytes} for line in budget.lines],
+        "kv_budget_bytes": result.kv_budget,
+        "tokens": result.tokens,
+        "batch": result.batch,
+        "max_tokens": result.max_tokens,
+        "max_concurrency": result.max_concurrency,
+        "max_concurrency_exact": float(result.max_concurrency_exact)
+        if result.max_concurrency_exact is not None
+        else None,
+        "max_context": result.max_context,
+        "vllm": None
+        if plan is None
+        else {
+            "num_blocks": plan.num_blocks,
+            "page_bytes": plan.page_bytes,
+            "group_size": plan.group_size,
+            "groups": [
+                {"kind": k.kind, "layers": k.layers, "groups": k.groups, "block_size": k.block_size} for k in plan.kinds
+            ],
+        },
         "notes": notes,
     }

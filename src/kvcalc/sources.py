@@ -154,3 +154,72 @@ def _hub_error(exc: BaseException, repo_id: str, revision: str | None) -> Source
         return SourceError(f"could not fetch config.json of {repo_id}: the Hub answered HTTP {status}")
     detail = " ".join(str(exc).split())  # hub messages span lines; kvcalc prints one
     return SourceError(f"could not fetch config.json of {repo_id}: {exc.__class__.__name__}: {detail}")
+
+
+# Bytes per element of safetensors dtypes (the header's "dtype" strings).
+_SAFETENSORS_BYTES = {
+    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
+}  # fmt: skip
+
+
+def weights_bytes(model: str, *, spec_dtype: Any, revision: str | None = None) -> tuple[int, str]:
+    """Bytes of the model's weights, and where the figure came from.
+
+    A local config: ``model.safetensors.index.json`` beside it (``metadata.total_size``) or a
+    single ``model.safetensors`` (its header's tensor extents). A Hub repo: huggingface_hub's
+    safetensors metadata (parameter counts per dtype). A preset: parameters x its dtype.
+    """
+    path = Path(model).expanduser()
+    if path.exists():
+        folder = path if path.is_dir() else path.parent
+        index = folder / "model.safetensors.index.json"
+        if index.is_file():
+            data = read_json_file(index)
+            total = data.get("metadata", {}).get("total_size") if isinstance(data, dict) else None
+            if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+                return total, f"{index.name}: metadata.total_size"
+            raise SourceError(f"{index} has no positive metadata.total_size")
+        single = folder / "model.safetensors"
+        if single.is_file():
+            return _safetensors_file_bytes(single), f"{single.name} header"
+        raise SourceError(f"no model.safetensors(.index.json) beside {path}: give --weights SIZE")
+    preset = find_preset(model)
+    if preset is not None:
+        if preset.parameters is None:
+            raise SourceError(f"preset {preset.name} has no parameter count: give --weights SIZE")
+        size = 2 if spec_dtype is None else spec_dtype.bytes_per_element
+        name = "fp16" if spec_dtype is None else spec_dtype.name
+        return preset.parameters * size, f"{preset.parameters:,} parameters x {size} B ({name}), preset"
+    return _hub_weights_bytes(model, revision)
+
+
+def _safetensors_file_bytes(path: Path) -> int:
+    import json
+    import struct
+
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > 100_000_000:
+                raise SourceError(f"{path} has an implausible header length")
+            header = json.loads(handle.read(length))
+    except (OSError, struct.error, ValueError) as exc:
+        raise SourceError(f"cannot read the safetensors header of {path}: {exc}") from None
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    return max(ends, default=0)
+
+
+def _hub_weights_bytes(repo_id: str, revision: str | None) -> tuple[int, str]:
+    from huggingface_hub import get_safetensors_metadata
+
+    try:
+        meta = get_safetensors_metadata(repo_id, revision=revision)
+    except Exception as exc:
+        raise _hub_error(exc, repo_id, revision) from None
+    total = 0
+    for dtype, count in meta.parameter_count.items():
+        if dtype not in _SAFETENSORS_BYTES:
+            raise SourceError(f"{repo_id} stores weights as {dtype}, which kvcalc cannot size: give --weights SIZE")
+        total += count * _SAFETENSORS_BYTES[dtype]
+    return total, "Hub safetensors metadata"

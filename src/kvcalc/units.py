@@ -79,3 +79,25 @@ def format_bytes(n: int, units: Units = "both") -> str:
         return format_decimal(n)
     binary, decimal = format_binary(n), format_decimal(n)
     return binary if binary == decimal else f"{binary} ({decimal})"
+
+
+_SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,12})?)\s*([a-zA-Z]*)\s*$")
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+
+
+def parse_size(text: str, *, what: str) -> int:
+    """Parse a memory size to whole bytes: ``80GB`` is 80 x 10^9, ``80GiB`` is 80 x 2^30,
+    ``5.38GiB`` is floor(5.38 x 2^30); a bare number is bytes."""
+    cleaned = text.replace("_", "").replace(",", "")
+    match = _SIZE_RE.match(cleaned)
+    if match is None or match.group(2).lower() not in _SIZE_UNITS:
+        raise UsageError(f"{what} must be a size such as 80GB (10^9 bytes) or 80GiB (2^30 bytes), got {text!r}")
+    number, unit = match.group(1), match.group(2).lower()
+    scale = _SIZE_UNITS[unit]
+    whole, _, frac = number.partition(".")
+    value: int = (int(whole + frac) * scale) // 10 ** len(frac)
+    return value

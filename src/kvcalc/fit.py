@@ -1,0 +1,328 @@
+"""What fits: the KV budget of a GPU, and the tokens, sequences and context it holds.
+
+``estimate`` answers "how big is this workload"; this module inverts it. For vLLM it follows the
+engine's own arithmetic (blocks per group, "GPU KV cache size: N tokens", "Maximum concurrency");
+for the other engines it searches the exact estimate, which is monotone in tokens and batch.
+Pure: sizes come in as integers, nothing is read or printed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .dtypes import FP16, DType
+from .engines import VLLM, Engine, LlamaCpp, SGLang, cdiv
+from .errors import UsageError
+from .estimator import Workload, estimate, pipeline_stages
+from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
+
+# Searches stop here: a context or batch this large means "unbounded" for any real GPU.
+SEARCH_LIMIT = 2**40
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    label: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Bytes per GPU left for the KV cache, with every step that led there."""
+
+    kv_bytes: int
+    lines: tuple[BudgetLine, ...]
+
+
+def kv_budget(
+    *,
+    gpu_bytes: int,
+    utilization: Fraction,
+    weights_bytes: int,
+    overhead_bytes: int,
+    shards: int,
+    weights_label: str,
+) -> Budget:
+    """total x utilization - weights / shards - overhead, per GPU, as vLLM's worker computes it
+    (vllm/v1/worker/gpu_worker.py determine_available_memory: requested memory minus weights,
+    peak activations and non-torch memory)."""
+    usable = int(gpu_bytes * utilization)
+    weights = cdiv(weights_bytes, shards)
+    kv = usable - weights - overhead_bytes
+    lines = (
+        BudgetLine("GPU memory", gpu_bytes),
+        BudgetLine(f"x utilization {float(utilization):g}", usable),
+        BudgetLine(f"- weights ({weights_label}{f', / {shards} GPUs' if shards > 1 else ''})", weights),
+        BudgetLine("- activations and runtime allowance", overhead_bytes),
+        BudgetLine("= KV cache budget per GPU", kv),
+    )
+    if kv <= 0:
+        raise UsageError(
+            f"nothing is left for the KV cache: {gpu_bytes:,} x {float(utilization):g} = {usable:,} bytes, minus "
+            f"{weights:,} of weights and {overhead_bytes:,} of overhead is {kv:,} (use more GPUs, --tp, or a "
+            "smaller model)"
+        )
+    return Budget(kv, lines)
+
+
+@dataclass(frozen=True)
+class VllmGroup:
+    kind: str
+    layers: int
+    groups: int
+    block_size: int
+
+
+@dataclass(frozen=True)
+class VllmPlan:
+    """vLLM's KV cache layout for one worker: kv_cache_utils.py @ 001cabc1.
+
+    ``page_bytes`` is one block of one layer; ``group_size`` layers share each block index;
+    ``num_blocks = budget // page // group_size``.
+    """
+
+    page_bytes: int
+    group_size: int
+    num_blocks: int
+    kinds: tuple[VllmGroup, ...]
+    max_num_batched_tokens: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def num_groups(self) -> int:
+        return sum(k.groups for k in self.kinds)
+
+    @property
+    def cache_tokens(self) -> int:
+        """The "GPU KV cache size: N tokens" vLLM logs: num_blocks // groups x smallest block."""
+        return self.num_blocks // self.num_groups * min(k.block_size for k in self.kinds)
+
+    def blocks_per_request(self, tokens: int, encoder_tokens: int = 0) -> int:
+        """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes)."""
+        total = 0
+        mnbt = self.max_num_batched_tokens
+        for k in self.kinds:
+            bs = k.block_size
+            if k.kind.startswith("sliding"):
+                window = int(k.kind.split(":")[1])
+                need = cdiv(min(window - 1 + mnbt, tokens), bs) + 1
+            elif k.kind.startswith("chunked"):
+                chunk = int(k.kind.split(":")[1])
+                need = cdiv(min(chunk + mnbt, tokens), bs)
+            elif k.kind == "mamba":
+                need = 1
+            elif k.kind == "cross":
+                need = cdiv(encoder_tokens, bs)
+            else:
+                need = cdiv(tokens, bs)
+            total += need * k.groups
+        return total
+
+    def max_concurrency(self, tokens: int, encoder_tokens: int = 0) -> Fraction:
+        """get_max_concurrency_for_kv_cache_config: num_blocks / blocks per request."""
+        return Fraction(self.num_blocks, self.blocks_per_request(tokens, encoder_tokens))
+
+    def max_context(self, batch: int, limit: int = SEARCH_LIMIT) -> int | None:
+        """The longest request length L with batch x blocks(L) <= num_blocks (None: unbounded)."""
+        return _largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit)
+
+
+def _largest(fits: Callable[[int], bool], limit: int) -> int | None:
+    """The largest n in [1, limit] with fits(n) (fits is monotone), 0 if none, None if limit fits."""
+    if not fits(1):
+        return 0
+    if fits(limit):
+        return None
+    low, high = 1, limit
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def _vllm_kind(cache: LayerCache) -> str:
+    if isinstance(cache, StateCache):
+        return "mamba"
+    if isinstance(cache, AttentionCache):
+        if cache.tokens == "encoder":
+            return "cross"
+        if cache.window is not None:
+            return f"sliding:{cache.window}"
+        if cache.chunk is not None:
+            return f"chunked:{cache.chunk}"
+    return "full"
+
+
+def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
+    """Group the layers of the most loaded worker as vLLM does and count its blocks."""
+    w = workload
+    kv_dtype = w.kv_dtype or spec.dtype or FP16
+    v_dtype = w.v_dtype or kv_dtype
+    state_dtype = w.state_dtype or spec.dtype or FP16
+    stages = pipeline_stages(len(spec.caches), w.pp)
+    stage = max(stages, key=len)
+    notes: list[str] = []
+
+    # Page bytes per layer (one block of block_size tokens), per kind.
+    pages: dict[str, list[int]] = {}
+    for i in stage:
+        cache = spec.caches[i]
+        if isinstance(cache, SharedCache):
+            continue  # KV-sharing layers allocate no cache of their own
+        pages.setdefault(_vllm_kind(cache), []).append(
+            _page_bytes(cache, engine.block_size, kv_dtype, v_dtype, state_dtype, w.tp)
+        )
+    if not pages:
+        raise UsageError(f"{spec.name} has no KV cache for vLLM to size")
+    counts = {kind: len(p) for kind, p in pages.items()}
+    block = dict.fromkeys(pages, engine.block_size)
+
+    if len(pages) == 1:
+        ((kind, layer_pages),) = pages.items()
+        page = sum(layer_pages)  # UniformTypeKVCacheSpecs when head sizes differ: one block spans all
+        num_blocks = budget // page
+        single = (VllmGroup(kind, counts[kind], 1, engine.block_size),)
+        return VllmPlan(page, 1, num_blocks, single, engine.max_num_batched_tokens, tuple(notes))
+
+    for kind, layer_pages in pages.items():
+        if len(set(layer_pages)) > 1:
+            raise UsageError(f"vLLM cannot group {kind} layers of different sizes with other layer kinds")
+    page_of = {kind: p[0] for kind, p in pages.items()}
+    if "mamba" in page_of:
+        # HybridAttentionMambaModelConfig: attention blocks grow (in steps of 16 tokens) until an
+        # attention page holds a mamba state; the mamba page is padded to the attention page.
+        attention = [k for k in page_of if k != "mamba"]
+        per_token = max(page_of[k] // engine.block_size for k in attention)
+        size = 16 * cdiv(page_of["mamba"], 16 * per_token)
+        for k in attention:
+            block[k] = size
+            page_of[k] = page_of[k] // engine.block_size * size
+        page_of["mamba"] = max(page_of[k] for k in attention)
+        notes.append(f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state")
+    largest = max(page_of.values())
+    for kind, page in page_of.items():
+        if largest % page:
+            raise UsageError(f"vLLM cannot unify page sizes {largest:,} and {page:,} bytes (NotImplementedError)")
+        block[kind] *= largest // page  # unify_kv_cache_spec_page_size: smaller pages take more tokens
+    smallest, most = min(counts.values()), max(counts.values())
+    group_size = most if most < smallest * 1.5 else smallest
+    kinds = tuple(VllmGroup(k, counts[k], cdiv(counts[k], group_size), block[k]) for k in pages)
+    padding = sum(k.groups * group_size - k.layers for k in kinds)
+    if padding:
+        notes.append(f"vLLM pads its layer groups with {padding} empty layer slot(s)")
+    num_blocks = budget // largest // group_size
+    return VllmPlan(largest, group_size, num_blocks, kinds, engine.max_num_batched_tokens, tuple(notes))
+
+
+def _page_bytes(cache: LayerCache, block_size: int, k_dtype: DType, v_dtype: DType, state_dtype: DType, tp: int) -> int:
+    if isinstance(cache, StateCache):
+        return cdiv(cache.state_elements, tp) * (cache.dtype or state_dtype).bytes_per_element
+    if isinstance(cache, LatentCache):
+        return block_size * sum(k_dtype.row_bytes(cache.elements_per_token))
+    assert isinstance(cache, AttentionCache)
+    heads = max(1, cache.kv_heads // tp)
+    return block_size * (
+        sum(k_dtype.row_bytes(heads * cache.k_head_dim)) + sum(v_dtype.row_bytes(heads * cache.v_head_dim))
+    )
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The answers: tokens the budget holds, requests of ``tokens`` that fit at once, and the
+    longest context at ``batch`` (None: no limit, every layer is windowed or a fixed state)."""
+
+    kv_budget: int
+    tokens: int
+    batch: int
+    max_tokens: int | None
+    max_concurrency: int
+    max_context: int | None
+    engine: str
+    max_concurrency_exact: Fraction | None = None
+    vllm: VllmPlan | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int = SEARCH_LIMIT) -> Fit:
+    """Invert the estimate for a per-GPU ``budget``: workload.tokens and .batch are the request
+    length and the batch the concurrency and context answers are about."""
+    w = workload
+    if isinstance(engine, VLLM):
+        plan = vllm_plan(spec, w, engine, budget)
+        encoder = w.encoder_tokens or spec.encoder_tokens or 0
+        exact = plan.max_concurrency(w.tokens, encoder)
+        return Fit(
+            kv_budget=budget,
+            tokens=w.tokens,
+            batch=w.batch,
+            max_tokens=plan.cache_tokens,
+            max_concurrency=int(exact) * w.dp,
+            max_context=plan.max_context(cdiv(w.batch, w.dp), context_limit),
+            engine=engine.name,
+            max_concurrency_exact=exact,
+            vllm=plan,
+            notes=plan.notes,
+        )
+
+    def per_gpu(tokens: int, batch: int) -> int:
+        est = estimate(
+            spec, _with(w, tokens=tokens, batch=batch, dp=1, shared_prefix=min(w.shared_prefix, tokens)), engine=engine
+        )
+        return est.per_gpu_bytes
+
+    probe = estimate(spec, _with(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
+    notes: list[str] = []
+    per_token = probe.per_gpu_token_bytes
+    max_tokens: int | None
+    if per_token == 0:
+        max_tokens = None
+    elif isinstance(engine, SGLang):
+        max_tokens = _sglang_tokens(spec, probe, budget, engine.page_size)
+    elif isinstance(engine, LlamaCpp):
+        max_tokens = budget // per_token // engine.cell_padding * engine.cell_padding
+    else:
+        max_tokens = budget // per_token
+    concurrency = _largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
+    context = _largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit)
+    return Fit(
+        kv_budget=budget,
+        tokens=w.tokens,
+        batch=w.batch,
+        max_tokens=max_tokens,
+        max_concurrency=(concurrency if concurrency is not None else SEARCH_LIMIT) * w.dp,
+        max_context=context,
+        engine=engine.name,
+        notes=tuple(notes),
+    )
+
+
+def _sglang_tokens(spec: ModelSpec, probe: object, budget: int, page_size: int, swa_ratio: float = 0.8) -> int:
+    """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
+    layers the hybrid SWA pool gives them swa_full_tokens_ratio (0.8) of the full pool's tokens
+    (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
+    from .estimator import Estimate
+
+    assert isinstance(probe, Estimate)
+    full = sum(
+        g.layers * g.bytes_per_token
+        for g in probe.groups
+        if g.cache.tokens == "decoder" and g.cache.token_bound is None
+    )
+    swa = sum(
+        g.layers * g.bytes_per_token
+        for g in probe.groups
+        if g.cache.tokens == "decoder" and g.cache.token_bound is not None
+    )
+    tokens = int(budget / (full + swa_ratio * swa)) if full and swa else budget // (full + swa)
+    return tokens // page_size * page_size
+
+
+def _with(w: Workload, *, tokens: int, batch: int, dp: int, shared_prefix: int) -> Workload:
+    from dataclasses import replace
+
+    return replace(w, tokens=tokens, batch=batch, dp=dp, shared_prefix=shared_prefix)
