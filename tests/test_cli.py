@@ -21,7 +21,8 @@ def test_estimate_json_contract(run_cli) -> None:
     assert data["groups"] == [
         {
             "kind": "full_attention", "layers": 32, "kv_heads": 8, "k_head_dim": 128, "v_head_dim": 128,
-            "window": None, "chunk": None, "tokens_kept": 32_768, "elements_per_token": 2048,
+            "window": None, "chunk": None, "tokens_kept": 32_768, "slots": 8 * 32_768, "kv_heads_per_gpu": 8,
+            "metadata_bytes": 0, "elements_per_token": 2048,
             "bytes_per_token": 4096, "state_bytes": 0, "dtype": "bf16", "bytes": 34_359_738_368,
         }
     ]  # fmt: skip

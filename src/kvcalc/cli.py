@@ -500,6 +500,7 @@ def compare(
     layers: Annotated[int | None, typer.Option("--layers", metavar="L", help="By hand: number of layers.")] = None,
     heads: Annotated[int | None, typer.Option("--heads", metavar="H", help="By hand: query heads.")] = None,
     head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", help="By hand: head dim.")] = None,
+    engine: EngineOpt = "theoretical",
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
 
@@ -543,8 +544,13 @@ def compare(
             raise UsageError("--kv-heads, --latent-dim and --rope-dim compare variants of one model; give one MODEL")
         candidates = [candidate_for(spec) for spec in specs]
         mode = "models"
+    from .engines import make_engine, uses_mla
+
+    chosen, engine_notes = make_engine(engine, uses_mla=any(uses_mla(c.spec.caches) for c in candidates))
+    notes += engine_notes
     result = run_compare(
         candidates,
+        engine=chosen,
         mode=mode,
         tokens=token_list,
         dtypes=dtypes,
@@ -750,7 +756,7 @@ def _gpu_bytes(gpu: str | None, gpu_memory: str | None) -> tuple[int, str]:
     if gpu is None:
         raise UsageError("give --gpu NAME, --gpu-memory SIZE or --kv-budget SIZE")
     found = find_gpu(gpu)
-    return found.runtime_bytes, f"{found.name} ({found.runtime_bytes:,} bytes as the runtime reports; {found.source})"
+    return found.runtime_bytes, f"{found.name}: {found.runtime_bytes:,} bytes as the runtime reports ({found.source})"
 
 
 def _weights_bytes(model: str, spec: Any, weights: str, revision: str | None) -> tuple[int, str]:

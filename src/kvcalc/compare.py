@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from .dtypes import DType
+from .engines import THEORETICAL, Engine
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate
 from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec
@@ -51,6 +52,7 @@ class Comparison:
     dtypes: tuple[DType, ...]
     batch: int
     notes: tuple[str, ...]
+    own_dtypes: bool = False  # no dtype was asked for: each model at its own
 
 
 def _attention_of(spec: ModelSpec) -> AttentionCache | LatentCache | None:
@@ -168,6 +170,7 @@ def compare(
     batch: int = 1,
     baseline: str | None = None,
     notes: Sequence[str] = (),
+    engine: Engine = THEORETICAL,
 ) -> Comparison:
     """Estimate every candidate x dtype x length; ratios are to the baseline candidate at the
     first dtype and the same length. ``None`` in ``dtypes`` means each model's own dtype."""
@@ -183,7 +186,7 @@ def compare(
         base = found
 
     def run(c: Candidate, dtype: DType | None, t: int) -> Estimate:
-        return estimate(c.spec, Workload(tokens=t, batch=batch, kv_dtype=dtype))
+        return estimate(c.spec, Workload(tokens=t, batch=batch, kv_dtype=dtype), engine=engine)
 
     base_totals = {t: run(base, dtypes[0], t).total_bytes for t in tokens}
     rows = []
@@ -210,4 +213,5 @@ def compare(
         dtypes=tuple(dict.fromkeys(r.kv_dtype for r in rows)),
         batch=batch,
         notes=tuple(notes),
+        own_dtypes=list(dtypes) == [None],
     )

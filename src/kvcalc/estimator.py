@@ -81,6 +81,7 @@ class GroupEstimate:
     dtype: DType
     kv_heads_per_gpu: int | None = None
     metadata_bytes: int = 0
+    slots: int = 0
 
     @property
     def kind(self) -> str:
@@ -232,7 +233,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             meta -= full_slots * (k_meta + v_meta)
         if isinstance(cache, AttentionCache) and cache.token_bound is not None and tokens > kept:
             notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
-        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_dtype, heads)
+        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_dtype, heads, slots=slots)
         return total, meta, g
 
     batches = replica_batches(w.batch, w.dp)
@@ -273,6 +274,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
                 dtype=shape.dtype,
                 kv_heads_per_gpu=shape.kv_heads_per_gpu,
                 metadata_bytes=group_meta[cache],
+                slots=shape.slots,
             )
         )
     return Estimate(

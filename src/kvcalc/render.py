@@ -109,6 +109,8 @@ def estimate_table(est: Estimate) -> str:
     rows = []
     for g in est.groups:
         heads, dims = _heads_text(g.cache)
+        if est.workload.tp > 1 and g.kv_heads_per_gpu is not None:
+            heads = f"{g.kv_heads_per_gpu}/GPU of {heads}"
         cells = [str(g.layers), _SHORT_KIND.get(g.kind, g.kind), heads, dims]
         cells.append(f"{g.tokens_kept:,}" if g.bytes_per_token else "-")
         cells.append(f"{g.bytes_per_token:,}" if g.bytes_per_token else "-")
@@ -145,18 +147,35 @@ def total_text(n: int, units: Units) -> str:
     return " = ".join(dict.fromkeys(parts))
 
 
+def _seed_form(est: Estimate) -> bool:
+    """Whether every group is literally 2 x L x B x T x H_kv x d_h x s (else slots x row bytes)."""
+    w = est.workload
+    plain = est.kv_dtype.is_plain and est.v_dtype is None
+    simple_layout = w.tp == w.pp == w.dp == 1 and not w.shared_prefix and not w.residual_tokens
+    per_sequence = all(g.slots == w.batch * g.tokens_kept for g in est.groups if g.bytes_per_token)
+    return plain and simple_layout and per_sequence
+
+
 def explain_lines(est: Estimate, units: Units) -> list[str]:
     """The seed formula with this model's numbers substituted, one line per layer group."""
     w = est.workload
-    s = est.kv_dtype.bytes_per_element
-    lines = [
-        "M = sum over layer groups of 2 x L x B x T x H_kv x d_h x s",
-        f"    L layers, B = {w.batch:,} sequence(s), T = tokens kept per sequence,",
-        f"    H_kv KV heads, d_h head dim, s = {s} bytes per {est.kv_dtype.name} element",
-    ]
+    if _seed_form(est):
+        s = est.kv_dtype.bytes_per_element
+        lines = [
+            "M = sum over layer groups of 2 x L x B x T x H_kv x d_h x s",
+            f"    L layers, B = {w.batch:,} sequence(s), T = tokens kept per sequence,",
+            f"    H_kv KV heads, d_h head dim, s = {s} bytes per {est.kv_dtype.name} element",
+        ]
+    else:
+        lines = [
+            "M = sum over layer groups of L x slots x (K row + V row bytes) per GPU, over all GPUs",
+            f"    slots = token slots the {est.engine} engine keeps per layer for the batch; rows are",
+            f"    H_kv per GPU x d_h elements in {dtype_text(est)}, quantization metadata included",
+        ]
     for g in est.groups:
         lines.append(f"  {g.kind} ({g.layers} layers):")
-        lines.extend(f"    {line}" for line in _group_formula(est, g))
+        formula = _group_formula if _seed_form(est) else _slot_formula
+        lines.extend(f"    {line}" for line in formula(est, g))
     if len(est.groups) > 1:
         terms = " + ".join(f"{g.bytes:,}" for g in est.groups)
         lines.append(f"  total: {terms} = {total_text(est.total_bytes, units)}")
@@ -201,6 +220,23 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
     return out
 
 
+def _slot_formula(est: Estimate, g: GroupEstimate) -> list[str]:
+    w = est.workload
+    c = g.cache
+    if isinstance(c, SharedCache):
+        return ["reuses K and V cached by earlier layers: stores nothing, 0 bytes"]
+    gpus = f" x {w.tp * w.pp} GPUs" if w.tp * w.pp > 1 else ""
+    if isinstance(c, StateCache):
+        return [f"{g.layers} x {w.batch:,} sequences x {g.state_bytes:,} B of state per GPU{gpus} -> {g.bytes:,} bytes"]
+    heads = f"{g.kv_heads_per_gpu} KV head(s) per GPU, " if g.kv_heads_per_gpu is not None else ""
+    lines = [f"{heads}{g.tokens_kept:,} slots per sequence, {g.slots:,} for the batch"]
+    if w.dp > 1 or w.pp > 1 or w.residual_tokens:
+        lines.append(f"{g.layers} x {g.slots:,} x {g.bytes_per_token:,} B per slot{gpus}, summed -> {g.bytes:,} bytes")
+    else:
+        lines.append(f"{g.layers} x {g.slots:,} x {g.bytes_per_token:,}{gpus.replace(' GPUs', '')} = {g.bytes:,} bytes")
+    return lines
+
+
 def estimate_json(est: Estimate) -> dict[str, Any]:
     """Plain JSON-ready dict; byte counts are integers."""
     w = est.workload
@@ -225,6 +261,9 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
             }
         entry |= {
             "tokens_kept": g.tokens_kept,
+            "slots": g.slots,
+            "kv_heads_per_gpu": g.kv_heads_per_gpu,
+            "metadata_bytes": g.metadata_bytes,
             "elements_per_token": g.cache.elements_per_token,
             "bytes_per_token": g.bytes_per_token,
             "state_bytes": g.state_bytes,
@@ -356,12 +395,12 @@ def comparison_table(comp: Comparison, units: Units) -> str:
         else:
             cells += [f"{r0.total_bytes:,}", _short(r0.total_bytes, units), ratio_text(r0.ratio)]
         body.append(cells)
-    dtype_text = ", ".join(d.name for d in comp.dtypes)
+    dtype_text = "each model's own dtype" if comp.own_dtypes and many_dtypes else ", ".join(d.name for d in comp.dtypes)
     title = (
         f"{'Attention variants' if comp.mode == 'variants' else 'Models'}: batch {comp.batch:,}"
         + ("" if sweep else f" x {comp.tokens[0]:,} tokens")
         + f", {dtype_text}, ratio to {comp.baseline}"
-        + (f" at {comp.dtypes[0].name}" if many_dtypes else "")
+        + (f" at {comp.dtypes[0].name}" if many_dtypes and not comp.own_dtypes else "")
     )
     left = {0, 1} if many_dtypes else {0}
     if comp.mode == "models":
