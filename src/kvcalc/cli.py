@@ -723,7 +723,7 @@ def fit(
             weights_label=weights_label,
         )
     limit = parse_count(max_model_len, what="--max-model-len") if max_model_len is not None else None
-    result = run_fit(spec, workload, serving.engine, budget.kv_bytes, **({"context_limit": limit} if limit else {}))
+    result = run_fit(spec, workload, serving.engine, budget.kv_bytes, context_limit=limit)
     all_notes = list(dict.fromkeys([*spec.notes, *notes, *result.notes]))
     if as_json:
         print(json.dumps(fit_json(result, budget, gpu_label, all_notes, workload), indent=2))

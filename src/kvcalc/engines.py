@@ -56,7 +56,8 @@ class Engine:
             return 0
         held = self.tokens_held(cache, tokens)
         shared = min(prefix, tokens) // self.granularity * self.granularity
-        return max(0, min(shared, held) - max(0, tokens - held))
+        # Overlap of [0, shared) with the held range [tokens - held, tokens).
+        return max(0, shared - max(0, tokens - held))
 
     def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
         """Slots the whole batch holds in this layer."""

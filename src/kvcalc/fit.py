@@ -124,9 +124,11 @@ class VllmPlan:
         """get_max_concurrency_for_kv_cache_config: num_blocks / blocks per request."""
         return Fraction(self.num_blocks, self.blocks_per_request(tokens, encoder_tokens))
 
-    def max_context(self, batch: int, limit: int = SEARCH_LIMIT) -> int | None:
-        """The longest request length L with batch x blocks(L) <= num_blocks (None: unbounded)."""
-        return _largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit)
+    def max_context(self, batch: int, limit: int | None = None) -> int | None:
+        """The longest request length L <= ``limit`` (vLLM's max_model_len) with batch x blocks(L)
+        <= num_blocks, as estimate_max_model_len searches it. No limit: None when unbounded."""
+        found = _largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit or SEARCH_LIMIT)
+        return limit if found is None and limit is not None else found
 
 
 def _largest(fits: Callable[[int], bool], limit: int) -> int | None:
@@ -248,12 +250,21 @@ class Fit:
     notes: tuple[str, ...] = field(default=())
 
 
-def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int = SEARCH_LIMIT) -> Fit:
+def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None = None) -> Fit:
     """Invert the estimate for a per-GPU ``budget``: workload.tokens and .batch are the request
     length and the batch the concurrency and context answers are about."""
     w = workload
+    for dtype in (w.kv_dtype, w.v_dtype):
+        if dtype is not None:
+            engine.check_dtype(dtype)
     if isinstance(engine, VLLM):
         plan = vllm_plan(spec, w, engine, budget)
+        notes = list(plan.notes)
+        if any(c.token_bound is not None for c in spec.caches):
+            notes.append(
+                "vLLM's token count assumes every layer stored every token (num_blocks // groups x block); "
+                "windowed layers keep far fewer, so one request can run longer than that count"
+            )
         encoder = w.encoder_tokens or spec.encoder_tokens or 0
         exact = plan.max_concurrency(w.tokens, encoder)
         return Fit(
@@ -266,7 +277,7 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
             engine=engine.name,
             max_concurrency_exact=exact,
             vllm=plan,
-            notes=plan.notes,
+            notes=tuple(notes),
         )
 
     def per_gpu(tokens: int, batch: int) -> int:
@@ -288,7 +299,9 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
     else:
         max_tokens = budget // per_token
     concurrency = _largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
-    context = _largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit)
+    context = _largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit or SEARCH_LIMIT)
+    if context is None and context_limit is not None:
+        context = context_limit
     return Fit(
         kv_budget=budget,
         tokens=w.tokens,

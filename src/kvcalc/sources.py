@@ -212,11 +212,22 @@ def _safetensors_file_bytes(path: Path) -> int:
 
 def _hub_weights_bytes(repo_id: str, revision: str | None) -> tuple[int, str]:
     from huggingface_hub import get_safetensors_metadata
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]  # exported lazily, unseen by mypy
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
 
+    # Reading shard headers draws a progress bar on stderr; kvcalc's stderr is for errors only.
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
     try:
         meta = get_safetensors_metadata(repo_id, revision=revision)
     except Exception as exc:
         raise _hub_error(exc, repo_id, revision) from None
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
     total = 0
     for dtype, count in meta.parameter_count.items():
         if dtype not in _SAFETENSORS_BYTES:
