@@ -287,7 +287,6 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
         return est.per_gpu_bytes
 
     probe = estimate(spec, _with(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
-    notes: list[str] = []
     per_token = probe.per_gpu_token_bytes
     max_tokens: int | None
     if per_token == 0:
@@ -310,7 +309,6 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
         max_concurrency=(concurrency if concurrency is not None else SEARCH_LIMIT) * w.dp,
         max_context=context,
         engine=engine.name,
-        notes=tuple(notes),
     )
 
 

@@ -224,7 +224,7 @@ def _hub_weights_bytes(repo_id: str, revision: str | None) -> tuple[int, str]:
     try:
         meta = get_safetensors_metadata(repo_id, revision=revision)
     except Exception as exc:
-        raise _hub_error(exc, repo_id, revision) from None
+        raise _weights_error(exc, repo_id, revision) from None
     finally:
         if not was_disabled:
             enable_progress_bars()
@@ -234,3 +234,35 @@ def _hub_weights_bytes(repo_id: str, revision: str | None) -> tuple[int, str]:
             raise SourceError(f"{repo_id} stores weights as {dtype}, which kvcalc cannot size: give --weights SIZE")
         total += count * _SAFETENSORS_BYTES[dtype]
     return total, "Hub safetensors metadata"
+
+
+def _weights_error(exc: BaseException, repo_id: str, revision: str | None) -> SourceError:
+    """Like _hub_error, but about the safetensors weights, and always naming the way out."""
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        NotASafetensorsRepoError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        SafetensorsParsingError,
+    )
+
+    way_out = "give --weights SIZE"
+    if isinstance(exc, GatedRepoError | RepositoryNotFoundError):
+        return SourceError(f"{_hub_error(exc, repo_id, revision)}; or {way_out}")
+    if isinstance(exc, NotASafetensorsRepoError):
+        return SourceError(f"Hub repo {repo_id} has no safetensors weights to size: {way_out}")
+    if isinstance(exc, SafetensorsParsingError):
+        return SourceError(f"the safetensors headers of Hub repo {repo_id} cannot be parsed: {way_out}")
+    if isinstance(exc, OfflineModeIsEnabled) or isinstance(getattr(exc, "__cause__", None), OfflineModeIsEnabled):
+        return SourceError(f"the weights of Hub repo {repo_id} cannot be sized offline (HF_HUB_OFFLINE=1): {way_out}")
+    if isinstance(exc, EntryNotFoundError):
+        return SourceError(f"Hub repo {repo_id} lacks a safetensors file its index names: {way_out}")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        return SourceError(f"the Hub answered HTTP {status} for the weights of {repo_id}: {way_out}")
+    detail = " ".join(str(exc).split())
+    return SourceError(
+        f"could not size the weights of Hub repo {repo_id} ({exc.__class__.__name__}: {detail}): {way_out}"
+    )
