@@ -20,6 +20,7 @@ def test_readme_has_examples() -> None:
 @pytest.mark.parametrize(("args", "expected"), EXAMPLES, ids=[a for a, _ in EXAMPLES])
 def test_readme_example_output(args: str, expected: str, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")  # the width the README was rendered at
+    monkeypatch.chdir(README.parent)  # examples name files relative to the repository root
     result = run_cli(*shlex.split(args))
     assert result.exit_code == 0, result.stderr
     got = [line.rstrip() for line in result.stdout.rstrip().splitlines()]

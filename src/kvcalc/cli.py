@@ -278,7 +278,8 @@ def estimate(
         t = parse_count(tokens, what="--tokens")
     else:
         t = 2048
-        notes.append("--tokens not given: 2,048 tokens per sequence assumed")
+        if lengths is None:
+            notes.append("--tokens not given: 2,048 tokens per sequence assumed")
     serving = _serving(
         spec,
         engine=engine,
@@ -713,6 +714,10 @@ def fit(
         budget = _budget_from_size(kv_budget_size)
     else:
         gpu_bytes, gpu_label = _gpu_bytes(gpu, gpu_memory)
+        if gpu is not None:
+            from .gpus import find_gpu
+
+            notes.append(f"{find_gpu(gpu).name} memory: {find_gpu(gpu).source}")
         weights_bytes, weights_label = _weights_bytes(model, spec, weights, revision)
         budget = kv_budget(
             gpu_bytes=gpu_bytes,
@@ -756,7 +761,7 @@ def _gpu_bytes(gpu: str | None, gpu_memory: str | None) -> tuple[int, str]:
     if gpu is None:
         raise UsageError("give --gpu NAME, --gpu-memory SIZE or --kv-budget SIZE")
     found = find_gpu(gpu)
-    return found.runtime_bytes, f"{found.name}: {found.runtime_bytes:,} bytes as the runtime reports ({found.source})"
+    return found.runtime_bytes, f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
 
 
 def _weights_bytes(model: str, spec: Any, weights: str, revision: str | None) -> tuple[int, str]:

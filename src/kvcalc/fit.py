@@ -97,7 +97,10 @@ class VllmPlan:
     @property
     def cache_tokens(self) -> int:
         """The "GPU KV cache size: N tokens" vLLM logs: num_blocks // groups x smallest block."""
-        return self.num_blocks // self.num_groups * min(k.block_size for k in self.kinds)
+        # Mamba specs use max_model_len-sized "blocks" (one state per request), so the smallest
+        # block is an attention one whenever attention is present.
+        attention = [k.block_size for k in self.kinds if k.kind != "mamba"] or [k.block_size for k in self.kinds]
+        return self.num_blocks // self.num_groups * min(attention)
 
     def blocks_per_request(self, tokens: int, encoder_tokens: int = 0) -> int:
         """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes)."""
@@ -186,10 +189,14 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
 
     if len(pages) == 1:
         ((kind, layer_pages),) = pages.items()
-        page = sum(layer_pages)  # UniformTypeKVCacheSpecs when head sizes differ: one block spans all
-        num_blocks = budget // page
         single = (VllmGroup(kind, counts[kind], 1, engine.block_size),)
-        return VllmPlan(page, 1, num_blocks, single, engine.max_num_batched_tokens, tuple(notes))
+        if len(set(layer_pages)) == 1:  # one group of every layer, one page size
+            page, size = layer_pages[0], len(layer_pages)
+        else:  # UniformTypeKVCacheSpecs: layers of different sizes, one block spans them all
+            page, size = sum(layer_pages), 1
+            notes.append("vLLM sizes one block across layers of different sizes (UniformTypeKVCacheSpecs)")
+        num_blocks = budget // page // size
+        return VllmPlan(page, size, num_blocks, single, engine.max_num_batched_tokens, tuple(notes))
 
     for kind, layer_pages in pages.items():
         if len(set(layer_pages)) > 1:
@@ -205,7 +212,10 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
             block[k] = size
             page_of[k] = page_of[k] // engine.block_size * size
         page_of["mamba"] = max(page_of[k] for k in attention)
-        notes.append(f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state")
+        notes.append(
+            f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state (hybrid "
+            "attention/mamba layouts follow vLLM's rule approximately)"
+        )
     largest = max(page_of.values())
     for kind, page in page_of.items():
         if largest % page:

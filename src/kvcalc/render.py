@@ -540,7 +540,9 @@ def fit_lines(name: str, result: Any, budget: Any, gpu_label: str | None, worklo
         groups = ", ".join(
             f"{k.kind} x{k.layers} ({k.groups} group(s), {k.block_size}-token blocks)" for k in plan.kinds
         )
-        lines.append(f"vLLM layout    {groups}; page {plan.page_bytes:,} B x {plan.group_size} layers per block")
+        block = plan.page_bytes * plan.group_size
+        lines.append(f"vLLM layout    {groups}")
+        lines.append(f"vLLM block     {plan.group_size} layer(s) x {plan.page_bytes:,} B page = {block:,} B")
         lines.append(f"vLLM blocks    {plan.num_blocks:,}")
     tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
     lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
