@@ -402,7 +402,8 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         conv_channels = 2 * k_heads * k_dim + v_heads * v_dim
         return StateCache(
             family="linear_attention",
-            conv_elements=conv_channels * (kernel - 1),
+            conv_channels=conv_channels,
+            conv_kernel=kernel,
             recurrent_elements=v_heads * k_dim * v_dim,
         )
     # Mamba block. The causal conv runs over d_inner channels (Mamba-2 adds B and C: 2 x n_groups
@@ -420,7 +421,8 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         d_inner = r.positive_int(("mamba_expand", "expand")) * r.positive_int(_HIDDEN_KEYS)
     return StateCache(
         family="mamba",
-        conv_elements=(d_inner + 2 * groups * d_state) * (d_conv - 1),
+        conv_channels=d_inner + 2 * groups * d_state,
+        conv_kernel=d_conv,
         recurrent_elements=d_inner * d_state,
     )
 

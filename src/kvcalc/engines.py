@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import DType
+from .dtypes import FP32, DType
 from .errors import UsageError
-from .spec import AttentionCache, LatentCache, LayerCache
+from .spec import AttentionCache, LatentCache, LayerCache, StateCache
 
 
 def cdiv(a: int, b: int) -> int:
@@ -64,21 +64,33 @@ class Engine:
         held = self.tokens_held(cache, tokens)
         return batch * held - (batch - 1) * self.shared_tokens(cache, tokens, prefix)
 
+    def state_parts(self, cache: StateCache) -> tuple[tuple[int, DType | None], ...]:
+        """(elements, format or None for the workload's state format) of a state layer: the conv
+        history (kernel - 1 past inputs) and the recurrent state."""
+        return (cache.conv_elements, None), (cache.recurrent_elements, None)
+
 
 THEORETICAL = Engine()
 
 
 @dataclass(frozen=True)
 class Transformers(Engine):
-    """transformers ``DynamicCache`` (cache_utils.py, 5.x): ``DynamicSlidingWindowLayer`` keeps
-    the last W-1 tokens between steps (the step's own token is appended while attending)."""
+    """transformers ``DynamicCache`` (cache_utils.py, 5.24): ``DynamicSlidingWindowLayer`` keeps
+    a view of the last W-1 tokens between steps (the step's own token is appended while
+    attending); Llama 4's chunked layers are the same layer with W = the chunk. Linear-attention
+    and Mamba layers (``LinearAttentionLayer``) keep the conv state for the whole kernel in the
+    model dtype and the recurrent state in float32 (measured with ``kvcalc probe``)."""
 
     name: str = "transformers"
 
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
-        if isinstance(cache, AttentionCache) and cache.window is not None:
-            return min(tokens, cache.window - 1)
+        bound = cache.token_bound if cache.tokens == "decoder" else None
+        if isinstance(cache, AttentionCache) and bound is not None:
+            return min(tokens, bound - 1)
         return super().tokens_held(cache, tokens)
+
+    def state_parts(self, cache: StateCache) -> tuple[tuple[int, DType | None], ...]:
+        return (cache.conv_channels * cache.conv_kernel, None), (cache.recurrent_elements, FP32)
 
 
 _FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")

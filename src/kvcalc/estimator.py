@@ -207,7 +207,10 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
         if isinstance(cache, StateCache):
             dtype = cache.dtype or w.state_dtype or compute_dtype
             # Tensor parallel splits the heads (and conv channels) of the state across ranks.
-            per_seq = -(-cache.state_elements // w.tp) * dtype.bytes_per_element
+            per_seq = sum(
+                -(-elements // w.tp) * (part_dtype or dtype).bytes_per_element
+                for elements, part_dtype in engine.state_parts(cache)
+            )
             g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, dtype)
             return batch * per_seq, 0, g
         heads: int | None

@@ -81,12 +81,15 @@ class LatentCache:
 class StateCache:
     """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
 
-    ``family`` is ``linear_attention`` (Gated DeltaNet and similar) or ``mamba``. ``dtype`` is
-    the state's own storage format when it differs from the KV dtype (None: the model's dtype).
+    ``family`` is ``linear_attention`` (Gated DeltaNet and similar) or ``mamba``. The causal conv
+    runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
+    past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
+    when it differs from the model's (None: decided by the engine and workload).
     """
 
     family: Literal["linear_attention", "mamba"]
-    conv_elements: int
+    conv_channels: int
+    conv_kernel: int
     recurrent_elements: int
     dtype: DType | None = None
 
@@ -97,6 +100,10 @@ class StateCache:
     @property
     def kind(self) -> str:
         return self.family
+
+    @property
+    def conv_elements(self) -> int:
+        return self.conv_channels * (self.conv_kernel - 1)
 
     @property
     def state_elements(self) -> int:
