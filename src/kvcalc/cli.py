@@ -739,6 +739,121 @@ def fit(
         _echo(f"note: {note}")
 
 
+@app.command()
+def probe(
+    model: Annotated[
+        str | None,
+        typer.Argument(metavar="MODEL", autocompletion=_complete_model, help="Preset, config.json or repo id."),
+    ] = None,
+    device: Annotated[
+        str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
+    ] = "auto",
+    tokens: Annotated[
+        str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
+    ] = "512",
+    batch: Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Sequences.")] = "1",
+    decode: Annotated[
+        int, typer.Option("--decode", metavar="N", help="Of the T tokens, how many are decoded one at a time.")
+    ] = 2,
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            metavar="DTYPE",
+            help="Model and cache dtype for the run: fp32, bf16, fp16 (default: the model's own, else fp32).",
+        ),
+    ] = None,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Allocate the estimated tensors directly (only torch) and read the allocator's "
+            "figures instead of running the model.",
+        ),
+    ] = False,
+    engine: EngineOpt = "transformers",
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            "--tolerance",
+            metavar="BYTES|PCT",
+            help="Allowed difference (0: exact tensor bytes, the default; 4096; 0.5%). Exit status 1 beyond it.",
+        ),
+    ] = "0",
+    as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON.")] = False,
+    revision: Annotated[str | None, typer.Option("--revision", metavar="REV", help="Hub revision.")] = None,
+) -> None:
+    """Measure a real KV cache with PyTorch and cross-check the estimate byte for byte.
+
+    The model probe builds the model's transformers implementation from its config with random
+    weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
+    prefills and decodes, counts every cache tensor and scales by the real layer counts; the
+    estimate uses transformers' semantics. No code from a model repo is run. The probe is one
+    file, kvcalc/probe.py: copy it to a GPU box and run `python probe.py request.json`.
+    """
+    from .api import load_model
+    from .crosscheck import check_model, model_request, parse_tolerance, raw_request
+    from .dtypes import FP32, parse_dtype
+    from .engines import make_engine, uses_mla
+    from .estimator import Workload
+    from .estimator import estimate as estimate_spec
+    from .probe import ProbeError, run
+    from .render import probe_json, probe_lines, raw_probe_json, raw_probe_lines
+    from .sources import resolve
+
+    if model is None:
+        raise UsageError("give a MODEL (preset, config.json or repo id)")
+    source = resolve(model, revision=revision)
+    spec = load_model(model, revision=revision)
+    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=uses_mla(spec.caches))
+    if not raw and engine != "transformers":
+        raise UsageError("the model probe measures transformers' cache: --engine applies to --raw only")
+    dtype = (
+        parse_dtype(kv_dtype) if kv_dtype is not None else (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
+    )
+    if decode < 0:
+        raise UsageError(f"--decode must not be negative, got {decode}")
+    workload = Workload(tokens=parse_count(tokens, what="--tokens"), batch=parse_count(batch, what="--batch"),
+                        kv_dtype=dtype)  # fmt: skip
+    est = estimate_spec(spec, workload, engine=chosen)
+    progress = sys.stderr.isatty() and not as_json
+    if progress:
+        what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
+        print(f"kvcalc probe: {what} on {device}...", file=sys.stderr)
+    try:
+        if raw:
+            block = getattr(chosen, "block_size", None)
+            result = run(raw_request(est, device=device, block_size=block))
+        else:
+            if not isinstance(source.config, dict):
+                raise UsageError("the model probe needs a JSON object config")
+            result = run(model_request(source.config, est, decode=decode, device=device))
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from None
+    if raw:
+        data = raw_probe_json(est, result)
+        if as_json:
+            print(json.dumps(data, indent=2))
+        else:
+            for line in raw_probe_lines(est, result, _units("both")):
+                _echo(line)
+        if data["measured_bytes"] != data["estimated_bytes"]:
+            raise typer.Exit(1)
+        return
+    check = check_model(spec, est, result)
+    allowed = parse_tolerance(tolerance, est.total_bytes)
+    all_notes = list(dict.fromkeys([*spec.notes, *notes, *est.notes, *check.notes]))
+    if as_json:
+        print(json.dumps(probe_json(check, result, allowed, all_notes), indent=2))
+    else:
+        for line in probe_lines(spec.name, check, result, allowed):
+            _echo(line)
+        for note in all_notes:
+            _echo(f"note: {note}")
+    if not check.within(allowed):
+        raise typer.Exit(1)
+
+
 def _budget_from_size(text: str) -> Any:
     from .fit import Budget, BudgetLine
 

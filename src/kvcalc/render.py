@@ -587,3 +587,104 @@ def fit_json(result: Any, budget: Any, gpu_label: str | None, notes: list[str], 
         },
         "notes": notes,
     }
+
+
+def probe_lines(name: str, check: Any, result: dict[str, Any], allowed: int) -> list[str]:
+    """Measured against estimated, by layer kind, then the run's peak and timings."""
+    rows = []
+    for k in check.kinds:
+        share = f"{k.difference / k.estimated_bytes:+.3%}" if k.estimated_bytes else "-"
+        rows.append(
+            [k.kind, str(k.layers), f"{k.estimated_bytes:,}", f"{k.measured_bytes:,}", f"{k.difference:+,}", share]
+        )
+    share = f"{check.difference / check.estimated_bytes:+.3%}" if check.estimated_bytes else "-"
+    rows.append(
+        ["total", "", f"{check.estimated_bytes:,}", f"{check.measured_bytes:,}", f"{check.difference:+,}", share]
+    )
+    title = (
+        f"Probe of {name} on {result['device']} ({result['dtype']}, transformers {result['transformers']}, "
+        f"torch {result['torch']}): batch {result['batch']} x {result['prompt_tokens']:,} prompt + "
+        f"{result['decode_tokens']} decoded tokens"
+    )
+    table = box_table(
+        title, ["layer type", "layers", "estimated", "measured", "difference", "%"], rows, right={1, 2, 3, 4, 5}
+    )
+    verdict = "match" if check.within(allowed) else f"MISMATCH (tolerance {allowed:,} bytes)"
+    lines = [table, f"result         {verdict}"]
+    if check.storage_bytes != check.measured_bytes:
+        lines.append(
+            f"storage        {check.storage_bytes:,} bytes allocated under those tensors (sliding layers keep a view "
+            "of W-1 tokens in a W-token buffer)"
+        )
+    peak = result["peak"]
+    if "transient_bytes" in peak:
+        lines.append(f"peak (shrunk)  {peak['transient_bytes']:,} bytes: {peak['kind']}")
+    else:
+        lines.append(
+            f"peak (shrunk)  prefill {peak['prefill_bytes']:,} / decode {peak['decode_bytes']:,} bytes: {peak['kind']}"
+        )
+    per_token = result["decode_seconds_per_token"]
+    decode_text = f", decode {per_token * 1000:.2f} ms/token" if per_token is not None else ""
+    lines.append(f"time (shrunk)  prefill {result['prefill_seconds']:.3f} s{decode_text} ({result['timing_note']})")
+    return lines
+
+
+def probe_json(check: Any, result: dict[str, Any], allowed: int, notes: list[str]) -> dict[str, Any]:
+    return {
+        "estimated_bytes": check.estimated_bytes,
+        "measured_bytes": check.measured_bytes,
+        "difference_bytes": check.difference,
+        "storage_bytes": check.storage_bytes,
+        "tolerance_bytes": allowed,
+        "match": check.within(allowed),
+        "device": result["device"],
+        "dtype": result["dtype"],
+        "torch": result["torch"],
+        "transformers": result["transformers"],
+        "kinds": [
+            {
+                "kind": k.kind,
+                "layers": k.layers,
+                "estimated_bytes": k.estimated_bytes,
+                "measured_bytes": k.measured_bytes,
+            }
+            for k in check.kinds
+        ],
+        "peak": result["peak"],
+        "prefill_seconds": result["prefill_seconds"],
+        "decode_seconds_per_token": result["decode_seconds_per_token"],
+        "shrunk_layers": result["layers"],
+        "notes": notes,
+    }
+
+
+def raw_probe_json(est: Estimate, result: dict[str, Any]) -> dict[str, Any]:
+    data = {
+        "estimated_bytes": est.total_bytes,
+        "measured_bytes": result["tensor_bytes"],
+        "match": result["tensor_bytes"] == est.total_bytes,
+        "device": result["device"],
+        "engine": est.engine,
+        "tensors": result["tensors"],
+    }
+    for key in ("allocated_bytes", "requested_bytes", "reserved_bytes"):
+        if key in result:
+            data[key] = result[key]
+    return data
+
+
+def raw_probe_lines(est: Estimate, result: dict[str, Any], units: Units) -> list[str]:
+    lines = [
+        f"Raw probe of {est.model.name} ({est.engine}) on {result['device']}: {result['tensors']:,} tensors",
+        f"estimated      {total_text(est.total_bytes, units)}",
+        f"tensor bytes   {total_text(result['tensor_bytes'], units)}",
+    ]
+    if "allocated_bytes" in result:
+        lines += [
+            f"requested      {total_text(result['requested_bytes'], units)}  (allocator, unrounded)",
+            f"allocated      {total_text(result['allocated_bytes'], units)}  (rounded to 512-byte blocks)",
+            f"reserved       {total_text(result['reserved_bytes'], units)}  (segments the caching allocator holds)",
+        ]
+    else:
+        lines.append("(CPU: no allocator statistics; tensor bytes only)")
+    return lines
