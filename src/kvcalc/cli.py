@@ -782,6 +782,21 @@ def probe(
     ] = "0",
     as_json: Annotated[bool, typer.Option("--json", help="Print plain JSON.")] = False,
     revision: Annotated[str | None, typer.Option("--revision", metavar="REV", help="Hub revision.")] = None,
+    print_request: Annotated[
+        bool,
+        typer.Option(
+            "--print-request",
+            help="Print the probe's JSON request instead of running it (to run probe.py on another machine).",
+        ),
+    ] = False,
+    from_result: Annotated[
+        str | None,
+        typer.Option(
+            "--from-result",
+            metavar="FILE",
+            help="Compare a result probe.py printed elsewhere instead of running the probe here.",
+        ),
+    ] = None,
 ) -> None:
     """Measure a real KV cache with PyTorch and cross-check the estimate byte for byte.
 
@@ -817,17 +832,29 @@ def probe(
                         kv_dtype=dtype)  # fmt: skip
     est = estimate_spec(spec, workload, engine=chosen)
     progress = sys.stderr.isatty() and not as_json
-    if progress:
+    if progress and not print_request and from_result is None:
         what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
         print(f"kvcalc probe: {what} on {device}...", file=sys.stderr)
+    if raw:
+        request = raw_request(est, device=device, block_size=getattr(chosen, "block_size", None))
+    else:
+        if not isinstance(source.config, dict):
+            raise UsageError("the model probe needs a JSON object config")
+        request = model_request(source.config, est, decode=decode, device=device)
+    if print_request:
+        print(json.dumps(request, indent=2))
+        return
     try:
-        if raw:
-            block = getattr(chosen, "block_size", None)
-            result = run(raw_request(est, device=device, block_size=block))
+        if from_result is not None:
+            from pathlib import Path
+
+            from .sources import read_json_file
+
+            result = read_json_file(Path(from_result))
+            if not isinstance(result, dict) or result.get("mode") != request["mode"]:
+                raise UsageError(f"{from_result} is not a {request['mode']} probe result")
         else:
-            if not isinstance(source.config, dict):
-                raise UsageError("the model probe needs a JSON object config")
-            result = run(model_request(source.config, est, decode=decode, device=device))
+            result = run(request)
     except ProbeError as exc:
         raise UsageError(str(exc)) from None
     if raw:
