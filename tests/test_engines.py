@@ -308,3 +308,11 @@ def test_transformers_default_residual_note(run_cli) -> None:
 def test_workload_replace_keeps_validation() -> None:
     with pytest.raises(UsageError):
         replace(Workload(tokens=1), tp=0)
+
+
+def test_transformers_falcon_new_architecture_caches_every_query_head() -> None:
+    # modeling_falcon.py broadcasts the 8 grouped K/V heads to all 128 query heads before caching
+    # (measured by kvcalc probe): 2 x 60 x 128 x 64 x 2 B = 1,966,080 B/token, 16x vLLM's 122,880.
+    spec = load_model("falcon-40b")
+    assert estimate(spec, Workload(tokens=1), engine=Transformers()).per_token_bytes == 1_966_080
+    assert estimate(spec, Workload(tokens=1), engine=VLLM()).per_token_bytes == 122_880

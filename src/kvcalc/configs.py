@@ -370,7 +370,10 @@ def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
     heads, head_dim = _heads_and_head_dim(r)
     kv = _kv_heads(r, heads)
     v_dim = r.optional_positive_int("v_head_dim") or head_dim
-    return AttentionCache(kv_heads=kv, k_head_dim=head_dim, v_head_dim=v_dim), heads
+    # transformers' Falcon (new_decoder_architecture) broadcasts the grouped K/V to every query
+    # head before caching them (modeling_falcon.py); serving engines keep the grouped heads.
+    expanded = heads if r.flag("new_decoder_architecture") and kv != heads else None
+    return AttentionCache(kv_heads=kv, k_head_dim=head_dim, v_head_dim=v_dim, expanded_heads=expanded), heads
 
 
 def _windowed(r: _Reader, base: AttentionCache | LatentCache, kind: str) -> LayerCache:

@@ -69,6 +69,10 @@ class Engine:
         history (kernel - 1 past inputs) and the recurrent state."""
         return (cache.conv_elements, None), (cache.recurrent_elements, None)
 
+    def kv_heads(self, cache: AttentionCache) -> int:
+        """KV heads this engine stores for the whole layer (before tensor parallel splits them)."""
+        return cache.kv_heads
+
 
 THEORETICAL = Engine()
 
@@ -91,6 +95,9 @@ class Transformers(Engine):
 
     def state_parts(self, cache: StateCache) -> tuple[tuple[int, DType | None], ...]:
         return (cache.conv_channels * cache.conv_kernel, None), (cache.recurrent_elements, FP32)
+
+    def kv_heads(self, cache: AttentionCache) -> int:
+        return cache.expanded_heads or cache.kv_heads
 
 
 _FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -215,7 +215,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             return batch * per_seq, 0, g
         heads: int | None
         if isinstance(cache, AttentionCache):
-            heads = _kv_heads_per_gpu(cache.kv_heads, w.tp)
+            heads = _kv_heads_per_gpu(engine.kv_heads(cache), w.tp)
             k_row, v_row = heads * cache.k_head_dim, heads * cache.v_head_dim
         elif isinstance(cache, LatentCache):
             heads, k_row, v_row = None, cache.elements_per_token, 0  # replicated on every rank

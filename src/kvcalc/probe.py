@@ -116,7 +116,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     try:
         full = AutoConfig.for_model(model_type, **raw)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ProbeError(f"transformers cannot build a {model_type} config: {exc}") from None
+        reason = str(exc).split(". Should contain")[0].splitlines()[0][:200]
+        raise ProbeError(f"transformers cannot build a {model_type} config: {reason}") from None
     text = full.get_text_config(decoder=True)
     if getattr(text, "is_encoder_decoder", False):
         raise ProbeError("the probe measures decoder-only language models")
@@ -169,8 +170,10 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         data["num_key_value_heads"] = data["num_attention_heads"]
     mamba = any(k.startswith("mamba") or k in ("expand", "state_size") for k in data)
     explicit_heads = isinstance(data.get("head_dim"), int) or isinstance(data.get("kv_lora_rank"), int)
-    if not mamba and explicit_heads and isinstance(data.get("hidden_size"), int):
-        data["hidden_size"] = min(data["hidden_size"], 256)  # head dims are explicit: the width is free
+    heads = data.get("num_attention_heads")
+    if not mamba and explicit_heads and isinstance(data.get("hidden_size"), int) and isinstance(heads, int):
+        # Head dims are explicit, so the width is free; some configs still want it a multiple of heads.
+        data["hidden_size"] = min(data["hidden_size"], heads * max(2, 256 // heads))
     vocab = data.get("vocab_size", _SMALL["vocab_size"])
     for key in _TOKEN_IDS:
         value = data.get(key)
@@ -188,7 +191,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     try:
         small = AutoConfig.for_model(text.model_type, **data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ProbeError(f"transformers refused the shrunk {text.model_type} config: {exc}") from None
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ProbeError(f"transformers refused the shrunk {text.model_type} config: {reason}") from None
     return small, keep, kinds
 
 

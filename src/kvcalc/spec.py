@@ -35,6 +35,9 @@ class AttentionCache:
     window: int | None = None
     chunk: int | None = None
     tokens: TokenSource = "decoder"
+    # Heads transformers' own implementation caches when it expands grouped K/V before caching
+    # (Falcon's new_decoder_architecture broadcasts them to every query head); None: kv_heads.
+    expanded_heads: int | None = None
 
     @property
     def kind(self) -> str:
