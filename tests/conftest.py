@@ -60,6 +60,21 @@ def run_subprocess(*args: str, env: dict[str, str] | None = None, cwd: Path | No
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def assert_one_line_error(result: CliResult, *needles: str) -> str:
+    """The contract of every failure: one ``kvcalc: error:`` line naming the problem, no traceback,
+    nothing on stdout."""
+    assert result.exit_code != 0, result
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("kvcalc: error: "), line
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    assert result.stdout == "", result.stdout
+    return line
+
+
 def fixture_config(name: str) -> dict[str, Any]:
     """A real Hugging Face config.json from tests/fixtures (see fixtures/SOURCES.md)."""
     data: dict[str, Any] = json.loads((FIXTURES / name).read_text())

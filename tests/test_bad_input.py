@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import FIXTURES, CliResult, run_subprocess
+from .conftest import FIXTURES, assert_one_line_error, run_subprocess
 
 LLAMA_BY_HAND = {
     "model_type": "llama",
@@ -18,20 +18,6 @@ LLAMA_BY_HAND = {
     "num_attention_heads": 32,
     "hidden_size": 4096,
 }
-
-
-def assert_one_line_error(result: CliResult, *needles: str) -> str:
-    """The contract of every failure: one ``kvcalc: error:`` line naming the problem."""
-    assert result.exit_code != 0, result
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    line = lines[0]
-    assert line.startswith("kvcalc: error: "), line
-    for needle in needles:
-        assert needle in line, f"{needle!r} not in {line!r}"
-    assert result.stdout == "", result.stdout
-    return line
 
 
 def write_config(tmp_path: Path, config: Any, name: str = "config.json") -> str:

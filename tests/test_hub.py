@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, CliResult, run_subprocess
+from .conftest import FIXTURES, CliResult, assert_one_line_error, run_subprocess
 
 REPO = "someorg/somemodel"
 MAIN_HASH = "0123456789abcdef0123456789abcdef01234567"
@@ -89,17 +89,6 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubCache:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     return cache
-
-
-def assert_one_line_error(result: CliResult, *needles: str) -> str:
-    assert result.exit_code != 0, result
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("kvcalc: error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 def estimate_json(*args: str) -> dict[str, object]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, CliResult, run_subprocess
+from .conftest import FIXTURES, CliResult, assert_one_line_error, run_subprocess
 
 REPO = "org/name"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -160,18 +160,6 @@ def serve_error(hub: FakeHub, status: int, code: str, message: str, path: str = 
 
 def estimate(*extra: str, env: dict[str, str] | None = None) -> CliResult:
     return run_subprocess("estimate", REPO, "--tokens", "2048", "--json", *extra, env=env)
-
-
-def assert_one_line_error(result: CliResult, *needles: str) -> str:
-    assert result.exit_code != 0, result
-    assert result.stdout == "", result.stdout
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("kvcalc: error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 # --- success, then the cached copy -----------------------------------------------------------------

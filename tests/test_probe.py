@@ -144,3 +144,18 @@ def test_request_and_result_round_trip(run_cli, tmp_path: Path) -> None:
     ).json()
     # MQA, bf16: 50 x 32 layers x 2 x 64 x 2 B = 409,600.
     assert data["match"] and data["measured_bytes"] == 409_600
+
+
+@pytest.mark.parametrize("missing", ["torch", "transformers"])
+def test_missing_extra_is_a_one_line_hint(missing: str, tmp_path: Path) -> None:
+    # A None entry in sys.modules makes `import torch` fail as if it were not installed.
+    code = (
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        "from kvcalc.cli import main\n"
+        "main(['probe', 'falcon-7b', '--tokens', '20', '--device', 'cpu'])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          check=False)  # fmt: skip
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "kvcalc[probe]" in lines[0], proc.stderr

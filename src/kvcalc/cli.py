@@ -869,7 +869,7 @@ def probe(
         return
     check = check_model(spec, est, result)
     allowed = parse_tolerance(tolerance, est.total_bytes)
-    all_notes = list(dict.fromkeys([*spec.notes, *notes, *est.notes, *check.notes]))
+    all_notes = list(dict.fromkeys([*spec.notes, *notes, *est.notes, *check.notes, *result.get("notes", [])]))
     if as_json:
         print(json.dumps(probe_json(check, result, allowed, all_notes), indent=2))
     else:

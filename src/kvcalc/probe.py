@@ -31,6 +31,7 @@ _SMALL = {
     "shared_expert_intermediate_size": 32,
     "intermediate_size_mlp": 64,
     "ffn_hidden_size": 64,
+    "n_inner": 64,
 }
 _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
@@ -148,7 +149,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     for key, value in _SMALL.items():
         if key == "intermediate_size" and pure_mamba:
             continue
-        if isinstance(data.get(key), int) and data[key] > value:
+        # None often means "derived from the width" (Falcon's ffn_hidden_size = 4 x hidden): pin it.
+        if (isinstance(data.get(key), int) and data[key] > value) or (key in data and data[key] is None):
             data[key] = value
     for key in _EXPERT_COUNTS:
         if isinstance(data.get(key), int) and data[key] > 4:
@@ -248,6 +250,11 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=FutureWarning)
     device = _device(torch, request.get("device", "auto"))
     dtype = _dtype(torch, request.get("dtype", "float32"))
+    substituted = None
+    if device.type == "cpu" and dtype == torch.float16:
+        # CPU float16 matmuls are slow reference kernels; bfloat16 stores the same 2 bytes per
+        # element, so the cache it measures has the same size.
+        dtype, substituted = torch.bfloat16, "float16 ran as bfloat16 on CPU (same 2-byte elements, faster kernels)"
     prompt = int(request["prompt_tokens"])
     decode = int(request.get("decode_tokens", 1))
     batch = int(request.get("batch", 1))
@@ -328,6 +335,7 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
         "prefill_seconds": prefill_seconds,
         "decode_seconds_per_token": decode_seconds / decode if decode else None,
         "timing_note": "timings of the shrunk model (one layer of each kind, tiny MLPs), not of the real one",
+        "notes": [substituted] if substituted else [],
     }
     del model, cache, out
     if is_cuda:
