@@ -150,6 +150,8 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
         (("--kv-budget", "0"), "must be positive"),
         (("--gpu", "h100", "--utilization", "1.5"), "--utilization"),
         (("--kv-budget", "1GiB", "--engine", "vllm", "--kv-dtype", "int4"), "vLLM stores"),
+        (("--gpu", "h100", "--tp", "0"), "--tp must be a positive whole number"),
+        (("--gpu", "h100", "--gpus", "0"), "--gpus must be a positive whole number"),
     ],
 )
 def test_fit_errors(run_cli, args: tuple[str, ...], message: str) -> None:

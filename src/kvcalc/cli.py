@@ -280,6 +280,7 @@ def estimate(
         t = 2048
         if lengths is None:
             notes.append("--tokens not given: 2,048 tokens per sequence assumed")
+    _positive(("--tp", tp), ("--pp", pp), ("--dp", dp))
     serving = _serving(
         spec,
         engine=engine,
@@ -333,6 +334,12 @@ def estimate(
             _echo(line)
     for note in all_notes:
         _echo(f"note: {note}")
+
+
+def _positive(*flags: tuple[str, int | None]) -> None:
+    for flag, value in flags:
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be a positive whole number, got {value}")
 
 
 class _Serving:
@@ -688,10 +695,11 @@ def fit(
     spec = load_model(model, revision=revision)
     if not 0 < utilization <= 1:
         raise UsageError(f"--utilization must be in (0, 1], got {utilization}")
+    _positive(("--pp", pp), ("--dp", dp), ("--tp", tp), ("--gpus", gpus))
     if tp is None:
         tp = gpus // (pp * dp) if gpus is not None else 1
-    if tp < 1:
-        raise UsageError(f"--gpus {gpus} is fewer than --pp {pp} x --dp {dp}")
+        if tp < 1:
+            raise UsageError(f"--gpus {gpus} is fewer than --pp {pp} x --dp {dp}")
     if gpus is not None and gpus != tp * pp * dp:
         raise UsageError(f"--gpus {gpus} does not equal --tp {tp} x --pp {pp} x --dp {dp}")
     serving = _serving(
