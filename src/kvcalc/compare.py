@@ -3,7 +3,7 @@ across KV dtypes and context lengths. Pure: builds specs and estimates, prints n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -98,14 +98,9 @@ def attention_variants(
     first = _attention_of(spec)
     if heads is None or first is None:
         raise UsageError(f"{spec.name} has no attention heads to vary (give --heads or a model with attention)")
-    if isinstance(first, LatentCache):
-        if first.k_head_dim is None or first.v_head_dim is None:
-            raise UsageError(
-                f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown"
-            )
-        k_dim, v_dim = first.k_head_dim, first.v_head_dim
-    else:
-        k_dim, v_dim = first.k_head_dim, first.v_head_dim
+    k_dim, v_dim = first.k_head_dim, first.v_head_dim
+    if k_dim is None or v_dim is None:  # only MLA entries can lack them
+        raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")
     for kv in kv_heads:
         if kv <= 0 or kv > heads or heads % kv:
             raise UsageError(f"--kv-heads {kv} does not divide the {heads} query heads of {spec.name}")
@@ -115,7 +110,7 @@ def attention_variants(
     notes: list[str] = []
     candidates = []
     for kv in wanted:
-        variant = _with_caches(spec, lambda c, kv=kv: _as_attention(c, kv, k_dim, v_dim))
+        variant = _with_caches(spec, lambda c: _as_attention(c, kv, k_dim, v_dim))  # noqa: B023  # called at once
         own = mark_own and kv == own_kv
         candidates.append(candidate_for(variant, variant_label(kv, heads), own=own))
 
@@ -145,8 +140,7 @@ def _as_attention(cache: LayerCache, kv: int, k_dim: int, v_dim: int) -> LayerCa
     return cache
 
 
-def _with_caches(spec: ModelSpec, change: object) -> ModelSpec:
-    assert callable(change)
+def _with_caches(spec: ModelSpec, change: Callable[[LayerCache], LayerCache]) -> ModelSpec:
     return replace(spec, caches=tuple(change(c) for c in spec.caches))
 
 

@@ -9,13 +9,13 @@ Pure: sizes come in as integers, nothing is read or printed here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from .dtypes import FP16, DType
 from .engines import VLLM, Engine, LlamaCpp, SGLang, cdiv
 from .errors import UsageError
-from .estimator import Workload, estimate, pipeline_stages
+from .estimator import Estimate, Workload, estimate, pipeline_stages
 from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
@@ -292,17 +292,19 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
 
     def per_gpu(tokens: int, batch: int) -> int:
         est = estimate(
-            spec, _with(w, tokens=tokens, batch=batch, dp=1, shared_prefix=min(w.shared_prefix, tokens)), engine=engine
+            spec,
+            replace(w, tokens=tokens, batch=batch, dp=1, shared_prefix=min(w.shared_prefix, tokens)),
+            engine=engine,
         )
         return est.per_gpu_bytes
 
-    probe = estimate(spec, _with(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
+    probe = estimate(spec, replace(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
     per_token = probe.per_gpu_token_bytes
     max_tokens: int | None
     if per_token == 0:
         max_tokens = None
     elif isinstance(engine, SGLang):
-        max_tokens = _sglang_tokens(spec, probe, budget, engine.page_size)
+        max_tokens = _sglang_tokens(probe, budget, engine.page_size)
     elif isinstance(engine, LlamaCpp):
         max_tokens = budget // per_token // engine.cell_padding * engine.cell_padding
     else:
@@ -322,13 +324,10 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
     )
 
 
-def _sglang_tokens(spec: ModelSpec, probe: object, budget: int, page_size: int, swa_ratio: float = 0.8) -> int:
+def _sglang_tokens(probe: Estimate, budget: int, page_size: int, swa_ratio: float = 0.8) -> int:
     """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
     layers the hybrid SWA pool gives them swa_full_tokens_ratio (0.8) of the full pool's tokens
     (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
-    from .estimator import Estimate
-
-    assert isinstance(probe, Estimate)
     full = sum(
         g.layers * g.bytes_per_token
         for g in probe.groups
@@ -341,9 +340,3 @@ def _sglang_tokens(spec: ModelSpec, probe: object, budget: int, page_size: int, 
     )
     tokens = int(budget / (full + swa_ratio * swa)) if full and swa else budget // (full + swa)
     return tokens // page_size * page_size
-
-
-def _with(w: Workload, *, tokens: int, batch: int, dp: int, shared_prefix: int) -> Workload:
-    from dataclasses import replace
-
-    return replace(w, tokens=tokens, batch=batch, dp=dp, shared_prefix=shared_prefix)
