@@ -14,11 +14,20 @@ from typing import Any
 
 from .dtypes import DType, lookup_dtype
 from .errors import ConfigError
-from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
+from .spec import (
+    MAX_DIMENSION,
+    MAX_LAYERS,
+    AttentionCache,
+    LatentCache,
+    LayerCache,
+    ModelSpec,
+    SharedCache,
+    StateCache,
+)
 
 # Anything larger is not a real model; it is a corrupted or mistyped config.
-_MAX_DIMENSION = 2**24
-_MAX_LAYERS = 2**16  # the largest real models have a few hundred layers
+_MAX_DIMENSION = MAX_DIMENSION
+_MAX_LAYERS = MAX_LAYERS
 
 # Keys that hold the language model inside multimodal / wrapper configs, in lookup order.
 _NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
@@ -150,7 +159,7 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
     reader = _Reader(text, where, model_type)
     if text is not raw and not _model_type(text):
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
-    dtype = _model_dtype(text, raw)
+    dtype = _model_dtype(text, raw, reader.notes)
 
     encoder_tokens: int | None = None
     heads: int | None
@@ -195,12 +204,25 @@ def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     return raw, ""
 
 
-def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any]) -> DType | None:
-    for config in (text, raw):
+# The dtypes a model computes in, and so the only ones its KV cache inherits. A config's dtype
+# field may name a weight format instead (int8, fp8, a ggml type such as q4_0): weights quantized
+# that way still compute, and cache, in a 16- or 32-bit float.
+_COMPUTE_DTYPES = ("fp32", "fp16", "bf16")
+
+
+def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any], notes: list[str]) -> DType | None:
+    for config, where in ((text, "text "), (raw, "")) if text is not raw else ((raw, ""),):
         for key in ("torch_dtype", "dtype"):
             value = config.get(key)
-            if isinstance(value, str) and (found := lookup_dtype(value)) is not None:
+            if not isinstance(value, str):
+                continue
+            found = lookup_dtype(value)
+            if found is not None and found.name in _COMPUTE_DTYPES:
                 return found
+            notes.append(
+                f"{where}config {key} {value[:40]!r} is not a compute dtype (fp32, fp16, bf16), so it does not "
+                "set the KV format; it is ignored"
+            )
     return None
 
 

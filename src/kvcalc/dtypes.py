@@ -113,6 +113,13 @@ def parse_dtype(text: str, *, quant_group: int = DEFAULT_QUANT_GROUP) -> DType:
     """The format a command-line name stands for; an unknown name is a usage error."""
     found = lookup_dtype(text, quant_group=quant_group)
     if found is None:
-        known = ", ".join([*DTYPES, *GROUP_QUANTIZED_BITS])
+        known = ", ".join([*DTYPES, *GROUP_QUANTIZED_BITS, "auto"])
         raise UsageError(f"unknown KV dtype {text!r}; choose one of {known}")
     return found
+
+
+def parse_kv_dtype(text: str, *, quant_group: int = DEFAULT_QUANT_GROUP) -> DType | None:
+    """A command-line KV format, or None for ``auto``: the engine's own default for the model."""
+    if text.strip().lower() == "auto":
+        return None
+    return parse_dtype(text, quant_group=quant_group)

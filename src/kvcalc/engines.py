@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import FP32, DType
+from .dtypes import BF16, FP16, FP32, DType
 from .errors import UsageError
 from .spec import AttentionCache, LatentCache, LayerCache, StateCache
 
@@ -73,6 +73,17 @@ class Engine:
         """KV heads this engine stores for the whole layer (before tensor parallel splits them)."""
         return cache.kv_heads
 
+    def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """The dtype the engine runs a model in when none is asked for, and a note when that is
+        not simply the config's own (``--kv-dtype auto``)."""
+        if config_dtype is None:
+            return FP16, "the model names no dtype: KV cache assumed fp16 (set --kv-dtype)"
+        return config_dtype, None
+
+    def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """The KV format when none is asked for: the model's run dtype in every engine but llama.cpp."""
+        return self.model_dtype(config_dtype, model_type)
+
 
 THEORETICAL = Engine()
 
@@ -100,6 +111,9 @@ class Transformers(Engine):
         return cache.expanded_heads or cache.kv_heads
 
 
+# vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (vLLM 0.33.0).
+_VLLM_NO_FP16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
+
 _FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
@@ -116,6 +130,24 @@ class VLLM(Engine):
     name: str = "vllm"
     block_size: int = 16
     max_num_batched_tokens: int = 8192
+
+    def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """vllm/config/model.py ``_resolve_auto_dtype`` (vLLM 0.33.0; since PR #18751): a float32
+        (or dtype-less) checkpoint runs in the platform's first supported dtype, bf16 on GPUs of
+        compute capability 8.0 and newer (fp16 on older ones, fp32 for Gemma 2/3 and GLM-4 there);
+        fp16 is never used for those model types (``_FLOAT16_NOT_SUPPORTED_MODELS``). The KV
+        cache (``cache_dtype="auto"``) and the Mamba state (``mamba_cache_dtype="auto"``) take
+        that dtype (vllm/utils/torch_utils.py ``kv_cache_dtype_str_to_dtype``)."""
+        no_fp16 = model_type in _VLLM_NO_FP16
+        if config_dtype is None or config_dtype == FP32:
+            what = "names no dtype" if config_dtype is None else "is float32"
+            return BF16, (
+                f"the checkpoint {what}: vLLM runs it, and caches K/V, in bf16 on GPUs of compute capability "
+                "8.0+ (fp16 before 8.0" + (", here fp32" if no_fp16 else "") + "; set --kv-dtype to override)"
+            )
+        if config_dtype == FP16 and no_fp16:
+            return BF16, f"vLLM does not run {model_type} in fp16: it uses bf16 (compute capability 8.0+)"
+        return config_dtype, None
 
     @property
     def granularity(self) -> int:
@@ -149,6 +181,22 @@ class SGLang(Engine):
     name: str = "sglang"
     page_size: int = 1
 
+    def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """sglang/srt/configs/model_config.py ``_get_and_verify_dtype`` (SGLang 0.5.23): a float32
+        (or dtype-less) config runs in bf16 for Gemma model types and fp16 for every other; the KV
+        cache (``--kv-cache-dtype auto``) takes the model dtype (mem_cache/kv_cache_dtype.py)."""
+        if config_dtype is None or config_dtype == FP32:
+            chosen = BF16 if model_type.startswith("gemma") else FP16
+            what = "names no dtype" if config_dtype is None else "is float32"
+            return chosen, f"the checkpoint {what}: SGLang runs it, and caches K/V, in {chosen.name}"
+        return config_dtype, None
+
+    def state_parts(self, cache: StateCache) -> tuple[tuple[int, DType | None], ...]:
+        """sglang/srt/configs/mamba_utils.py ``mamba2_state_dtype``: the SSM state is float32 unless
+        the config's ``mamba_ssm_dtype`` (or SGLANG_MAMBA_SSM_DTYPE) says otherwise; the conv state
+        is bfloat16 (SGLANG_MAMBA_CONV_DTYPE), whatever the model dtype."""
+        return (cache.conv_elements, BF16), (cache.recurrent_elements, cache.dtype or FP32)
+
     @property
     def granularity(self) -> int:
         return self.page_size
@@ -179,6 +227,16 @@ class LlamaCpp(Engine):
     n_ubatch: int = 512
     unified: bool = False
     cell_padding: int = 256
+
+    def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """common/common.h ``cache_type_k/v = GGML_TYPE_F16`` and ``llama_context_default_params()``
+        (llama.cpp 0c1e570): K and V are f16 whatever the weights are."""
+        note = None if config_dtype == FP16 else "llama.cpp caches K and V as f16 unless -ctk/-ctv say otherwise"
+        return FP16, note
+
+    def state_parts(self, cache: StateCache) -> tuple[tuple[int, DType | None], ...]:
+        """src/llama-model.cpp ``create_memory``: recurrent memory (r_l, s_l) is GGML_TYPE_F32."""
+        return (cache.conv_elements, FP32), (cache.recurrent_elements, FP32)
 
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in _GGML_KV:

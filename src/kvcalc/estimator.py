@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .dtypes import FP16, DType
+from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
 from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, StateCache
+
+# More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
+MAX_PARALLEL = 2**16
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class Workload:
             _check_count(name, getattr(self, name), minimum=0)
         if self.shared_prefix > self.tokens:
             raise UsageError(f"shared prefix ({self.shared_prefix:,}) is longer than the {self.tokens:,} tokens")
+        for name in ("tp", "pp", "dp"):
+            if getattr(self, name) > MAX_PARALLEL:
+                raise UsageError(f"{name} {getattr(self, name):,} is implausibly large (at most {MAX_PARALLEL:,})")
         if self.dp > self.batch:
             raise UsageError(f"{self.dp} data-parallel replicas need at least {self.dp} sequences")
 
@@ -139,6 +145,22 @@ class Estimate:
         )
 
 
+def resolve_dtypes(spec: ModelSpec, workload: Workload, engine: Engine, notes: list[str]) -> tuple[DType, DType, DType]:
+    """(K format, V format, the dtype the engine runs the model in): what was asked for, else the
+    engine's own default for this checkpoint (``--kv-dtype auto``), each default noted."""
+    compute, compute_note = engine.model_dtype(spec.dtype, spec.model_type)
+    k_dtype = workload.kv_dtype
+    if k_dtype is None:
+        k_dtype, kv_note = engine.auto_kv_dtype(spec.dtype, spec.model_type)
+        if kv_note:
+            notes.append(kv_note)
+    elif compute_note and not any(isinstance(c, StateCache) for c in spec.caches):
+        compute_note = None  # the run dtype shapes nothing else here
+    if compute_note and compute_note not in notes and not (workload.kv_dtype is None and compute == k_dtype):
+        notes.append(compute_note)
+    return k_dtype, workload.v_dtype or k_dtype, compute
+
+
 def _kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
     # vllm/config/model.py get_num_kv_heads: heads are split across ranks and replicated when
     # there are fewer heads than ranks.
@@ -158,9 +180,13 @@ def pipeline_stages(layers: int, pp: int) -> list[range]:
     return stages
 
 
-def replica_batches(batch: int, dp: int) -> list[int]:
-    """Sequences per data-parallel replica, as even as possible (the first replicas take one more)."""
-    return [batch // dp + (1 if i < batch % dp else 0) for i in range(dp)]
+def replica_batches(batch: int, dp: int) -> list[tuple[int, int]]:
+    """(sequences, replicas holding that many) for ``dp`` data-parallel replicas, as even as
+    possible: ``batch % dp`` replicas take one more. At most two sizes, so a million replicas
+    cost no more than two."""
+    small, extra = divmod(batch, dp)
+    sizes = [(small + 1, extra), (small, dp - extra)]
+    return [(size, count) for size, count in sizes if count and size]
 
 
 def _check_parallel(spec: ModelSpec, tp: int) -> None:
@@ -180,12 +206,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
     """Compute the cache of ``spec`` for ``workload`` under ``engine``'s storage rules."""
     w = workload
     notes: list[str] = []
-    k_dtype = w.kv_dtype or spec.dtype
-    if k_dtype is None:
-        k_dtype = FP16
-        notes.append("the model names no dtype: KV cache assumed fp16 (set --kv-dtype)")
-    v_dtype = w.v_dtype or k_dtype
-    compute_dtype = spec.dtype or FP16
+    k_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
     for dtype in {k_dtype, v_dtype}:
         engine.check_dtype(dtype)
     if w.pp > spec.layers:
@@ -249,23 +270,25 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             costs[key] = layer_cost(cache, batch)
         return costs[key]
 
-    group_bytes: dict[LayerCache, int] = {}
-    group_meta: dict[LayerCache, int] = {}
     group_layers: dict[LayerCache, int] = {}
     for cache in spec.caches:
         group_layers[cache] = group_layers.get(cache, 0) + 1
-        for b in batches:
+    group_bytes: dict[LayerCache, int] = {}
+    group_meta: dict[LayerCache, int] = {}
+    for cache, layers in group_layers.items():
+        for b, replicas in batches:
             total, meta, _ = cost(cache, b)
-            group_bytes[cache] = group_bytes.get(cache, 0) + total * w.tp
-            group_meta[cache] = group_meta.get(cache, 0) + meta * w.tp
-    per_gpu = max(sum(cost(spec.caches[i], batches[0])[0] for i in stage) for stage in stages)
+            group_bytes[cache] = group_bytes.get(cache, 0) + total * w.tp * replicas * layers
+            group_meta[cache] = group_meta.get(cache, 0) + meta * w.tp * replicas * layers
+    busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
+    per_gpu = max(sum(cost(spec.caches[i], busiest)[0] for i in stage) for stage in stages)
     per_gpu_token = max(
         sum(cost(spec.caches[i], 1)[2].bytes_per_token for i in stage if spec.caches[i].tokens == "decoder")
         for stage in stages
     )
     groups = []
     for cache, layers in group_layers.items():
-        shape = cost(cache, batches[0])[2]
+        shape = cost(cache, busiest)[2]
         groups.append(
             GroupEstimate(
                 cache=cache,

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .dtypes import FP16, DType
+from .dtypes import DType
 from .engines import VLLM, Engine, LlamaCpp, SGLang, cdiv
 from .errors import UsageError
-from .estimator import Estimate, Workload, estimate, pipeline_stages
+from .estimator import Estimate, Workload, estimate, pipeline_stages, resolve_dtypes
 from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
@@ -166,12 +166,12 @@ def _vllm_kind(cache: LayerCache) -> str:
 def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
     """Group the layers of the most loaded worker as vLLM does and count its blocks."""
     w = workload
-    kv_dtype = w.kv_dtype or spec.dtype or FP16
-    v_dtype = w.v_dtype or kv_dtype
-    state_dtype = w.state_dtype or spec.dtype or FP16
+    notes: list[str] = []
+    # The same formats estimate() resolves, so fit and estimate agree on every page.
+    kv_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
+    state_dtype = w.state_dtype or compute_dtype
     stages = pipeline_stages(len(spec.caches), w.pp)
     stage = max(stages, key=len)
-    notes: list[str] = []
 
     # Page bytes per layer (one block of block_size tokens), per kind.
     pages: dict[str, list[int]] = {}
@@ -258,11 +258,33 @@ class Fit:
     max_concurrency_exact: Fraction | None = None
     vllm: VllmPlan | None = None
     notes: tuple[str, ...] = field(default=())
+    # True when the answer is only the search's stopping point (SEARCH_LIMIT): the budget holds
+    # at least that much, and more was not tried.
+    max_concurrency_capped: bool = False
+    max_context_capped: bool = False
+
+    @property
+    def fits(self) -> bool:
+        """Whether at least one request of ``tokens`` fits."""
+        return self.max_concurrency > 0
+
+
+def grows_without_bound(spec: ModelSpec) -> bool:
+    """Whether some layer keeps every token of a sequence (so no budget holds an endless context)."""
+    return any(c.tokens == "decoder" and c.token_bound is None and c.elements_per_token for c in spec.caches)
 
 
 def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None = None) -> Fit:
     """Invert the estimate for a per-GPU ``budget``: workload.tokens and .batch are the request
     length and the batch the concurrency and context answers are about."""
+    result = _fit(spec, workload, engine, budget, context_limit=context_limit)
+    if result.max_context is None and grows_without_bound(spec):
+        # The search stopped at its limit with room to spare: "at least", never "unbounded".
+        result = replace(result, max_context=SEARCH_LIMIT, max_context_capped=True)
+    return result
+
+
+def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None) -> Fit:
     w = workload
     for dtype in (w.kv_dtype, w.v_dtype):
         if dtype is not None:
@@ -321,6 +343,7 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
         max_concurrency=(concurrency if concurrency is not None else SEARCH_LIMIT) * w.dp,
         max_context=context,
         engine=engine.name,
+        max_concurrency_capped=concurrency is None,
     )
 
 

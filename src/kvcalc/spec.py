@@ -18,6 +18,12 @@ from .dtypes import DType
 
 TokenSource = Literal["decoder", "encoder"]
 
+# Bounds every way into a model (config, preset, hand geometry, API) shares. The largest real
+# models have a few hundred layers and dimensions of a few tens of thousands; past these a number
+# is a typo or an attack, and loops over layers must stay short.
+MAX_LAYERS = 2**16
+MAX_DIMENSION = 2**24
+
 
 @dataclass(frozen=True)
 class AttentionCache:
