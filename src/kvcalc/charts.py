@@ -22,7 +22,9 @@ def save_plot(comp: Comparison, path: str) -> None:
         matplotlib.use("Agg")  # files only: no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'kvcalc[plot]'") from None
+        raise UsageError(
+            "--plot needs matplotlib: pip install matplotlib (in a kvcalc checkout: pip install '.[plot]')"
+        ) from None
 
     series: dict[str, list[tuple[int, int]]] = {}
     for r in comp.rows:

@@ -7,6 +7,7 @@ Errors become one line on stderr and a non-zero exit; ``KVCALC_DEBUG=1`` shows t
 # annotation at start-up (~5 ms, benchmarks/startup.py); real annotations are read directly.
 import json
 import os
+import re
 import sys
 from typing import Annotated, Any, NoReturn
 
@@ -31,6 +32,31 @@ presets_app = typer.Typer(
 )
 app.add_typer(presets_app, name="presets")
 
+# Every name --kv-dtype accepts, for help texts and completion (dtypes.py is cheap to import).
+KV_DTYPE_NAMES = ("auto", "fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2",
+                  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")  # fmt: skip
+KV_DTYPE_LIST = ", ".join(KV_DTYPE_NAMES[1:])
+
+
+def _complete_engine(incomplete: str) -> list[str]:
+    from .engines import ENGINE_NAMES
+
+    return [name for name in ENGINE_NAMES if name.startswith(incomplete.lower())]
+
+
+def _complete_gpu(incomplete: str) -> list[str]:
+    from .gpus import GPUS
+
+    return sorted(label for g in GPUS for label in (g.name, *g.aliases) if label.startswith(incomplete.lower()))
+
+
+def _complete_dtype(incomplete: str) -> list[str]:
+    # A list option (compare: fp16,fp8) completes its last item.
+    head, _, last = incomplete.rpartition(",")
+    prefix = f"{head}," if head else ""
+    return [prefix + name for name in KV_DTYPE_NAMES if name.startswith(last.lower())]
+
+
 TOKENS_HELP = (
     "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
     "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
@@ -43,6 +69,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         metavar="NAME",
+        autocompletion=_complete_engine,
         help="Storage semantics: theoretical (what attention must keep), transformers (DynamicCache: sliding "
         "layers keep W-1), vllm (16-token blocks, sliding reservation), sglang (token pool), llama.cpp "
         "(cells padded to 256, SWA cells).",
@@ -50,11 +77,18 @@ EngineOpt = Annotated[
 ]
 KDtypeOpt = Annotated[
     str | None,
-    typer.Option("--k-dtype", metavar="DTYPE", help="K format on its own (llama.cpp -ctk): f16, q8_0, q4_0, ..."),
+    typer.Option(
+        "--k-dtype",
+        metavar="DTYPE",
+        autocompletion=_complete_dtype,
+        help="K format on its own (llama.cpp -ctk): any --kv-dtype name (f16, q8_0, q4_0, ...).",
+    ),
 ]
 VDtypeOpt = Annotated[
     str | None,
-    typer.Option("--v-dtype", metavar="DTYPE", help="V format on its own (llama.cpp -ctv)."),
+    typer.Option(
+        "--v-dtype", metavar="DTYPE", autocompletion=_complete_dtype, help="V format on its own (llama.cpp -ctv)."
+    ),
 ]
 QuantGroupOpt = Annotated[
     int,
@@ -97,7 +131,7 @@ UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one K
 
 def _version(value: bool) -> None:
     if value:
-        print(f"kvcalc {__version__}")
+        _echo(f"kvcalc {__version__}")
         raise typer.Exit()
 
 
@@ -113,7 +147,24 @@ def _root(
 
 def _echo(text: str = "") -> None:
     """Results go to stdout as plain text: no markup, nothing to strip when piped."""
-    sys.stdout.write(text + "\n")
+    from .console import out
+
+    out(text)
+
+
+def _print_json(data: Any) -> None:
+    """JSON on stdout: ASCII-escaped, so any output encoding can carry it."""
+    from .console import out
+
+    out(json.dumps(data, indent=2))
+
+
+def _echo_notes(notes: Any) -> None:
+    """``note:`` lines; notes may quote config text, so control characters are neutralised."""
+    from .console import clean
+
+    for note in dict.fromkeys(notes):
+        _echo(f"note: {clean(str(note))}")
 
 
 def _complete_model(incomplete: str) -> list[str]:
@@ -173,8 +224,10 @@ def estimate(
         typer.Option(
             "--kv-dtype",
             metavar="DTYPE",
-            help="Element format of the cache: fp32, fp16, bf16 or fp8. Default: the model's "
-            "own dtype (torch_dtype), else fp16.",
+            autocompletion=_complete_dtype,
+            help=f"Element format of the cache: {KV_DTYPE_LIST} (int: fp16 scale and zero per --quant-group; "
+            "q*: llama.cpp blocks of 32), or auto: what the engine stores by default (the model's dtype; vLLM "
+            "and SGLang run float32 checkpoints in 16 bits, llama.cpp uses f16).",
         ),
     ] = None,
     units: Annotated[
@@ -247,6 +300,20 @@ def estimate(
     from .render import estimate_json, estimate_table, explain_lines, summary_lines, vs_theoretical_lines
 
     unit_choice = _units(units)
+    if explain and as_json:
+        raise UsageError("--explain writes the derivation as text; --json gives the numbers: choose one")
+    if lengths is not None:
+        ignored = {
+            "--tokens": tokens is not None,
+            "--prompt": prompt is not None,
+            "--output": output is not None,
+            "--batch": batch != "1",
+            "--explain": explain,
+            "--vs-theoretical": vs_theoretical,
+        }
+        given = [flag for flag, present in ignored.items() if present]
+        if given:
+            raise UsageError(f"--lengths gives every request its own length; {', '.join(given)} would be ignored")
     by_hand = any(v is not None for v in (layers, heads, kv_heads, head_dim))
     if model is not None and by_hand:
         raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
@@ -257,12 +324,14 @@ def estimate(
             raise UsageError("describing a model by hand needs --layers and --head-dim")
         spec = model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     else:
-        spec = load_model(model, revision=revision)
+        spec = load_model(model, revision=revision, on_fetch=_say_fetching)
 
     prompt_n = _optional_count(prompt, "--prompt")
     output_n = _optional_count(output, "--output")
     notes: list[str] = []
     enc = _optional_count(encoder_tokens, "--encoder-tokens")
+    if enc is not None and not spec.is_encoder_decoder:
+        raise UsageError(f"--encoder-tokens applies to encoder-decoder models; {spec.name} has no cross-attention")
     if tokens is not None and (prompt_n is not None or output_n is not None):
         raise UsageError("give either --tokens or --prompt/--output, not both")
     if prompt_n is not None or output_n is not None:
@@ -320,7 +389,7 @@ def estimate(
         if theory is not None:
             data["theoretical_total_bytes"] = theory.total_bytes
             data["difference_bytes"] = result.total_bytes - theory.total_bytes
-        print(json.dumps(data, indent=2))
+        _print_json(data)
         return
     _echo(estimate_table(result))
     for line in summary_lines(result, unit_choice):
@@ -332,8 +401,7 @@ def estimate(
         _echo()
         for line in explain_lines(result, unit_choice):
             _echo(line)
-    for note in all_notes:
-        _echo(f"note: {note}")
+    _echo_notes(all_notes)
 
 
 def _positive(*flags: tuple[str, int | None]) -> None:
@@ -367,7 +435,7 @@ def _serving(
     ubatch: int | None = None,
     kv_unified: bool = False,
 ) -> _Serving:
-    from .dtypes import parse_dtype
+    from .dtypes import parse_kv_dtype
     from .engines import make_engine, uses_mla
 
     for flag, value in (("--block-size", block_size), ("--max-batched-tokens", max_batched_tokens),
@@ -382,9 +450,9 @@ def _serving(
         kv_unified=kv_unified,
         uses_mla=uses_mla(spec.caches),
     )
-    base = parse_dtype(kv_dtype, quant_group=quant_group) if kv_dtype is not None else None
-    k = parse_dtype(k_dtype, quant_group=quant_group) if k_dtype is not None else base
-    v = parse_dtype(v_dtype, quant_group=quant_group) if v_dtype is not None else k
+    base = parse_kv_dtype(kv_dtype, quant_group=quant_group) if kv_dtype is not None else None
+    k = parse_kv_dtype(k_dtype, quant_group=quant_group) if k_dtype is not None else base
+    v = parse_kv_dtype(v_dtype, quant_group=quant_group) if v_dtype is not None else k
     if residual_tokens is not None and residual_tokens < 0:
         raise UsageError(f"--residual-tokens must not be negative, got {residual_tokens}")
     residual = residual_tokens
@@ -402,21 +470,22 @@ def _estimate_lengths(
     from pathlib import Path
 
     from .render import lengths_json, lengths_lines
+    from .sources import LENGTHS_LIMIT, read_regular_file
     from .workloads import parse_lengths, summarize_requests
 
+    data = read_regular_file(Path(path), what="--lengths file", limit=LENGTHS_LIMIT)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read --lengths file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--lengths file {path} is not UTF-8 text") from None
     requests = parse_lengths(text, name=path)
     summary = summarize_requests(spec, workload, engine, requests)
     if as_json:
-        print(json.dumps(lengths_json(summary, [*spec.notes, *notes]), indent=2))
+        _print_json(lengths_json(summary, [*spec.notes, *notes]))
         return
     for line in lengths_lines(summary, units):
         _echo(line)
-    for note in dict.fromkeys([*spec.notes, *notes]):
-        _echo(f"note: {note}")
+    _echo_notes(dict.fromkeys([*spec.notes, *notes]))
 
 
 def _split_list(text: str, what: str) -> list[str]:
@@ -455,7 +524,9 @@ def compare(
         typer.Option(
             "--kv-dtype",
             metavar="DTYPE[,DTYPE...]",
-            help="One or more of fp32, fp16, bf16, fp8; each multiplies the rows. Default: each model's own.",
+            autocompletion=_complete_dtype,
+            help=f"One or more of {KV_DTYPE_LIST} (or auto); each multiplies the rows. Default: each model's "
+            "own, as the engine stores it.",
         ),
     ] = None,
     kv_heads: Annotated[
@@ -496,7 +567,7 @@ def compare(
             "--plot",
             metavar="FILE",
             help="Also save a chart of bytes against context length as FILE.png or FILE.svg (needs "
-            "matplotlib: pip install 'kvcalc[plot]').",
+            "matplotlib: pip install matplotlib, or '.[plot]' in a kvcalc checkout).",
         ),
     ] = None,
     as_json: Annotated[
@@ -515,10 +586,12 @@ def compare(
     Same workload for every row; ratios are to the baseline at the same length (and the first
     dtype). Variants change a model's quality and need training: this compares memory only.
     """
+    from collections import Counter
+
     from .api import load_model, model_from_geometry
     from .compare import attention_variants, candidate_for
     from .compare import compare as run_compare
-    from .dtypes import parse_dtype
+    from .dtypes import parse_kv_dtype
     from .render import comparison_chart, comparison_json, comparison_table
 
     unit_choice = _units(units)
@@ -534,12 +607,21 @@ def compare(
     elif not names:
         raise UsageError("give one MODEL (its variants), several (side by side), or --layers/--heads/--head-dim")
     else:
-        specs = [load_model(name, revision=revision) for name in names]
+        repeated = [name for name, count in Counter(n.strip().lower() for n in names).items() if count > 1]
+        if repeated:
+            raise UsageError(f"{repeated[0]!r} is given more than once: each model is compared once")
+        specs = [load_model(name, revision=revision, on_fetch=_say_fetching) for name in names]
+        labels = [spec.name for spec in specs]
+        if len(set(labels)) < len(labels):
+            twice = next(label for label in labels if labels.count(label) > 1)
+            raise UsageError(f"{twice} is given more than once (under two names): each model is compared once")
+    if chart and as_json:
+        raise UsageError("--chart draws text bars; --json gives the numbers: choose one")
 
     token_list = [parse_count(t, what="--tokens") for t in _split_list(tokens, "--tokens")] if tokens else [2048]
     if tokens is None:
         notes.append("--tokens not given: 2,048 tokens per sequence assumed")
-    dtypes = [parse_dtype(d) for d in _split_list(kv_dtype, "--kv-dtype")] if kv_dtype is not None else [None]
+    dtypes = [parse_kv_dtype(d) for d in _split_list(kv_dtype, "--kv-dtype")] if kv_dtype is not None else [None]
     if len(specs) == 1:
         extra = [parse_count(k, what="--kv-heads") for k in _split_list(kv_heads, "--kv-heads")] if kv_heads else []
         candidates, variant_notes = attention_variants(
@@ -571,7 +653,7 @@ def compare(
 
         save_plot(result, plot)
     if as_json:
-        print(json.dumps(comparison_json(result), indent=2))
+        _print_json(comparison_json(result))
         return
     _echo(comparison_table(result, unit_choice))
     if any(c.own for c in candidates) and mode == "variants":
@@ -579,8 +661,7 @@ def compare(
     if chart:
         _echo()
         _echo(comparison_chart(result, unit_choice))
-    for note in comparison_json(result)["notes"]:
-        _echo(f"note: {note}")
+    _echo_notes(comparison_json(result)["notes"])
     if plot is not None:
         _echo(f"plot saved to {plot}")
 
@@ -596,6 +677,7 @@ def fit(
         typer.Option(
             "--gpu",
             metavar="NAME",
+            autocompletion=_complete_gpu,
             help="GPU preset: h100-sxm, h100-pcie, h200, a100-40gb, a100-80gb, "
             "l4, l40s, rtx-4090, b200, mi300x (memory as the CUDA/ROCm runtime reports it).",
         ),
@@ -655,7 +737,13 @@ def fit(
         str, typer.Option("--batch", "-b", metavar="B", help="Batch for the longest-context answer.")
     ] = "1",
     kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", metavar="DTYPE", help="KV format (default: the model's dtype).")
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            metavar="DTYPE",
+            autocompletion=_complete_dtype,
+            help=f"KV format: {KV_DTYPE_LIST}, or auto (default: the engine's own choice for the model's dtype).",
+        ),
     ] = None,
     engine: EngineOpt = "theoretical",
     k_dtype: KDtypeOpt = None,
@@ -692,7 +780,7 @@ def fit(
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
     unit_choice = _units(units)
-    spec = load_model(model, revision=revision)
+    spec = load_model(model, revision=revision, on_fetch=_say_fetching)
     if not 0 < utilization <= 1:
         raise UsageError(f"--utilization must be in (0, 1], got {utilization}")
     _positive(("--pp", pp), ("--dp", dp), ("--tp", tp), ("--gpus", gpus))
@@ -736,15 +824,16 @@ def fit(
             weights_label=weights_label,
         )
     limit = parse_count(max_model_len, what="--max-model-len") if max_model_len is not None else None
+    if limit is not None and t > limit:
+        raise UsageError(f"--tokens {t:,} is longer than --max-model-len {limit:,}: an engine refuses such requests")
     result = run_fit(spec, workload, serving.engine, budget.kv_bytes, context_limit=limit)
     all_notes = list(dict.fromkeys([*spec.notes, *notes, *result.notes]))
     if as_json:
-        print(json.dumps(fit_json(result, budget, gpu_label, all_notes, workload), indent=2))
+        _print_json(fit_json(result, budget, gpu_label, all_notes, workload))
         return
     for line in fit_lines(spec.name, result, budget, gpu_label, workload, unit_choice):
         _echo(line)
-    for note in all_notes:
-        _echo(f"note: {note}")
+    _echo_notes(all_notes)
 
 
 @app.command()
@@ -814,35 +903,34 @@ def probe(
     estimate uses transformers' semantics. No code from a model repo is run. The probe is one
     file, kvcalc/probe.py: copy it to a GPU box and run `python probe.py request.json`.
     """
-    from .api import load_model
-    from .crosscheck import check_model, model_request, parse_tolerance, raw_request
-    from .dtypes import FP32, parse_dtype
+    from .api import model_from_source
+    from .crosscheck import check_model, model_request, parse_tolerance, raw_request, validate_result
+    from .dtypes import FP32, parse_kv_dtype
     from .engines import make_engine, uses_mla
     from .estimator import Workload
     from .estimator import estimate as estimate_spec
-    from .probe import ProbeError, run
     from .render import probe_json, probe_lines, raw_probe_json, raw_probe_lines
     from .sources import resolve
 
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
-    source = resolve(model, revision=revision)
-    spec = load_model(model, revision=revision)
-    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=uses_mla(spec.caches))
     if not raw and engine != "transformers":
         raise UsageError("the model probe measures transformers' cache: --engine applies to --raw only")
-    dtype = (
-        parse_dtype(kv_dtype) if kv_dtype is not None else (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
-    )
     if decode < 0:
         raise UsageError(f"--decode must not be negative, got {decode}")
+    if print_request and from_result is not None:
+        raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
+    source = resolve(model, revision=revision, on_fetch=_say_fetching)
+    spec = model_from_source(source)
+    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=uses_mla(spec.caches))
+    asked = parse_kv_dtype(kv_dtype) if kv_dtype is not None else None
+    # The probe runs the model in its own dtype; a config without one builds in torch's float32.
+    dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
     workload = Workload(tokens=parse_count(tokens, what="--tokens"), batch=parse_count(batch, what="--batch"),
                         kv_dtype=dtype)  # fmt: skip
     est = estimate_spec(spec, workload, engine=chosen)
-    progress = sys.stderr.isatty() and not as_json
-    if progress and not print_request and from_result is None:
-        what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
-        print(f"kvcalc probe: {what} on {device}...", file=sys.stderr)
+    # Checked before the run, so a bad --tolerance fails in a second, not after minutes of probing.
+    allowed = parse_tolerance(tolerance, est.total_bytes)
     if raw:
         request = raw_request(est, device=device, block_size=getattr(chosen, "block_size", None))
     else:
@@ -850,43 +938,103 @@ def probe(
             raise UsageError("the model probe needs a JSON object config")
         request = model_request(source.config, est, decode=decode, device=device)
     if print_request:
-        print(json.dumps(request, indent=2))
+        _print_json(request)
         return
-    try:
-        if from_result is not None:
-            from pathlib import Path
+    if from_result is not None:
+        from pathlib import Path
 
-            from .sources import read_json_file
+        from .sources import RESULT_LIMIT, read_json_file
 
-            result = read_json_file(Path(from_result))
-            if not isinstance(result, dict) or result.get("mode") != request["mode"]:
-                raise UsageError(f"{from_result} is not a {request['mode']} probe result")
-        else:
-            result = run(request)
-    except ProbeError as exc:
-        raise UsageError(str(exc)) from None
+        loaded = read_json_file(Path(from_result), limit=RESULT_LIMIT)
+        result = validate_result(loaded, request, where=from_result, model_types=(spec.model_type,))
+    else:
+        result = _run_probe(request, raw=raw, device=device, quiet=as_json)
     if raw:
         data = raw_probe_json(est, result)
         if as_json:
-            print(json.dumps(data, indent=2))
+            _print_json(data)
         else:
             for line in raw_probe_lines(est, result, _units("both")):
                 _echo(line)
-        if data["measured_bytes"] != data["estimated_bytes"]:
+        if abs(data["measured_bytes"] - data["estimated_bytes"]) > allowed:
             raise typer.Exit(1)
         return
     check = check_model(spec, est, result)
-    allowed = parse_tolerance(tolerance, est.total_bytes)
     all_notes = list(dict.fromkeys([*spec.notes, *notes, *est.notes, *check.notes, *result.get("notes", [])]))
     if as_json:
-        print(json.dumps(probe_json(check, result, allowed, all_notes), indent=2))
+        _print_json(probe_json(check, result, allowed, all_notes))
     else:
         for line in probe_lines(spec.name, check, result, allowed):
             _echo(line)
-        for note in all_notes:
-            _echo(f"note: {note}")
+        _echo_notes(all_notes)
     if not check.within(allowed):
         raise typer.Exit(1)
+
+
+def _say_fetching(message: str) -> None:
+    """Before a Hub download: a line on stderr when a person is watching, so a slow network is
+    not silence."""
+    if sys.stderr is not None and sys.stderr.isatty():
+        from .console import err
+
+        err(f"kvcalc: {message}")
+
+
+def _run_probe(request: dict[str, Any], *, raw: bool, device: str, quiet: bool) -> dict[str, Any]:
+    """Run the probe here, with a progress bar on stderr when it is a terminal."""
+    from .probe import ProbeError, run
+
+    show = not quiet and sys.stderr is not None and sys.stderr.isatty()
+    try:
+        if not show:
+            return run(request)
+        from .console import err
+
+        what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
+        err(f"kvcalc probe: {what} on {device}...")
+        with _ProbeProgress() as progress:
+            return run(request, progress=progress)
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class _ProbeProgress:
+    """A rich progress bar on stderr fed by the probe's (stage, done, total) callback; after the
+    first prefill chunk it states the expected time of the whole run."""
+
+    def __enter__(self) -> "_ProbeProgress":
+        import time
+
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._time = time.perf_counter
+        self._start = self._time()
+        self._told = False
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} tokens"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._bar.__enter__()
+        self._tasks: dict[str, Any] = {}
+        return self
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(stage, total=total)
+        self._bar.update(self._tasks[stage], completed=done, total=total)
+        if stage == "prefill" and not self._told and 0 < done < total:
+            self._told = True
+            expected = (self._time() - self._start) * total / done
+            if expected > 10:
+                self._bar.console.print(f"kvcalc probe: about {expected:,.0f} s to prefill {total:,} tokens")
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(None, None, None)
 
 
 def _budget_from_size(text: str) -> Any:
@@ -951,7 +1099,7 @@ def presets(
 
     rows = _preset_rows()
     if as_json:
-        print(json.dumps(rows, indent=2))
+        _print_json(rows)
         return
     _echo(presets_table(rows))
 
@@ -972,7 +1120,7 @@ def presets_show(
     row = next(r for r in _preset_rows() if r["name"] == preset.name)
     data = {**row, "config": preset.config, "notes": list(read_config(preset.config, name=preset.name).notes)}
     if as_json:
-        print(json.dumps(data, indent=2))
+        _print_json(data)
         return
     import yaml
 
@@ -987,20 +1135,64 @@ def presets_show(
     _echo(yaml.safe_dump(preset.config, sort_keys=False).rstrip())
 
 
+_LONG_WORD = re.compile(r"\S{81,}")
+_MAX_MESSAGE = 400
+
+
+def shorten(message: str) -> str:
+    """An error message fit for one line: a 401-digit number or a megabyte string echoed from the
+    input is cut to its ends, and the whole line to a few hundred characters."""
+
+    def cut(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return f"{word[:32]}...({len(word):,} characters)...{word[-12:]}"
+
+    short = " ".join(_LONG_WORD.sub(cut, message).split())
+    if len(short) > _MAX_MESSAGE:
+        short = f"{short[: _MAX_MESSAGE - 40]}... ({len(short):,} characters in all)"
+    return short
+
+
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"kvcalc: error: {message}", file=sys.stderr)
+    from .console import clean, err
+
+    err(f"kvcalc: error: {clean(shorten(message))}")
     raise SystemExit(code)
 
 
+def _release_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning every expected failure into one line on stderr."""
+    """Entry point: run the app, turning every expected failure into one line on stderr.
+
+    Exit status: 0 success, 1 a failure or a failed check (a probe mismatch), 2 a usage error,
+    3 refused by ``--strict``-style checks (reserved), 130 interrupted (Ctrl-C).
+    """
+    from .console import OutputError
+
     debug = os.environ.get("KVCALC_DEBUG") == "1"
     try:
-        app(args=argv, prog_name="kvcalc", standalone_mode=False)
+        # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
+        # Exit(130)) instead of raising it, so the return value is the exit status.
+        code = app(args=argv, prog_name="kvcalc", standalone_mode=False)
     except typer.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
-    except typer.Abort:
-        _fail("aborted", 130)
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
+    except OutputError as exc:
+        if exc.broken_pipe:
+            _release_stdout()
+            raise SystemExit(1) from None
+        _release_stdout()
+        _fail(str(exc), 1)
     except KvcalcError as exc:
         if debug:
             raise
@@ -1017,6 +1209,22 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if type(exc).__name__ == "NoArgsIsHelpError":
             ctx = getattr(exc, "ctx", None)
-            print(ctx.get_help() if ctx is not None else format_message())
+            _emit_help(ctx.get_help() if ctx is not None else str(format_message()))
             raise SystemExit(0) from None
         _fail(" ".join(str(format_message()).split()), int(getattr(exc, "exit_code", 2)))
+    if code == 130:
+        from .console import err
+
+        err("kvcalc: aborted")
+        raise SystemExit(130)
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _emit_help(text: str) -> None:
+    from .console import OutputError, out
+
+    try:
+        out(text.rstrip("\n"))
+    except OutputError:
+        _release_stdout()

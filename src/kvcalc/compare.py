@@ -11,7 +11,7 @@ from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate
-from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec
+from .spec import MAX_DIMENSION, AttentionCache, LatentCache, LayerCache, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,10 @@ def attention_variants(
     k_dim, v_dim = first.k_head_dim, first.v_head_dim
     if k_dim is None or v_dim is None:  # only MLA entries can lack them
         raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")
+    for label, value, least in (("latent dim", latent_dim, 1), ("rope dim", rope_dim, 0)):
+        if value is not None and (isinstance(value, bool) or not least <= value <= MAX_DIMENSION):
+            kind = "positive" if least else "non-negative"
+            raise UsageError(f"the MLA {label} must be a {kind} whole number up to {MAX_DIMENSION:,}, got {value!r}")
     for kv in kv_heads:
         if kv <= 0 or kv > heads or heads % kv:
             raise UsageError(f"--kv-heads {kv} does not divide the {heads} query heads of {spec.name}")
@@ -183,13 +187,16 @@ def compare(
         return estimate(c.spec, Workload(tokens=t, batch=batch, kv_dtype=dtype), engine=engine)
 
     base_totals = {t: run(base, dtypes[0], t).total_bytes for t in tokens}
+    for t, total in base_totals.items():
+        if total == 0:
+            raise UsageError(f"the baseline {base.label} holds 0 bytes at {t:,} tokens, so ratios to it are undefined")
     rows = []
     for c in candidates:
         for dtype in dtypes:
             for t in tokens:
                 est = run(c, dtype, t)
                 denominator = base_totals[t]
-                ratio = Fraction(est.total_bytes, denominator) if denominator else Fraction(0)
+                ratio = Fraction(est.total_bytes, denominator)
                 rows.append(CompareRow(c, est.kv_dtype, t, est, ratio))
     if mode == "models":
         # Smallest cache first, judged at the longest length and the first dtype.

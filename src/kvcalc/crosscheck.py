@@ -3,9 +3,12 @@ of what it returns. Pure: the probe itself (torch, transformers) lives in probe.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from .console import clean
 from .dtypes import BF16, FP16, FP32, DType
 from .errors import UsageError
 from .estimator import Estimate
@@ -127,18 +130,171 @@ def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> Cross
     return CrossCheck(kinds, est.total_bytes, sum(measured.values()), storage, tuple(notes))
 
 
+_TOLERANCE_RE = re.compile(r"^(\d{1,18})$|^(\d{1,6}(?:\.\d{1,6})?)\s*%$")
+
+
 def parse_tolerance(text: str, estimated: int) -> int:
-    """``0`` (exact, the default), ``4096`` bytes, or ``0.5%`` of the estimate."""
-    cleaned = text.strip()
-    try:
-        if cleaned.endswith("%"):
-            share = float(cleaned[:-1])
-            if share < 0:
-                raise ValueError
-            return int(estimated * share / 100)
-        value = int(cleaned)
-        if value < 0:
-            raise ValueError
+    """``0`` (exact, the default), ``4096`` bytes, or ``0.5%`` of the estimate (at most 100%),
+    rounded down to whole bytes; exact decimal arithmetic, so ``inf%`` or ``1e400%`` never parse."""
+    match = _TOLERANCE_RE.match(text.strip())
+    if match is None or (match.group(2) is not None and Fraction(match.group(2)) > 100):
+        raise UsageError(f"--tolerance must be bytes (4096) or a percentage from 0% to 100% (0.5%), got {text!r}")
+    if match.group(1) is not None:
+        return int(match.group(1))
+    return int(estimated * Fraction(match.group(2)) / 100)
+
+
+# --- results read back from a file (--from-result) --------------------------------------------------
+
+# A measured byte count beyond this is no real cache (an exabyte); it also keeps arithmetic small.
+_MAX_RESULT_BYTES = 2**60
+_MAX_RESULT_ITEMS = 2**16
+_MAX_TEXT = 200
+
+
+class _ResultReader:
+    """Checks one field at a time of a probe result that came from a file, naming the field that
+    is wrong: a result may be partial, edited, or from another request."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, field_name: str, why: str) -> UsageError:
+        return UsageError(f"{self.where}: field '{field_name}' {why}")
+
+    def get(self, data: dict[str, Any], key: str, path: str) -> Any:
+        if key not in data:
+            raise self.fail(path + key, "is missing")
+        return data[key]
+
+    def count(self, data: dict[str, Any], key: str, path: str = "", *, minimum: int = 0) -> int:
+        value = self.get(data, key, path)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path + key, f"must be a whole number, got {type(value).__name__}")
+        if not minimum <= value <= _MAX_RESULT_BYTES:
+            raise self.fail(
+                path + key, f"must be between {minimum} and 2**60, got {value if value < 10**20 else '...'}"
+            )
         return value
-    except ValueError:
-        raise UsageError(f"--tolerance must be bytes (4096) or a percentage (0.5%), got {text!r}") from None
+
+    def seconds(self, data: dict[str, Any], key: str, *, optional: bool = False) -> float | None:
+        value = data.get(key) if optional else self.get(data, key, "")
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 10**9:
+            raise self.fail(key, "must be a non-negative number of seconds")
+        return float(value)
+
+    def text(self, data: dict[str, Any], key: str, path: str = "") -> str:
+        value = self.get(data, key, path)
+        if not isinstance(value, str):
+            raise self.fail(path + key, f"must be text, got {type(value).__name__}")
+        return clean(value[:_MAX_TEXT])
+
+    def items(self, data: dict[str, Any], key: str, path: str = "") -> list[Any]:
+        value = self.get(data, key, path)
+        if not isinstance(value, list):
+            raise self.fail(path + key, f"must be a list, got {type(value).__name__}")
+        if len(value) > _MAX_RESULT_ITEMS:
+            raise self.fail(path + key, f"lists {len(value):,} items; at most {_MAX_RESULT_ITEMS:,}")
+        return value
+
+    def obj(self, value: Any, path: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be an object, got {type(value).__name__}")
+        return value
+
+
+def validate_result(
+    result: Any, request: dict[str, Any], *, where: str, model_types: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A probe result read from a file, checked field by field and against the request it must
+    answer (same mode, model type, tokens, batch and dtype), with every text field made safe to
+    print. Raises a UsageError naming the first field that is missing, mistyped or different."""
+    r = _ResultReader(where)
+    data = r.obj(result, "(top level)")
+    mode = r.text(data, "mode")
+    if mode != request["mode"]:
+        raise UsageError(f"{where} is a {mode!r} probe result, not a {request['mode']} one")
+    if mode == "raw":
+        return _validate_raw(r, data, sum(int(t["count"]) for t in request["tensors"]))
+    out: dict[str, Any] = {"mode": mode}
+    for key in ("device", "dtype", "torch", "transformers", "model_type", "timing_note"):
+        out[key] = r.text(data, key)
+    for key in ("batch", "prompt_tokens", "decode_tokens"):
+        out[key] = r.count(data, key)
+    out["prefill_chunk"] = data.get("prefill_chunk")
+    out["prefill_seconds"] = r.seconds(data, "prefill_seconds")
+    out["decode_seconds_per_token"] = r.seconds(data, "decode_seconds_per_token", optional=True)
+    _same(r, "batch", out["batch"], request["batch"])
+    _same(r, "prompt_tokens", out["prompt_tokens"], request["prompt_tokens"])
+    _same(r, "decode_tokens", out["decode_tokens"], request["decode_tokens"])
+    # On CPU the probe runs float16 as bfloat16 (same element size) and says so in its notes.
+    allowed_dtypes = {request["dtype"], *(("bfloat16",) if request["dtype"] == "float16" else ())}
+    if out["dtype"] not in allowed_dtypes:
+        raise UsageError(f"{where}: field 'dtype' is {out['dtype']!r}, but the request asks for {request['dtype']!r}")
+    expected_types = {t for t in (*model_types, request["config"].get("model_type")) if isinstance(t, str)}
+    if expected_types and out["model_type"] not in expected_types:
+        wanted = " or ".join(sorted(repr(t) for t in expected_types))
+        raise UsageError(f"{where}: field 'model_type' is {out['model_type']!r}, but the model is {wanted}")
+    kinds = [r.text({"kind": k}, "kind", f"layer_kinds[{i}].") for i, k in enumerate(r.items(data, "layer_kinds"))]
+    if not kinds:
+        raise r.fail("layer_kinds", "is empty")
+    out["layer_kinds"] = kinds
+    layers = []
+    for i, item in enumerate(r.items(data, "layers")):
+        path = f"layers[{i}]."
+        layer = r.obj(item, f"layers[{i}]")
+        layers.append(
+            {
+                "index": r.count(layer, "index", path),
+                "kind": r.text(layer, "kind", path),
+                "class": r.text(layer, "class", path),
+                "tensor_bytes": r.count(layer, "tensor_bytes", path),
+                "storage_bytes": r.count(layer, "storage_bytes", path),
+                "tensors": [r.obj(t, f"{path}tensors[{j}]") for j, t in enumerate(r.items(layer, "tensors", path))],
+            }
+        )
+    measured_kinds = {layer["kind"] for layer in layers}
+    missing = [k for k in dict.fromkeys(kinds) if k not in measured_kinds]
+    if missing:
+        raise r.fail("layers", f"has no measured layer of kind {missing[0]!r}, which layer_kinds lists")
+    out["layers"] = layers
+    peak = r.obj(r.get(data, "peak", ""), "peak")
+    if "transient_bytes" in peak:
+        out["peak"] = {
+            "kind": r.text(peak, "kind", "peak."),
+            "transient_bytes": r.count(peak, "transient_bytes", "peak."),
+        }
+    else:
+        out["peak"] = {
+            "kind": r.text(peak, "kind", "peak."),
+            "prefill_bytes": r.count(peak, "prefill_bytes", "peak."),
+            "decode_bytes": r.count(peak, "decode_bytes", "peak."),
+        }
+    notes = data.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise r.fail("notes", "must be a list of text")
+    out["notes"] = [clean(n[:_MAX_TEXT]) for n in notes[:100]]
+    for key in ("attention",):
+        if isinstance(data.get(key), str):
+            out[key] = clean(data[key][:_MAX_TEXT])
+    return out
+
+
+def _same(r: _ResultReader, key: str, found: int, wanted: int) -> None:
+    if found != wanted:
+        raise UsageError(f"{r.where}: field '{key}' is {found:,}, but this request has {wanted:,}")
+
+
+def _validate_raw(r: _ResultReader, data: dict[str, Any], tensors: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": "raw", "device": r.text(data, "device"), "dtype": r.text(data, "dtype")}
+    out["tensors"] = r.count(data, "tensors")
+    _same(r, "tensors", out["tensors"], tensors)
+    out["tensor_bytes"] = r.count(data, "tensor_bytes")
+    for key in ("allocated_bytes", "requested_bytes", "reserved_bytes"):
+        if key in data:
+            out[key] = r.count(data, key)
+    if "allocated_bytes" in out and not {"requested_bytes", "reserved_bytes"} <= out.keys():
+        raise r.fail("requested_bytes", "must come with allocated_bytes and reserved_bytes")
+    return out

@@ -499,7 +499,7 @@ def lengths_lines(summary: Any, units: Units) -> list[str]:
         rows.append([label, f"{summary.percentile(tokens, q):,}", f"{summary.percentile(sizes, q):,}",
                      format_binary(summary.percentile(sizes, q))])  # fmt: skip
     table = box_table(
-        f"{len(tokens):,} requests ({summary.engine}): tokens and KV bytes per request",
+        f"{len(tokens):,} request{'' if len(tokens) == 1 else 's'} ({summary.engine}): tokens and KV bytes per request",
         ["", "tokens", "bytes", "size"],
         rows,
         right={1, 2, 3},
@@ -547,13 +547,20 @@ def fit_lines(name: str, result: Any, budget: Any, gpu_label: str | None, worklo
     tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
     lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
     exact = f" (vLLM's {float(result.max_concurrency_exact):.2f}x)" if result.max_concurrency_exact is not None else ""
-    lines.append(f"max requests   {result.max_concurrency:,} at {result.tokens:,} tokens each{exact}")
-    context = (
-        "unbounded (every layer is windowed or a fixed state)"
-        if result.max_context is None
-        else f"{result.max_context:,} tokens"
-    )
+    at_least = "at least " if result.max_concurrency_capped else ""
+    lines.append(f"max requests   {at_least}{result.max_concurrency:,} at {result.tokens:,} tokens each{exact}")
+    if result.max_context is None:
+        context = "unbounded (every layer is windowed or a fixed state)"
+    elif result.max_context_capped:
+        context = f"at least {result.max_context:,} tokens (the search stops there; the budget is not the limit)"
+    else:
+        context = f"{result.max_context:,} tokens"
     lines.append(f"max context    {context} at batch {result.batch:,}")
+    if not result.fits:
+        lines.append(
+            f"nothing fits   not one request of {result.tokens:,} tokens fits in "
+            f"{result.kv_budget:,} bytes of KV budget per GPU"
+        )
     return lines
 
 
@@ -575,6 +582,9 @@ def fit_json(result: Any, budget: Any, gpu_label: str | None, notes: list[str], 
         if result.max_concurrency_exact is not None
         else None,
         "max_context": result.max_context,
+        "max_concurrency_capped": result.max_concurrency_capped,
+        "max_context_capped": result.max_context_capped,
+        "fits": result.fits,
         "vllm": None
         if plan is None
         else {

@@ -15,6 +15,7 @@ from .engines import Engine
 from .errors import UsageError
 from .estimator import Workload, estimate
 from .spec import ModelSpec
+from .units import MAX_COUNT
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,23 @@ class Request:
         return self.prompt + self.output
 
 
+# A token count has at most 16 digits (MAX_COUNT is 2**50); longer text is not a length.
+_MAX_DIGITS = 16
+
+
 def _count(value: object, where: str) -> int:
     if isinstance(value, bool):
         raise UsageError(f"{where}: lengths must be whole numbers, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
-        if not value.isdigit():
-            raise UsageError(f"{where}: lengths must be whole numbers, got {value!r}")
+        # ASCII digits only: str.isdigit() also accepts '²' and '①', which int() then refuses.
+        if not (value.isascii() and value.isdecimal()) or len(value) > _MAX_DIGITS:
+            raise UsageError(f"{where}: lengths must be whole numbers such as 512, got {value!r}")
         value = int(value)
     if not isinstance(value, int) or value < 0:
         raise UsageError(f"{where}: lengths must be non-negative whole numbers, got {value!r}")
+    if value > MAX_COUNT:
+        raise UsageError(f"{where}: a length of {value:,} tokens is implausibly large (at most {MAX_COUNT:,})")
     return value
 
 
@@ -54,7 +62,10 @@ def _request(fields: dict[str, object], where: str) -> Request:
 
 
 def parse_lengths(text: str, *, name: str) -> list[Request]:
-    """CSV with a header (prompt,output or tokens) or JSON lines with the same keys."""
+    """CSV with a header (prompt,output or tokens) or JSON lines with the same keys.
+
+    A leading byte-order mark (Excel's "CSV UTF-8") is not part of the header."""
+    text = text.removeprefix("\ufeff")
     stripped = text.lstrip()
     requests: list[Request] = []
     if stripped.startswith("{"):
@@ -65,15 +76,21 @@ def parse_lengths(text: str, *, name: str) -> list[Request]:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{name} line {number}: not JSON ({exc.msg})") from None
+            except (ValueError, RecursionError):  # a 5,000-digit number; nesting past the stack
+                raise UsageError(f"{name} line {number}: not a usable JSON request") from None
             if not isinstance(item, dict):
                 raise UsageError(f"{name} line {number}: each line must be a JSON object")
             requests.append(_request(item, f"{name} line {number}"))
     else:
-        reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames:
-            raise UsageError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
-        for number, row in enumerate(reader, 2):
-            requests.append(_request(dict(row), f"{name} line {number}"))
+        # newline="": the csv module handles \r, \r\n and quoted newlines itself.
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            if not reader.fieldnames:
+                raise UsageError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
+            for number, row in enumerate(reader, 2):
+                requests.append(_request(dict(row), f"{name} line {number}"))
+        except csv.Error as exc:
+            raise UsageError(f"{name} line {reader.line_num}: not readable CSV ({exc})") from None
     if not requests:
         raise UsageError(f"{name} lists no requests")
     return requests
