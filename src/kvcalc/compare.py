@@ -11,7 +11,7 @@ from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate
-from .spec import MAX_DIMENSION, AttentionCache, LatentCache, LayerCache, ModelSpec
+from .spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,9 @@ class Comparison:
     own_dtypes: bool = False  # no dtype was asked for: each model at its own
 
 
-def _attention_of(spec: ModelSpec) -> AttentionCache | LatentCache | None:
-    return next((c for c in spec.caches if isinstance(c, AttentionCache | LatentCache)), None)
+def _attention_of(spec: ModelSpec) -> LayerCache | None:
+    """The first layer that caches rows per token (attention or an MLA latent)."""
+    return next((c for c in spec.caches if c.caches_tokens), None)
 
 
 def candidate_for(spec: ModelSpec, label: str | None = None, *, own: bool = True) -> Candidate:
@@ -65,8 +66,8 @@ def candidate_for(spec: ModelSpec, label: str | None = None, *, own: bool = True
     return Candidate(
         label=label or spec.name,
         spec=spec,
-        kv_heads=first.kv_heads if isinstance(first, AttentionCache) else None,
-        latent_dim=first.elements_per_token if isinstance(first, LatentCache) else None,
+        kv_heads=None if first is None else first.rows(1)[2],
+        latent_dim=first.elements_per_token if first is not None and first.is_latent else None,
         elements_per_token=first.elements_per_token if first is not None else 0,
         own=own,
     )
@@ -98,7 +99,7 @@ def attention_variants(
     first = _attention_of(spec)
     if heads is None or first is None:
         raise UsageError(f"{spec.name} has no attention heads to vary (give --heads or a model with attention)")
-    k_dim, v_dim = first.k_head_dim, first.v_head_dim
+    k_dim, v_dim = first.head_dims
     if k_dim is None or v_dim is None:  # only MLA entries can lack them
         raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")
     for label, value, least in (("latent dim", latent_dim, 1), ("rope dim", rope_dim, 0)):
@@ -109,19 +110,20 @@ def attention_variants(
         if kv <= 0 or kv > heads or heads % kv:
             raise UsageError(f"--kv-heads {kv} does not divide the {heads} query heads of {spec.name}")
 
-    own_kv = first.kv_heads if isinstance(first, AttentionCache) else None
+    own_kv = first.rows(1)[2]  # None for an MLA latent
     wanted = sorted({heads, 1, *kv_heads, *([own_kv] if own_kv else [])}, reverse=True)
     notes: list[str] = []
     candidates = []
     for kv in wanted:
-        variant = _with_caches(spec, lambda c: _as_attention(c, kv, k_dim, v_dim))  # noqa: B023  # called at once
+        variant = _with_caches(spec, lambda c: c.vary_heads(kv, k_dim, v_dim))  # noqa: B023  # called at once
         own = mark_own and kv == own_kv
         candidates.append(candidate_for(variant, variant_label(kv, heads), own=own))
 
     mla_latent = latent_dim
     mla_rope = rope_dim
-    if isinstance(first, LatentCache) and latent_dim is None:
-        mla_latent, mla_rope = first.latent_dim, first.rope_dim
+    own_latent = first.latent_shape
+    if own_latent is not None and latent_dim is None:
+        mla_latent, mla_rope = own_latent
     if mla_latent is not None:
         if mla_rope is None:
             mla_rope = 0
@@ -129,19 +131,11 @@ def attention_variants(
         latent = LatentCache(mla_latent, mla_rope, k_head_dim=k_dim, v_head_dim=v_dim)
         if any(c.token_bound is not None for c in spec.caches):
             notes.append("the MLA variant caches every token: sliding windows and chunks are dropped")
-        variant = _with_caches(spec, lambda c: latent if isinstance(c, AttentionCache | LatentCache) else c)
-        own = isinstance(first, LatentCache) and (mla_latent, mla_rope) == (first.latent_dim, first.rope_dim)
+        variant = _with_caches(spec, lambda c: latent if c.caches_tokens else c)
+        own = own_latent == (mla_latent, mla_rope)
         candidates.append(candidate_for(variant, "MLA", own=own))
     notes.append("variants change the model's quality and need (re)training: this compares memory only")
     return candidates, notes
-
-
-def _as_attention(cache: LayerCache, kv: int, k_dim: int, v_dim: int) -> LayerCache:
-    if isinstance(cache, AttentionCache):
-        return replace(cache, kv_heads=kv)
-    if isinstance(cache, LatentCache):
-        return AttentionCache(kv_heads=kv, k_head_dim=k_dim, v_head_dim=v_dim)
-    return cache
 
 
 def _with_caches(spec: ModelSpec, change: Callable[[LayerCache], LayerCache]) -> ModelSpec:

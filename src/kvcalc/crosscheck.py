@@ -12,7 +12,7 @@ from .console import clean
 from .dtypes import BF16, FP16, FP32, DType
 from .errors import UsageError
 from .estimator import Estimate
-from .spec import ModelSpec, StateCache
+from .spec import ModelSpec
 
 _TORCH_NAMES = {FP32.name: "float32", BF16.name: "bfloat16", FP16.name: "float16"}
 
@@ -58,7 +58,7 @@ def raw_request(est: Estimate, *, device: str, block_size: int | None = None) ->
         per_layer = g.bytes // g.layers if g.layers else 0
         if not per_layer:
             continue
-        if isinstance(g.cache, StateCache):
+        if g.cache.is_state:
             shape = [w.batch, g.state_bytes]
         elif g.slots * g.bytes_per_token != per_layer:  # a full-precision residual: rows differ
             shape = [per_layer]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
-from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, StateCache
+from .spec import Kind, LayerCache, ModelSpec
 
 # More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
 MAX_PARALLEL = 2**16
@@ -90,7 +90,7 @@ class GroupEstimate:
     slots: int = 0
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Kind:
         return self.cache.kind
 
 
@@ -154,17 +154,11 @@ def resolve_dtypes(spec: ModelSpec, workload: Workload, engine: Engine, notes: l
         k_dtype, kv_note = engine.auto_kv_dtype(spec.dtype, spec.model_type)
         if kv_note:
             notes.append(kv_note)
-    elif compute_note and not any(isinstance(c, StateCache) for c in spec.caches):
+    elif compute_note and not any(c.is_state for c in spec.caches):
         compute_note = None  # the run dtype shapes nothing else here
     if compute_note and compute_note not in notes and not (workload.kv_dtype is None and compute == k_dtype):
         notes.append(compute_note)
     return k_dtype, workload.v_dtype or k_dtype, compute
-
-
-def _kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
-    # vllm/config/model.py get_num_kv_heads: heads are split across ranks and replicated when
-    # there are fewer heads than ranks.
-    return max(1, kv_heads // tp)
 
 
 def pipeline_stages(layers: int, pp: int) -> list[range]:
@@ -196,10 +190,9 @@ def _check_parallel(spec: ModelSpec, tp: int) -> None:
     if heads is not None and heads % tp:
         raise UsageError(f"--tp {tp} does not divide the {heads} query heads of {spec.name}")
     for cache in spec.caches:
-        if isinstance(cache, AttentionCache):
-            kv = cache.kv_heads
-            if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
-                raise UsageError(f"--tp {tp} does not split the {kv} KV heads of {spec.name} evenly")
+        if not cache.tp_split_ok(tp):
+            kv_text, _ = cache.describe()
+            raise UsageError(f"--tp {tp} does not split the {kv_text} KV heads of {spec.name} evenly")
 
 
 def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICAL) -> Estimate:
@@ -225,8 +218,8 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
         """(bytes, metadata bytes) of one layer on one GPU for ``batch`` sequences."""
         tokens = encoder_tokens if cache.tokens == "encoder" else w.tokens
         assert tokens is not None
-        if isinstance(cache, StateCache):
-            dtype = cache.dtype or w.state_dtype or compute_dtype
+        if cache.is_state:
+            dtype = cache.state_dtype or w.state_dtype or compute_dtype
             # Tensor parallel splits the heads (and conv channels) of the state across ranks.
             per_seq = sum(
                 -(-elements // w.tp) * (part_dtype or dtype).bytes_per_element
@@ -234,14 +227,9 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             )
             g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, dtype)
             return batch * per_seq, 0, g
-        heads: int | None
-        if isinstance(cache, AttentionCache):
-            heads = _kv_heads_per_gpu(engine.kv_heads(cache), w.tp)
-            k_row, v_row = heads * cache.k_head_dim, heads * cache.v_head_dim
-        elif isinstance(cache, LatentCache):
-            heads, k_row, v_row = None, cache.elements_per_token, 0  # replicated on every rank
-        else:
+        if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
             return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
+        k_row, v_row, heads = cache.rows(w.tp, engine.kv_heads(cache))
         kept = engine.tokens_held(cache, tokens)
         slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)
         k_data, k_meta = k_dtype.row_bytes(k_row)
@@ -255,7 +243,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             full_row = (k_row + v_row) * compute_dtype.bytes_per_element
             total += full_slots * (full_row - per_slot)
             meta -= full_slots * (k_meta + v_meta)
-        if isinstance(cache, AttentionCache) and cache.token_bound is not None and tokens > kept:
+        if cache.token_bound is not None and tokens > kept:
             notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
         g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_dtype, heads, slots=slots)
         return total, meta, g

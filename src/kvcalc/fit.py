@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .dtypes import DType
 from .engines import VLLM, Engine, LlamaCpp, SGLang, cdiv
 from .errors import UsageError
-from .estimator import Estimate, Workload, estimate, pipeline_stages, resolve_dtypes
-from .spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache, StateCache
+from .estimator import Estimate, Workload, estimate, pipeline_stages
+from .spec import LayerCache, ModelSpec
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
 SEARCH_LIMIT = 2**40
@@ -69,6 +68,10 @@ def kv_budget(
 
 @dataclass(frozen=True)
 class VllmGroup:
+    """Layers of one vLLM KVCacheSpec: a representative layer, how many there are, in how many
+    block-table groups, and the group's block size in tokens."""
+
+    cache: LayerCache
     kind: str
     layers: int
     groups: int
@@ -87,8 +90,12 @@ class VllmPlan:
     group_size: int
     num_blocks: int
     kinds: tuple[VllmGroup, ...]
-    max_num_batched_tokens: int
+    engine: VLLM
     notes: tuple[str, ...] = ()
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.engine.max_num_batched_tokens
 
     @property
     def num_groups(self) -> int:
@@ -99,29 +106,19 @@ class VllmPlan:
         """The "GPU KV cache size: N tokens" vLLM logs: num_blocks // groups x smallest block."""
         # Mamba specs use max_model_len-sized "blocks" (one state per request), so the smallest
         # block is an attention one whenever attention is present.
-        attention = [k.block_size for k in self.kinds if k.kind != "mamba"] or [k.block_size for k in self.kinds]
+        attention = [k.block_size for k in self.kinds if not k.cache.is_state] or [k.block_size for k in self.kinds]
         return self.num_blocks // self.num_groups * min(attention)
 
     def blocks_per_request(self, tokens: int, encoder_tokens: int = 0) -> int:
-        """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes)."""
-        total = 0
-        mnbt = self.max_num_batched_tokens
-        for k in self.kinds:
-            bs = k.block_size
-            if k.kind.startswith("sliding"):
-                window = int(k.kind.split(":")[1])
-                need = cdiv(min(window - 1 + mnbt, tokens), bs) + 1
-            elif k.kind.startswith("chunked"):
-                chunk = int(k.kind.split(":")[1])
-                need = cdiv(min(chunk + mnbt, tokens), bs)
-            elif k.kind == "mamba":
-                need = 1
-            elif k.kind == "cross":
-                need = cdiv(encoder_tokens, bs)
-            else:
-                need = cdiv(tokens, bs)
-            total += need * k.groups
-        return total
+        """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes),
+        from the engine's own per-layer arithmetic."""
+        return sum(
+            self.engine.blocks_held(
+                k.cache, encoder_tokens if k.cache.tokens == "encoder" else tokens, k.block_size, planning=True
+            )
+            * k.groups
+            for k in self.kinds
+        )
 
     def max_concurrency(self, tokens: int, encoder_tokens: int = 0) -> Fraction:
         """get_max_concurrency_for_kv_cache_config: num_blocks / blocks per request."""
@@ -150,38 +147,28 @@ def _largest(fits: Callable[[int], bool], limit: int) -> int | None:
     return low
 
 
-def _vllm_kind(cache: LayerCache) -> str:
-    if isinstance(cache, StateCache):
-        return "mamba"
-    if isinstance(cache, AttentionCache):
-        if cache.tokens == "encoder":
-            return "cross"
-        if cache.window is not None:
-            return f"sliding:{cache.window}"
-        if cache.chunk is not None:
-            return f"chunked:{cache.chunk}"
-    return "full"
-
-
 def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
     """Group the layers of the most loaded worker as vLLM does and count its blocks."""
     w = workload
-    notes: list[str] = []
-    # The same formats estimate() resolves, so fit and estimate agree on every page.
-    kv_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
-    state_dtype = w.state_dtype or compute_dtype
+    # Page sizes come from the estimator itself: one token of one sequence, per layer and GPU, so
+    # fit and estimate share the formats, heads per GPU and state sizes.
+    one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
+    notes: list[str] = list(one.notes)  # the formats chosen, as estimate notes them
+    per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups}
     stages = pipeline_stages(len(spec.caches), w.pp)
     stage = max(stages, key=len)
 
-    # Page bytes per layer (one block of block_size tokens), per kind.
+    # Page bytes per layer (one block of block_size tokens, or one state), per vLLM spec.
     pages: dict[str, list[int]] = {}
+    first: dict[str, LayerCache] = {}
     for i in stage:
         cache = spec.caches[i]
-        if isinstance(cache, SharedCache):
+        if not cache.caches_tokens and not cache.is_state:
             continue  # KV-sharing layers allocate no cache of their own
-        pages.setdefault(_vllm_kind(cache), []).append(
-            _page_bytes(cache, engine.block_size, kv_dtype, v_dtype, state_dtype, w.tp)
-        )
+        label = engine.spec_label(cache)
+        row, state = per_layer[cache]
+        pages.setdefault(label, []).append(state if cache.is_state else engine.block_size * row)
+        first.setdefault(label, cache)
     if not pages:
         raise UsageError(f"{spec.name} has no KV cache for vLLM to size")
     counts = {kind: len(p) for kind, p in pages.items()}
@@ -189,29 +176,31 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
 
     if len(pages) == 1:
         ((kind, layer_pages),) = pages.items()
-        single = (VllmGroup(kind, counts[kind], 1, engine.block_size),)
+        single = (VllmGroup(first[kind], kind, counts[kind], 1, engine.block_size),)
         if len(set(layer_pages)) == 1:  # one group of every layer, one page size
             page, size = layer_pages[0], len(layer_pages)
         else:  # UniformTypeKVCacheSpecs: layers of different sizes, one block spans them all
             page, size = sum(layer_pages), 1
             notes.append("vLLM sizes one block across layers of different sizes (UniformTypeKVCacheSpecs)")
         num_blocks = budget // page // size
-        return VllmPlan(page, size, num_blocks, single, engine.max_num_batched_tokens, tuple(notes))
+        return VllmPlan(page, size, num_blocks, single, engine, tuple(notes))
 
     for kind, layer_pages in pages.items():
         if len(set(layer_pages)) > 1:
             raise UsageError(f"vLLM cannot group {kind} layers of different sizes with other layer kinds")
     page_of = {kind: p[0] for kind, p in pages.items()}
-    if "mamba" in page_of:
+    states = [k for k in page_of if first[k].is_state]
+    if states:
         # HybridAttentionMambaModelConfig: attention blocks grow (in steps of 16 tokens) until an
         # attention page holds a mamba state; the mamba page is padded to the attention page.
-        attention = [k for k in page_of if k != "mamba"]
+        attention = [k for k in page_of if k not in states]
         per_token = max(page_of[k] // engine.block_size for k in attention)
-        size = 16 * cdiv(page_of["mamba"], 16 * per_token)
+        size = 16 * cdiv(max(page_of[k] for k in states), 16 * per_token)
         for k in attention:
             block[k] = size
             page_of[k] = page_of[k] // engine.block_size * size
-        page_of["mamba"] = max(page_of[k] for k in attention)
+        for k in states:
+            page_of[k] = max(page_of[a] for a in attention)
         notes.append(
             f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state (hybrid "
             "attention/mamba layouts follow vLLM's rule approximately)"
@@ -223,24 +212,12 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
         block[kind] *= largest // page  # unify_kv_cache_spec_page_size: smaller pages take more tokens
     smallest, most = min(counts.values()), max(counts.values())
     group_size = most if most < smallest * 1.5 else smallest
-    kinds = tuple(VllmGroup(k, counts[k], cdiv(counts[k], group_size), block[k]) for k in pages)
+    kinds = tuple(VllmGroup(first[k], k, counts[k], cdiv(counts[k], group_size), block[k]) for k in pages)
     padding = sum(k.groups * group_size - k.layers for k in kinds)
     if padding:
         notes.append(f"vLLM pads its layer groups with {padding} empty layer slot(s)")
     num_blocks = budget // largest // group_size
-    return VllmPlan(largest, group_size, num_blocks, kinds, engine.max_num_batched_tokens, tuple(notes))
-
-
-def _page_bytes(cache: LayerCache, block_size: int, k_dtype: DType, v_dtype: DType, state_dtype: DType, tp: int) -> int:
-    if isinstance(cache, StateCache):
-        return cdiv(cache.state_elements, tp) * (cache.dtype or state_dtype).bytes_per_element
-    if isinstance(cache, LatentCache):
-        return block_size * sum(k_dtype.row_bytes(cache.elements_per_token))
-    assert isinstance(cache, AttentionCache)
-    heads = max(1, cache.kv_heads // tp)
-    return block_size * (
-        sum(k_dtype.row_bytes(heads * cache.k_head_dim)) + sum(v_dtype.row_bytes(heads * cache.v_head_dim))
-    )
+    return VllmPlan(largest, group_size, num_blocks, kinds, engine, tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -271,7 +248,7 @@ class Fit:
 
 def grows_without_bound(spec: ModelSpec) -> bool:
     """Whether some layer keeps every token of a sequence (so no budget holds an endless context)."""
-    return any(c.tokens == "decoder" and c.token_bound is None and c.elements_per_token for c in spec.caches)
+    return any(c.grows_without_bound for c in spec.caches)
 
 
 def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None = None) -> Fit:

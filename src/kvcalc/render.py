@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .estimator import Estimate, GroupEstimate
 from .presets import Preset
-from .spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
+from .spec import Kind, ModelSpec
 from .units import Units, format_binary, format_decimal
 
 if TYPE_CHECKING:  # annotations only: estimate's start-up does not load the compare view
@@ -23,52 +23,23 @@ def attention_kind(spec: ModelSpec) -> str:
     base = ""
     extras: list[str] = []
     for cache in spec.caches:
-        if isinstance(cache, LatentCache):
+        if cache.is_latent:
             base = "MLA"
-        elif isinstance(cache, AttentionCache) and not base:
+        elif cache.caches_tokens and not base:
+            kv = cache.rows(1)[2]
             heads = spec.query_heads
-            if cache.kv_heads == 1 and heads != 1:
+            if kv == 1 and heads != 1:
                 base = "MQA"
-            elif heads is None or cache.kv_heads == heads:
+            elif heads is None or kv == heads:
                 base = "MHA"
             else:
                 base = "GQA"
-        label = {
-            "sliding_attention": "sliding",
-            "chunked_attention": "chunked",
-            "linear_attention": "linear",
-            "mamba": "mamba",
-            "kv_shared": "kv-shared",
-            "cross_attention": "enc-dec",
-        }.get(cache.kind)
+        label = cache.kind.feature
         if label and label not in extras:
             extras.append(label)
     if not base:  # no attention at all: a pure state-space or linear model
         return " + ".join(extras)
     return " + ".join([base, *extras])
-
-
-def _heads_text(cache: Any) -> tuple[str, str]:
-    if isinstance(cache, AttentionCache):
-        dims = (
-            str(cache.k_head_dim) if cache.k_head_dim == cache.v_head_dim else f"{cache.k_head_dim}/{cache.v_head_dim}"
-        )
-        return str(cache.kv_heads), dims
-    if isinstance(cache, LatentCache):
-        return "latent", f"{cache.latent_dim}+{cache.rope_dim}"
-    if isinstance(cache, StateCache):
-        return "state", "-"
-    return "-", "-"
-
-
-_SHORT_KIND = {
-    "full_attention": "full",
-    "sliding_attention": "sliding",
-    "chunked_attention": "chunked",
-    "cross_attention": "cross",
-    "linear_attention": "linear",
-    "kv_shared": "shared",
-}
 
 
 def box_table(title: str, headers: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -108,10 +79,10 @@ def estimate_table(est: Estimate) -> str:
     headers.append("bytes")
     rows = []
     for g in est.groups:
-        heads, dims = _heads_text(g.cache)
+        heads, dims = g.cache.describe()
         if est.workload.tp > 1 and g.kv_heads_per_gpu is not None:
             heads = f"{g.kv_heads_per_gpu}/GPU of {heads}"
-        cells = [str(g.layers), _SHORT_KIND.get(g.kind, g.kind), heads, dims]
+        cells = [str(g.layers), g.kind.short, heads, dims]
         cells.append(f"{g.tokens_kept:,}" if g.bytes_per_token else "-")
         cells.append(f"{g.bytes_per_token:,}" if g.bytes_per_token else "-")
         if with_state:
@@ -187,46 +158,27 @@ def explain_lines(est: Estimate, units: Units) -> list[str]:
 def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
     w = est.workload
     c = g.cache
-    s = g.dtype.bytes_per_element
     out: list[str] = []
-    if isinstance(c, AttentionCache):
-        tokens = est.workload.encoder_tokens or est.model.encoder_tokens or w.tokens
-        seen = tokens if c.tokens == "encoder" else w.tokens
-        if c.token_bound is not None:
-            label = "W" if c.window is not None else "chunk"
-            out.append(f"T = min({seen:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
-        elif c.tokens == "encoder":
-            out.append(f"T = {g.tokens_kept:,} encoder tokens (cross-attention)")
-        if c.k_head_dim == c.v_head_dim:
-            expr = f"2 x {g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x {c.k_head_dim} x {s}"
-        else:
-            expr = (
-                f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x {c.kv_heads} x ({c.k_head_dim} + {c.v_head_dim}) x {s}"
-            )
-    elif isinstance(c, LatentCache):
-        out.append("MLA caches one latent per token: (d_c + d_rope) elements, no factor 2")
-        expr = f"{g.layers} x {w.batch:,} x {g.tokens_kept:,} x ({c.latent_dim} + {c.rope_dim}) x {s}"
-    elif isinstance(c, StateCache):
-        out.append(
-            f"fixed state per sequence, whatever T: conv {c.conv_elements:,} + recurrent "
-            f"{c.recurrent_elements:,} elements in {g.dtype.name}"
-        )
-        expr = f"{g.layers} x {w.batch:,} x ({c.conv_elements:,} + {c.recurrent_elements:,}) x {s}"
-    else:
-        assert isinstance(c, SharedCache)
-        out.append("reuses K and V cached by earlier layers: stores nothing, 0 bytes")
-        return out
-    out.append(f"{expr} = {g.bytes:,} bytes")
+    if c.caches_tokens and c.token_bound is not None:
+        label = "W" if c.kind is Kind.SLIDING else "chunk"
+        out.append(f"T = min({w.tokens:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
+    elif c.tokens == "encoder":
+        out.append(f"T = {g.tokens_kept:,} encoder tokens (cross-attention)")
+    if c.explain():
+        out.append(c.explain() + (f" in {g.dtype.name}" if c.is_state else ""))
+    product = c.seed_product(g.layers, w.batch, g.tokens_kept, g.dtype.bytes_per_element)
+    if product is not None:
+        out.append(f"{product} = {g.bytes:,} bytes")
     return out
 
 
 def _slot_formula(est: Estimate, g: GroupEstimate) -> list[str]:
     w = est.workload
     c = g.cache
-    if isinstance(c, SharedCache):
-        return ["reuses K and V cached by earlier layers: stores nothing, 0 bytes"]
+    if not c.caches_tokens and not c.is_state:
+        return [c.explain()]
     gpus = f" x {w.tp * w.pp} GPUs" if w.tp * w.pp > 1 else ""
-    if isinstance(c, StateCache):
+    if c.is_state:
         return [f"{g.layers} x {w.batch:,} sequences x {g.state_bytes:,} B of state per GPU{gpus} -> {g.bytes:,} bytes"]
     heads = f"{g.kv_heads_per_gpu} KV head(s) per GPU, " if g.kv_heads_per_gpu is not None else ""
     lines = [f"{heads}{g.tokens_kept:,} slots per sequence, {g.slots:,} for the batch"]
@@ -243,22 +195,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     groups = []
     for g in est.groups:
         c = g.cache
-        entry: dict[str, Any] = {"kind": g.kind, "layers": g.layers}
-        if isinstance(c, AttentionCache):
-            entry |= {
-                "kv_heads": c.kv_heads,
-                "k_head_dim": c.k_head_dim,
-                "v_head_dim": c.v_head_dim,
-                "window": c.window,
-                "chunk": c.chunk,
-            }
-        elif isinstance(c, LatentCache):
-            entry |= {"latent_dim": c.latent_dim, "rope_dim": c.rope_dim}
-        elif isinstance(c, StateCache):
-            entry |= {
-                "conv_elements": c.conv_elements,
-                "recurrent_elements": c.recurrent_elements,
-            }
+        entry: dict[str, Any] = {"kind": str(g.kind), "layers": g.layers, **c.fields()}
         entry |= {
             "tokens_kept": g.tokens_kept,
             "slots": g.slots,
@@ -304,8 +241,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
 
 def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str, Any]:
     """One preset as a JSON-ready summary row."""
-    attention = [c for c in spec.caches if isinstance(c, AttentionCache)]
-    latent = [c for c in spec.caches if isinstance(c, LatentCache)]
+    attention = [c for c in spec.caches if c.caches_tokens and not c.is_latent]
+    latent = [c.latent_shape for c in spec.caches if c.latent_shape is not None]
     return {
         "name": preset.name,
         "aliases": list(preset.aliases),
@@ -313,9 +250,9 @@ def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str
         "hf_repo": preset.hf_repo,
         "layers": spec.layers,
         "query_heads": spec.query_heads,
-        "kv_heads": attention[0].kv_heads if attention else None,
-        "head_dim": attention[0].k_head_dim if attention else None,
-        "latent_dim": latent[0].latent_dim + latent[0].rope_dim if latent else None,
+        "kv_heads": attention[0].rows(1)[2] if attention else None,
+        "head_dim": attention[0].head_dims[0] if attention else None,
+        "latent_dim": sum(latent[0]) if latent else None,
         "attention": attention_kind(spec),
         "bytes_per_token_bf16": bf16_per_token,
         "parameters": preset.parameters,

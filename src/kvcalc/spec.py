@@ -11,8 +11,9 @@ entry kinds, so the estimator has a single mechanism instead of a branch per mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, Literal, cast
 
 from .dtypes import DType
 
@@ -25,8 +26,140 @@ MAX_LAYERS = 2**16
 MAX_DIMENSION = 2**24
 
 
+class Kind(StrEnum):
+    """Every layer kind kvcalc models: the one vocabulary for labels, JSON and grouping."""
+
+    FULL = "full_attention"
+    SLIDING = "sliding_attention"
+    CHUNKED = "chunked_attention"
+    CROSS = "cross_attention"
+    MLA = "mla"
+    LINEAR = "linear_attention"
+    MAMBA = "mamba"
+    SHARED = "kv_shared"
+
+    @property
+    def short(self) -> str:
+        """The label of a table row."""
+        return _SHORT[self]
+
+    @property
+    def feature(self) -> str | None:
+        """How the kind shows in a model's attention summary (``GQA + sliding``), if at all."""
+        return _FEATURE.get(self)
+
+
+_SHORT = {
+    Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross",
+    Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
+}  # fmt: skip
+_FEATURE = {
+    Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
+    Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec",
+}  # fmt: skip
+
+
+def heads_per_gpu(kv_heads: int, tp: int) -> int:
+    """KV heads one tensor-parallel rank stores: vllm/config/model.py get_num_kv_heads splits them
+    across ranks and replicates them when there are fewer heads than ranks."""
+    return max(1, kv_heads // tp)
+
+
+class _Layer:
+    """What every layer kind answers; each kind overrides what differs. The estimator, engines,
+    fit, compare and views ask these instead of switching on the class."""
+
+    tokens: TokenSource = "decoder"
+    token_bound: int | None = None
+
+    @property
+    def kind(self) -> Kind:
+        raise NotImplementedError
+
+    @property
+    def elements_per_token(self) -> int:
+        """K + V (or latent) elements one token adds to this layer, all heads."""
+        return 0
+
+    @property
+    def caches_tokens(self) -> bool:
+        """Whether the layer keeps rows per token (attention, latent) rather than a state or nothing."""
+        return self.elements_per_token > 0
+
+    @property
+    def is_state(self) -> bool:
+        """Whether the layer keeps a fixed state per sequence (linear attention, Mamba)."""
+        return False
+
+    @property
+    def is_latent(self) -> bool:
+        """Whether the layer caches one MLA latent per token (engines size its blocks apart)."""
+        return False
+
+    @property
+    def state_dtype(self) -> DType | None:
+        """A state layer's own storage format when the config fixes it; None: the run dtype."""
+        return None
+
+    @property
+    def expanded_kv_heads(self) -> int | None:
+        """KV heads transformers' own implementation caches when it expands them (else None)."""
+        return None
+
+    def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
+        """(conv elements, recurrent elements) one sequence keeps; the conv history is kernel - 1
+        past inputs, or the whole kernel where an engine keeps it."""
+        return 0, 0
+
+    @property
+    def head_dims(self) -> tuple[int | None, int | None]:
+        """Per-head K and V dims (an MLA layer's decompressed ones); (None, None) without heads."""
+        return None, None
+
+    @property
+    def latent_shape(self) -> tuple[int, int] | None:
+        """(latent dim, rope dim) of an MLA layer, else None."""
+        return None
+
+    @property
+    def grows_without_bound(self) -> bool:
+        """Whether a sequence's cache in this layer grows with every decoder token."""
+        return self.tokens == "decoder" and self.token_bound is None and self.caches_tokens
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        """(K row elements, V row elements, KV heads) one token stores on one tensor-parallel rank;
+        ``heads`` overrides the KV heads stored (an engine that expands them). No V row: 0."""
+        return 0, 0, None
+
+    def tp_split_ok(self, tp: int) -> bool:
+        """Whether ``tp`` ranks split this layer evenly (heads split or replicated)."""
+        return True
+
+    def describe(self) -> tuple[str, str]:
+        """(heads, dims) cells of a table row."""
+        return "-", "-"
+
+    def fields(self) -> dict[str, Any]:
+        """The kind's own geometry for JSON."""
+        return {}
+
+    def vary_heads(self, kv_heads: int, k_dim: int, v_dim: int) -> LayerCache:
+        """This layer with ``kv_heads`` plain K/V heads (compare's MHA/GQA/MQA variants); layers
+        without attention heads stay as they are."""
+        return cast("LayerCache", self)
+
+    def explain(self) -> str:
+        """One line on what the layer keeps, for --explain ("" when the numbers say it all)."""
+        return ""
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        """This group's term of M = 2 x L x B x T x H_kv x d_h x s with the numbers substituted
+        (``s`` bytes per element); None for a layer that stores nothing."""
+        return None
+
+
 @dataclass(frozen=True)
-class AttentionCache:
+class AttentionCache(_Layer):
     """Keys and values: ``kv_heads * (k_head_dim + v_head_dim)`` elements per token.
 
     ``window`` bounds the tokens kept (sliding-window attention keeps the last W tokens);
@@ -46,26 +179,64 @@ class AttentionCache:
     expanded_heads: int | None = None
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Kind:
         if self.tokens == "encoder":
-            return "cross_attention"
+            return Kind.CROSS
         if self.window is not None:
-            return "sliding_attention"
+            return Kind.SLIDING
         if self.chunk is not None:
-            return "chunked_attention"
-        return "full_attention"
+            return Kind.CHUNKED
+        return Kind.FULL
 
     @property
     def elements_per_token(self) -> int:
         return self.kv_heads * (self.k_head_dim + self.v_head_dim)
 
     @property
-    def token_bound(self) -> int | None:
+    def token_bound(self) -> int | None:  # type: ignore[override]  # derived from window / chunk
         return self.window if self.window is not None else self.chunk
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        per_gpu = heads_per_gpu(heads or self.kv_heads, tp)
+        return per_gpu * self.k_head_dim, per_gpu * self.v_head_dim, per_gpu
+
+    def tp_split_ok(self, tp: int) -> bool:
+        kv = self.kv_heads
+        return not ((kv >= tp and kv % tp) or (kv < tp and tp % kv))
+
+    def describe(self) -> tuple[str, str]:
+        same = self.k_head_dim == self.v_head_dim
+        return str(self.kv_heads), str(self.k_head_dim) if same else f"{self.k_head_dim}/{self.v_head_dim}"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "kv_heads": self.kv_heads,
+            "k_head_dim": self.k_head_dim,
+            "v_head_dim": self.v_head_dim,
+            "window": self.window,
+            "chunk": self.chunk,
+        }
+
+    def vary_heads(self, kv_heads: int, k_dim: int, v_dim: int) -> LayerCache:
+        return replace(self, kv_heads=kv_heads)
+
+    @property
+    def head_dims(self) -> tuple[int | None, int | None]:
+        return self.k_head_dim, self.v_head_dim
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        if self.k_head_dim == self.v_head_dim:
+            return f"2 x {layers} x {batch:,} x {kept:,} x {self.kv_heads} x {self.k_head_dim} x {s}"
+        dims = f"({self.k_head_dim} + {self.v_head_dim})"
+        return f"{layers} x {batch:,} x {kept:,} x {self.kv_heads} x {dims} x {s}"
+
+    @property
+    def expanded_kv_heads(self) -> int | None:
+        return self.expanded_heads
 
 
 @dataclass(frozen=True)
-class LatentCache:
+class LatentCache(_Layer):
     """Multi-head latent attention: ``latent_dim + rope_dim`` elements per token, no factor 2.
 
     ``k_head_dim`` / ``v_head_dim`` are the per-head dims the latent decompresses to (DeepSeek:
@@ -77,17 +248,47 @@ class LatentCache:
     k_head_dim: int | None = None
     v_head_dim: int | None = None
 
-    kind = "mla"
-    tokens: TokenSource = "decoder"
-    token_bound: int | None = None
+    @property
+    def kind(self) -> Kind:
+        return Kind.MLA
 
     @property
     def elements_per_token(self) -> int:
         return self.latent_dim + self.rope_dim
 
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.elements_per_token, 0, None  # one latent, replicated on every rank
+
+    @property
+    def is_latent(self) -> bool:
+        return True
+
+    @property
+    def head_dims(self) -> tuple[int | None, int | None]:
+        return self.k_head_dim, self.v_head_dim
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x ({self.latent_dim} + {self.rope_dim}) x {s}"
+
+    @property
+    def latent_shape(self) -> tuple[int, int] | None:
+        return self.latent_dim, self.rope_dim
+
+    def describe(self) -> tuple[str, str]:
+        return "latent", f"{self.latent_dim}+{self.rope_dim}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"latent_dim": self.latent_dim, "rope_dim": self.rope_dim}
+
+    def vary_heads(self, kv_heads: int, k_dim: int, v_dim: int) -> LayerCache:
+        return AttentionCache(kv_heads=kv_heads, k_head_dim=k_dim, v_head_dim=v_dim)
+
+    def explain(self) -> str:
+        return "MLA caches one latent per token: (d_c + d_rope) elements, no factor 2"
+
 
 @dataclass(frozen=True)
-class StateCache:
+class StateCache(_Layer):
     """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
 
     ``family`` is ``linear_attention`` (Gated DeltaNet and similar) or ``mamba``. The causal conv
@@ -102,31 +303,56 @@ class StateCache:
     recurrent_elements: int
     dtype: DType | None = None
 
-    tokens: TokenSource = "decoder"
-    token_bound: int | None = None
-    elements_per_token = 0
+    @property
+    def kind(self) -> Kind:
+        return Kind(self.family)
 
     @property
-    def kind(self) -> str:
-        return self.family
+    def is_state(self) -> bool:
+        return True
+
+    @property
+    def state_dtype(self) -> DType | None:
+        return self.dtype
+
+    def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
+        conv = self.conv_channels * (self.conv_kernel if whole_kernel else self.conv_kernel - 1)
+        return conv, self.recurrent_elements
+
+    def describe(self) -> tuple[str, str]:
+        return "state", "-"
+
+    def explain(self) -> str:
+        return (
+            f"fixed state per sequence, whatever T: conv {self.conv_elements:,} + recurrent "
+            f"{self.recurrent_elements:,} elements"
+        )
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x ({self.conv_elements:,} + {self.recurrent_elements:,}) x {s}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"conv_elements": self.conv_elements, "recurrent_elements": self.recurrent_elements}
 
     @property
     def conv_elements(self) -> int:
         return self.conv_channels * (self.conv_kernel - 1)
 
     @property
-    def state_elements(self) -> int:
+    def total_state_elements(self) -> int:
         return self.conv_elements + self.recurrent_elements
 
 
 @dataclass(frozen=True)
-class SharedCache:
+class SharedCache(_Layer):
     """A layer that reads K and V cached by an earlier layer (``num_kv_shared_layers``)."""
 
-    kind = "kv_shared"
-    tokens: TokenSource = "decoder"
-    token_bound: int | None = None
-    elements_per_token = 0
+    @property
+    def kind(self) -> Kind:
+        return Kind.SHARED
+
+    def explain(self) -> str:
+        return "reuses K and V cached by earlier layers: stores nothing, 0 bytes"
 
 
 LayerCache = AttentionCache | LatentCache | StateCache | SharedCache

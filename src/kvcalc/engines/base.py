@@ -1,0 +1,112 @@
+"""The engine interface: how an engine turns a layer and a workload into stored token slots.
+
+The estimator asks an engine, per layer: how many token slots one sequence holds (windows, chunks,
+block rounding), how many of those are a shared prefix stored once, how many slots the whole batch
+holds (engines with one cache for all sequences: llama.cpp), what a state layer stores and in
+which formats, and which KV format and run dtype apply when none is asked for. Element formats,
+quantization metadata and tensor/pipeline parallel are the same for every engine and live in the
+estimator; each layer kind's own geometry lives in spec.py. This base class is the theoretical
+engine: exactly what attention must keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kvcalc.dtypes import FP16, DType
+from kvcalc.spec import LayerCache
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pad(n: int, multiple: int) -> int:
+    return cdiv(n, multiple) * multiple
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Every engine-specific knob the command line offers; each engine reads the ones it has."""
+
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    n_ubatch: int | None = None
+    kv_unified: bool = False
+    uses_mla: bool = False
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Theoretical: exactly what attention must keep.
+
+    A sliding layer keeps W tokens (the query at t reads t-W+1..t, Mistral's rolling buffer of
+    W); a chunked layer at most one chunk; every other attention layer every token.
+    """
+
+    name: str = "theoretical"
+    # One line for --help and docs: what the engine stores.
+    summary: ClassVar[str] = "what attention must keep"
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+        """The engine for these options, with every default it applied noted."""
+        return cls(), []
+
+    @property
+    def granularity(self) -> int:
+        """Tokens per allocation unit; a shared prefix is shared in whole units."""
+        return 1
+
+    def check_dtype(self, dtype: DType) -> None:
+        """Raise a UsageError for a KV format this engine cannot store."""
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        """Token slots one sequence of ``tokens`` tokens holds in this layer."""
+        bound = cache.token_bound
+        return tokens if bound is None else min(tokens, bound)
+
+    def shared_tokens(self, cache: LayerCache, tokens: int, prefix: int) -> int:
+        """Of the slots held, how many are a shared prefix (stored once for the whole batch).
+
+        Held slots cover the newest tokens; the prefix covers the oldest, in whole units.
+        """
+        if prefix <= 0:
+            return 0
+        held = self.tokens_held(cache, tokens)
+        shared = min(prefix, tokens) // self.granularity * self.granularity
+        # Overlap of [0, shared) with the held range [tokens - held, tokens).
+        return max(0, shared - max(0, tokens - held))
+
+    def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
+        """Slots the whole batch holds in this layer."""
+        held = self.tokens_held(cache, tokens)
+        return batch * held - (batch - 1) * self.shared_tokens(cache, tokens, prefix)
+
+    def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
+        """(elements, format or None for the run dtype) of a state layer per sequence: the conv
+        history (kernel - 1 past inputs) and the recurrent state, in the layer's own format."""
+        conv, recurrent = cache.state_elements(whole_kernel=False)
+        return (conv, cache.state_dtype), (recurrent, cache.state_dtype)
+
+    def kv_heads(self, cache: LayerCache) -> int | None:
+        """KV heads this engine stores for the whole layer (before tensor parallel splits them);
+        None: the layer's own."""
+        return None
+
+    def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """The dtype the engine runs a model in when none is asked for, and a note when that is
+        not simply the config's own (``--kv-dtype auto``)."""
+        if config_dtype is None:
+            return FP16, "the model names no dtype: KV cache assumed fp16 (set --kv-dtype)"
+        return config_dtype, None
+
+    def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """The KV format when none is asked for: the model's run dtype in every engine but llama.cpp."""
+        return self.model_dtype(config_dtype, model_type)
+
+
+# Formats a float-only paged engine stores.
+FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -1,0 +1,63 @@
+"""llama.cpp's KV cache (src/llama-context.cpp after PR #17046, src/llama-kv-cache.cpp,
+src/llama-kv-cache-iswa.cpp, common/common.h; llama.cpp 0c1e570)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kvcalc.dtypes import FP16, FP32, DType
+from kvcalc.errors import UsageError
+from kvcalc.spec import LayerCache
+
+from .base import Engine, EngineOptions, pad
+
+_GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+
+
+@dataclass(frozen=True)
+class LlamaCpp(Engine):
+    """The batch is ``--parallel B`` slots of T tokens: n_ctx = pad(B x T, 256). With separate
+    streams (the default once -np is given) each sequence gets ``pad(n_ctx / B, 256)`` cells in
+    every full layer, and sliding layers ``pad(min(cells, W + n_ubatch), 256)``; a unified cache
+    (``--kv-unified``) is one stream of n_ctx cells with ``pad(min(n_ctx, W x B + n_ubatch), 256)``
+    in sliding layers. K and V each have their own ggml type; a quantized V needs flash attention."""
+
+    name: str = "llama.cpp"
+    n_ubatch: int = 512
+    unified: bool = False
+    cell_padding: int = 256
+    summary: ClassVar[str] = "cells padded to 256, SWA cells"
+    aliases: ClassVar[tuple[str, ...]] = ("llamacpp", "llama-cpp")
+
+    @classmethod
+    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+        return cls(n_ubatch=options.n_ubatch or 512, unified=options.kv_unified), []
+
+    def check_dtype(self, dtype: DType) -> None:
+        if dtype.name not in _GGML_KV:
+            known = ", ".join(n.replace("fp", "f") for n in _GGML_KV)
+            raise UsageError(f"llama.cpp cache types are {known}; not {dtype.name}")
+
+    def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
+        n_ctx = pad(batch * tokens, self.cell_padding)
+        streams, cells = (1, n_ctx) if self.unified else (batch, pad(n_ctx // batch, self.cell_padding))
+        bound = cache.token_bound if cache.tokens == "decoder" else None
+        if bound is not None:
+            window = bound * (batch if self.unified else 1)
+            cells = pad(min(cells, window + self.n_ubatch), self.cell_padding)
+        return cells * streams
+
+    def tokens_held(self, cache: LayerCache, tokens: int) -> int:
+        return self.batch_slots(cache, tokens, 1, 0)
+
+    def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
+        """common/common.h ``cache_type_k/v = GGML_TYPE_F16`` and ``llama_context_default_params()``:
+        K and V are f16 whatever the weights are."""
+        note = None if config_dtype == FP16 else "llama.cpp caches K and V as f16 unless -ctk/-ctv say otherwise"
+        return FP16, note
+
+    def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
+        """src/llama-model.cpp ``create_memory``: recurrent memory (r_l, s_l) is GGML_TYPE_F32."""
+        conv, recurrent = cache.state_elements(whole_kernel=False)
+        return (conv, FP32), (recurrent, FP32)
