@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -108,3 +109,31 @@ def test_schema_requires_fields() -> None:
     with pytest.raises(PresetError, match="missing field 'hf_repo'"):
         parse_preset(data, filename="toy.yaml")
     assert parse_preset(_valid(), filename="toy.yaml").name == "toy"
+
+
+# A Hub repo id as it is cited in a source: org/name, e.g. meta-llama/Llama-2-7b-hf.
+_HUB_REPO_RE = re.compile(r"(?<![\w./-])[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+# A path of the machine a preset was written on: /work/..., /home/..., /tmp/..., ~/..., C:\...
+_MACHINE_PATH_RE = re.compile(r"(?<![\w.%-])(?:/(?:work|home|tmp|Users|root|mnt|nfs|var|opt|data)\b|~|[A-Za-z]:\\)")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_source_cites_a_hub_repo_and_no_machine_path(name: str) -> None:
+    """`kvcalc presets show` prints the source: it must point at public files, not at a laptop."""
+    source = PRESETS[name].source
+    assert _HUB_REPO_RE.search(source), f"{name}: source names no org/name Hub repo: {source!r}"
+    assert PRESETS[name].hf_repo in source, f"{name}: source does not name hf_repo {PRESETS[name].hf_repo}"
+    assert not _MACHINE_PATH_RE.search(source), f"{name}: source cites a machine path: {source!r}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "config.json of org/model (/work/shared/hf-configs/model.json)",
+        "config.json of org/model (copy in /home/me/model.json)",
+        "config.json of org/model (~/configs/model.json)",
+        "config.json of org/model (/tmp/model.json)",
+    ],
+)
+def test_machine_path_check_catches_paths(source: str) -> None:
+    assert _MACHINE_PATH_RE.search(source)
