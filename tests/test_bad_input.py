@@ -232,17 +232,17 @@ def test_layers_zero(run_cli) -> None:
 
 
 def test_layers_zero_alone(run_cli) -> None:
-    assert_one_line_error(run_cli("estimate", "--layers", "0"), "--head-dim")
+    assert_one_line_error(run_cli("estimate", "--layers", "0"), "--layers", "range")
 
 
 def test_kv_heads_negative(run_cli) -> None:
     result = run_cli("estimate", "--kv-heads", "-1", "--layers", "2", "--head-dim", "64")
-    assert_one_line_error(result, "kv heads", "-1")
+    assert_one_line_error(result, "--kv-heads", "-1")
 
 
 def test_head_dim_zero(run_cli) -> None:
     result = run_cli("estimate", "--kv-heads", "8", "--layers", "2", "--head-dim", "0")
-    assert_one_line_error(result, "head dim", "0")
+    assert_one_line_error(result, "--head-dim", "0")
 
 
 def test_layers_not_a_number(run_cli) -> None:

@@ -168,7 +168,7 @@ def test_plot_file(run_cli, tmp_path: Path, suffix: str, magic: bytes) -> None:
         (("llama-3.1-8b", "--kv-dtype", ""), "an empty item"),
         (("llama-3.1-8b", "--kv-heads", ",8"), "an empty item"),
         (("llama-3.1-8b", "--kv-dtype", "fp16,int3"), "unknown KV dtype 'int3'"),
-        (("llama-3.1-8b", "mistral-7b-v0.1", "--kv-heads", "8"), "give one MODEL"),
+        (("llama-3.1-8b", "mistral-7b-v0.1", "--kv-heads", "8"), "give one model"),
         (("llama-3.1-8b", "--plot", "chart.jpg"), ".png or .svg"),
         (("--layers", "32", "--heads", "32"), "--head-dim"),
         ((), "give one MODEL"),

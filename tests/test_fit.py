@@ -146,12 +146,12 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
         (("--gpu", "h100", "--tp", "3"), "--tp 3 does not divide the 32 query heads"),
         (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
         (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),
-        ((), "--gpu NAME, --gpu-memory SIZE or --kv-budget"),
+        ((), "give --gpu, --gpu-memory or --kv-budget"),
         (("--kv-budget", "0"), "must be positive"),
         (("--gpu", "h100", "--utilization", "1.5"), "--utilization"),
         (("--kv-budget", "1GiB", "--engine", "vllm", "--kv-dtype", "int4"), "vLLM stores"),
-        (("--gpu", "h100", "--tp", "0"), "--tp must be a positive whole number"),
-        (("--gpu", "h100", "--gpus", "0"), "--gpus must be a positive whole number"),
+        (("--gpu", "h100", "--tp", "0"), "Invalid value for '--tp': 0"),
+        (("--gpu", "h100", "--gpus", "0"), "Invalid value for '--gpus': 0"),
     ],
 )
 def test_fit_errors(run_cli, args: tuple[str, ...], message: str) -> None:

@@ -47,7 +47,7 @@ def test_exit_status(run_cli, argv: list[str], code: int) -> None:
 @pytest.mark.parametrize(
     ("argv", "target"),
     [
-        (["estimate", "llama-3.1-8b"], "kvcalc.estimator.estimate"),
+        (["estimate", "llama-3.1-8b"], "kvcalc.api.estimate_spec"),
         (["compare", "llama-3.1-8b"], "kvcalc.compare.compare"),
         (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.fit.fit"),
         (["presets"], "kvcalc.presets.load_presets"),
@@ -306,14 +306,14 @@ def test_device_files_are_refused(run_cli, device: str) -> None:
     ("argv", "needle"),
     [
         (["estimate", "--layers", "99999999", "--head-dim", "128", "--kv-heads", "8"], "layers"),
-        (["estimate", "--layers", "32", "--head-dim", "99999999", "--kv-heads", "8"], "head dim"),
-        (["estimate", "--layers", "32", "--head-dim", "128", "--kv-heads", "99999999"], "kv heads"),
+        (["estimate", "--layers", "32", "--head-dim", "99999999", "--kv-heads", "8"], "--head-dim"),
+        (["estimate", "--layers", "32", "--head-dim", "128", "--kv-heads", "99999999"], "--kv-heads"),
         (["estimate", "llama-3.1-8b", "--dp", "1000000", "--batch", "1000000"], "dp"),
         (["estimate", "llama-3.1-8b", "--tp", "1000000"], "tp"),
         (["compare", "llama-3.1-8b", "--latent-dim", "-5"], "latent dim"),
         (["compare", "llama-3.1-8b", "--latent-dim", "512", "--rope-dim", "-600"], "rope dim"),
         (["compare", "llama-3.1-8b", "--latent-dim", "0", "--baseline", "MLA"], "latent dim"),
-        (["compare", "--layers", "32", "--heads", "32", "--head-dim", "99999999"], "head dim"),
+        (["compare", "--layers", "32", "--heads", "32", "--head-dim", "99999999"], "--head-dim"),
     ],
 )
 def test_hand_values_are_capped(run_cli, argv: list[str], needle: str) -> None:

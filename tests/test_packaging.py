@@ -49,7 +49,7 @@ def test_wheel_contains_presets_py_typed_and_entry_point(wheel: Path) -> None:
         missing = [f for f in PRESET_FILES if f"kvcalc/model_presets/{f}" not in names]
         assert missing == [], f"presets missing from {wheel.name}: {missing}"
         assert "kvcalc/py.typed" in names
-        assert "kvcalc/cli.py" in names
+        assert "kvcalc/cli/__init__.py" in names
         entry_points = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         assert len(entry_points) == 1, f"no entry_points.txt in {wheel.name}"
         parser = configparser.ConfigParser()

@@ -110,7 +110,7 @@ def test_standalone_file_reads_json_and_prints_json(tmp_path: Path) -> None:
         (("llama-3.1-8b", "--kv-dtype", "fp8"), "fp32, bf16 or fp16"),
         (("llama-3.1-8b", "--decode", "600"), "leaves no prompt"),
         (("llama-3.1-8b", "--tolerance", "x"), "--tolerance"),
-        (("llama-3.1-8b", "--engine", "vllm"), "--raw only"),
+        (("llama-3.1-8b", "--engine", "vllm"), "raw probe only"),
         (("llama-3.1-8b", "--raw", "--tokens", "1m", "--batch", "1k"), "try smaller --tokens or --batch"),
     ],
 )
@@ -158,4 +158,4 @@ def test_missing_extra_is_a_one_line_hint(missing: str, tmp_path: Path) -> None:
                           check=False)  # fmt: skip
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "kvcalc[probe]" in lines[0], proc.stderr
+    assert len(lines) == 1 and "'.[probe]'" in lines[0] and "kvcalc[probe]" not in lines[0], proc.stderr

@@ -1,26 +1,86 @@
-"""The documented Python API: load a model, describe one by hand, estimate its cache."""
+"""The public Python API, and the only thing the CLI calls.
+
+Open a model once (``open_model``: a preset, a config.json, a Hub repo id or URL, or a geometry
+given by hand) and ask about it: ``estimate``, ``estimate_requests`` (a request mix),
+``compare``, ``fit`` and ``probe``. Every parameter takes plain Python values (ints for counts
+and bytes, names or ``DType`` for formats); errors are ``KvcalcError`` subclasses whose
+messages speak of these parameters.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .configs import read_config
-from .dtypes import DType, parse_dtype
+from .dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
 from .errors import UsageError
 from .estimator import Estimate, Workload
 from .estimator import estimate as estimate_spec
 from .sources import Source, resolve
 from .spec import MAX_DIMENSION, MAX_LAYERS, AttentionCache, ModelSpec
 
+if TYPE_CHECKING:  # the heavier views load only when asked for
+    from .compare import Comparison
+    from .crosscheck import CrossCheck
+    from .engines import Engine
+    from .fit import Budget, Fit
+    from .presets import Preset
+    from .workloads import Request, RequestSummary
 
-def load_model(model: str, *, revision: str | None = None, on_fetch: Callable[[str], None] | None = None) -> ModelSpec:
+OnFetch = Callable[[str], None] | None
+DTypeLike = str | DType | None
+
+
+# --- models -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model opened once: its per-layer cache spec and where it came from (None when it was
+    described by hand). Commands that need the raw config too (the probe) read ``source``."""
+
+    spec: ModelSpec
+    source: Source | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.spec.notes
+
+
+def open_model(model: str | ModelSpec | Model, *, revision: str | None = None, on_fetch: OnFetch = None) -> Model:
+    """A preset name, a config.json (or its folder), a Hub repo id or URL, or an already built
+    ``ModelSpec`` -> ``Model``. ``on_fetch`` is called with a short message right before anything
+    is fetched from the Hub."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, ModelSpec):
+        return Model(model)
+    source = resolve(model, revision=revision, on_fetch=on_fetch)
+    return Model(model_from_source(source), source)
+
+
+def load_model(model: str, *, revision: str | None = None, on_fetch: OnFetch = None) -> ModelSpec:
     """A preset name, a path to a config.json (or its folder), or a Hub repo id or URL -> ModelSpec.
 
     What resolving MODEL noted (e.g. a local folder read instead of a Hub repo of the same name)
-    leads the spec's notes. ``on_fetch`` is called with a short message right before anything is
-    fetched from the Hub.
+    leads the spec's notes.
     """
-    return model_from_source(resolve(model, revision=revision, on_fetch=on_fetch))
+    return open_model(model, revision=revision, on_fetch=on_fetch).spec
+
+
+def model_from_source(source: Source) -> ModelSpec:
+    """The spec of an already resolved MODEL, with what resolving it noted."""
+    spec = read_config(source.config, name=source.label)
+    notes: tuple[str, ...] = getattr(source, "notes", ())
+    return replace(spec, notes=(*notes, *spec.notes)) if notes else spec
 
 
 def model_from_geometry(
@@ -33,22 +93,17 @@ def model_from_geometry(
 ) -> ModelSpec:
     """A plain decoder described by hand: ``layers`` full-attention layers of ``kv_heads`` heads."""
     notes = []
-    for label, value in (
-        ("layers", layers),
-        ("heads", heads),
-        ("kv_heads", kv_heads),
-        ("head_dim", head_dim),
-    ):
+    for label, value in (("layers", layers), ("heads", heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise UsageError(f"{label.replace('_', ' ')} must be a positive integer, got {value!r}")
+            raise UsageError(f"{label} must be a positive integer, got {value!r}", param=label)
         bound = MAX_LAYERS if label == "layers" else MAX_DIMENSION
         if value is not None and value > bound:
-            raise UsageError(f"{label.replace('_', ' ')} {value:,} is implausibly large (at most {bound:,})")
+            raise UsageError(f"{label} {value:,} is implausibly large (at most {bound:,})", param=label)
     if kv_heads is None:
         if heads is None:
-            raise UsageError("give --kv-heads (or --heads for multi-head attention)")
+            raise UsageError("give kv_heads (or heads for multi-head attention)", param="kv_heads")
         kv_heads = heads
-        notes.append(f"--kv-heads not given: multi-head attention assumed ({heads} KV heads)")
+        notes.append(f"kv_heads not given: multi-head attention assumed ({heads} KV heads)")
     if heads is not None and (kv_heads > heads or heads % kv_heads):
         raise UsageError(f"KV heads ({kv_heads}) must divide the query heads ({heads})")
     cache = AttentionCache(kv_heads=kv_heads, k_head_dim=head_dim, v_head_dim=head_dim)
@@ -63,32 +118,556 @@ def model_from_geometry(
     )
 
 
-def estimate(
-    model: str | ModelSpec,
+# --- serving: engine and formats ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The engine and K/V formats a request asks for, with every default applied noted."""
+
+    engine: Engine
+    k_dtype: DType | None
+    v_dtype: DType | None
+    residual_tokens: int
+    notes: tuple[str, ...] = ()
+
+
+def serving(
+    spec: ModelSpec,
     *,
-    tokens: int,
+    engine: str | Engine = "theoretical",
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int = DEFAULT_QUANT_GROUP,
+    residual_tokens: int | None = None,
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+) -> Serving:
+    """Resolve the engine (by registry name) and the formats; ``None`` / ``"auto"`` formats are
+    the engine's own default for the model, decided by the estimator."""
+    from .engines import Engine as EngineBase
+    from .engines import make_engine
+
+    for param, value in (("block_size", block_size), ("max_batched_tokens", max_batched_tokens),
+                         ("ubatch", ubatch), ("quant_group", quant_group)):  # fmt: skip
+        if value is not None and (isinstance(value, bool) or value <= 0):
+            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    if residual_tokens is not None and residual_tokens < 0:
+        raise UsageError(f"residual_tokens must not be negative, got {residual_tokens}", param="residual_tokens")
+    notes: list[str] = []
+    if isinstance(engine, EngineBase):
+        chosen = engine
+    else:
+        chosen, engine_notes = make_engine(
+            engine,
+            block_size=block_size,
+            max_num_batched_tokens=max_batched_tokens,
+            n_ubatch=ubatch,
+            kv_unified=kv_unified,
+            uses_mla=any(c.is_latent for c in spec.caches),
+        )
+        notes += engine_notes
+    base = _dtype(kv_dtype, quant_group, "kv_dtype")
+    k = _dtype(k_dtype, quant_group, "k_dtype") if k_dtype is not None else base
+    v = _dtype(v_dtype, quant_group, "v_dtype") if v_dtype is not None else k
+    quantized = any(d is not None and not d.is_plain for d in (k, v))
+    residual = residual_tokens
+    if residual is None:
+        residual = 127 if chosen.name == "transformers" and quantized else 0
+        if residual:
+            notes.append("QuantizedCache keeps up to 127 newest tokens in the model dtype (residual_length 128)")
+    return Serving(chosen, k, v if v != k else None, residual, tuple(notes))
+
+
+def _dtype(value: DTypeLike, quant_group: int, param: str) -> DType | None:
+    if value is None or isinstance(value, DType):
+        return value
+    try:
+        return parse_kv_dtype(value, quant_group=quant_group)
+    except UsageError as exc:
+        raise UsageError(str(exc), param=param) from None
+
+
+def _tokens(
+    spec: ModelSpec, tokens: int | None, prompt: int | None, output: int | None, encoder_tokens: int | None
+) -> tuple[int, int | None, list[str]]:
+    """T (and the encoder length) from ``tokens`` or ``prompt`` + ``output``: decoder-only models
+    cache P + O; encoder-decoder models cache O in self-attention and the prompt in cross-attention."""
+    notes: list[str] = []
+    if encoder_tokens is not None and not spec.is_encoder_decoder:
+        raise UsageError(
+            f"encoder_tokens applies to encoder-decoder models; {spec.name} has no cross-attention",
+            param="encoder_tokens",
+        )
+    if tokens is not None and (prompt is not None or output is not None):
+        raise UsageError("give either tokens or prompt/output, not both", param=("tokens", "prompt", "output"))
+    if prompt is not None or output is not None:
+        if spec.is_encoder_decoder:
+            if not output:
+                raise UsageError("an encoder-decoder model caches generated tokens: give output", param="output")
+            return output, encoder_tokens or prompt, notes
+        return (prompt or 0) + (output or 0), encoder_tokens, notes
+    if tokens is None:
+        notes.append("tokens not given: 2,048 tokens per sequence assumed")
+        return 2048, encoder_tokens, notes
+    return tokens, encoder_tokens, notes
+
+
+def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(note for group in groups for note in group))
+
+
+# --- estimate -----------------------------------------------------------------------------------------
+
+
+def estimate(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int | None = None,
+    prompt: int | None = None,
+    output: int | None = None,
     batch: int = 1,
-    kv_dtype: str | DType | None = None,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int = DEFAULT_QUANT_GROUP,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    shared_prefix: int = 0,
     encoder_tokens: int | None = None,
     revision: str | None = None,
+    on_fetch: OnFetch = None,
 ) -> Estimate:
-    """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens.
+    """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens (or ``prompt`` +
+    ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. The
+    estimate's ``notes`` hold every default applied, the model's first.
 
     >>> est = estimate("llama-3.1-8b", tokens=2048)
     >>> est.total_bytes
     268435456
     """
-    spec = load_model(model, revision=revision) if isinstance(model, str) else model
-    dtype = parse_dtype(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype
-    workload = Workload(tokens=tokens, batch=batch, kv_dtype=dtype, encoder_tokens=encoder_tokens)
-    return estimate_spec(spec, workload)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    spec = opened.spec
+    t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified,
+    )  # fmt: skip
+    workload = Workload(
+        tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
+        shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp,
+    )  # fmt: skip
+    result = estimate_spec(spec, workload, engine=chosen.engine)
+    return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes))
 
 
-def model_from_source(source: Source) -> ModelSpec:
-    """The spec of an already resolved MODEL, with what resolving it noted (so a command that
-    needs the raw config too resolves, and downloads, only once)."""
-    from dataclasses import replace
+def read_requests(path: str | Path) -> list[Request]:
+    """A request-mix file: CSV (prompt,output or tokens columns) or JSON lines, a regular file of
+    bounded size."""
+    from .sources import LENGTHS_LIMIT, read_regular_file
+    from .workloads import parse_lengths
 
-    spec = read_config(source.config, name=source.label)
-    notes: tuple[str, ...] = getattr(source, "notes", ())
-    return replace(spec, notes=(*notes, *spec.notes)) if notes else spec
+    data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"lengths file {path} is not UTF-8 text", param="lengths") from None
+    return parse_lengths(text, name=str(path))
+
+
+def estimate_requests(
+    model: str | ModelSpec | Model,
+    requests: Sequence[Request] | str | Path,
+    *,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int = DEFAULT_QUANT_GROUP,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    tp: int = 1,
+    pp: int = 1,
+    shared_prefix: int = 0,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+) -> RequestSummary:
+    """A request mix (a list of ``Request``, or a CSV/JSONL file path): each request's own cache
+    and the total with every request resident at once."""
+    from .workloads import summarize_requests
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    spec = opened.spec
+    listed = read_requests(requests) if isinstance(requests, str | Path) else list(requests)
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified,
+    )  # fmt: skip
+    longest = max(r.tokens for r in listed) if listed else 1
+    workload = Workload(
+        tokens=longest, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, residual_tokens=chosen.residual_tokens,
+        shared_prefix=min(shared_prefix, longest), tp=tp, pp=pp,
+    )  # fmt: skip
+    summary = summarize_requests(spec, workload, chosen.engine, listed)
+    return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes))
+
+
+# --- compare ------------------------------------------------------------------------------------------
+
+
+def compare(
+    models: Sequence[str | ModelSpec | Model],
+    *,
+    tokens: Sequence[int] | None = None,
+    kv_dtypes: Sequence[DTypeLike] | None = None,
+    batch: int = 1,
+    kv_heads: Sequence[int] = (),
+    latent_dim: int | None = None,
+    rope_dim: int | None = None,
+    baseline: str | None = None,
+    engine: str | Engine = "theoretical",
+    mark_own: bool = True,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+) -> Comparison:
+    """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
+    side by side. Several: the models side by side, smallest cache first. Every row is estimated
+    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
+    from .compare import attention_variants, candidate_for
+    from .compare import compare as run_compare
+    from .engines import Engine as EngineBase
+    from .engines import make_engine
+
+    if not models:
+        raise UsageError("give one model (its variants) or several (side by side)", param="models")
+    opened = [open_model(m, revision=revision, on_fetch=on_fetch) for m in models]
+    names = [m.name for m in opened]
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise UsageError(f"{repeated} is given more than once: each model is compared once", param="models")
+    notes: list[str] = []
+    if tokens is None:
+        tokens = [2048]
+        notes.append("tokens not given: 2,048 tokens per sequence assumed")
+    if not tokens:
+        raise UsageError("tokens needs at least one length", param="tokens")
+    dtypes = [_dtype(d, DEFAULT_QUANT_GROUP, "kv_dtype") for d in (kv_dtypes or [None])]
+    if len(opened) == 1:
+        candidates, variant_notes = attention_variants(
+            opened[0].spec, kv_heads=kv_heads, latent_dim=latent_dim, rope_dim=rope_dim, mark_own=mark_own
+        )
+        mode = "variants"
+        notes += variant_notes
+    else:
+        if kv_heads or latent_dim is not None or rope_dim is not None:
+            raise UsageError(
+                "kv_heads, latent_dim and rope_dim compare variants of one model; give one model",
+                param=("kv_heads", "latent_dim", "rope_dim"),
+            )
+        candidates = [candidate_for(m.spec) for m in opened]
+        mode = "models"
+    if isinstance(engine, EngineBase):
+        chosen = engine
+    else:
+        chosen, engine_notes = make_engine(engine, uses_mla=any(x.is_latent for c in candidates for x in c.spec.caches))
+        notes += engine_notes
+    return run_compare(
+        candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
+        notes=notes,
+    )  # fmt: skip
+
+
+# --- fit ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """``fit``'s answers with everything that led to them: the budget line by line, the GPU, the
+    workload the answers are about, and every note."""
+
+    model: Model
+    result: Fit
+    budget: Budget
+    workload: Workload
+    gpu_label: str | None
+    notes: tuple[str, ...] = field(default=())
+
+
+def fit(
+    model: str | ModelSpec | Model,
+    *,
+    gpu: str | None = None,
+    gpu_memory: int | None = None,
+    kv_budget: int | None = None,
+    gpus: int | None = None,
+    utilization: float | Fraction = Fraction(9, 10),
+    weights: int | None = None,
+    overhead: int = 2 * 2**30,
+    tokens: int | None = None,
+    batch: int = 1,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int = DEFAULT_QUANT_GROUP,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    tp: int | None = None,
+    pp: int = 1,
+    dp: int = 1,
+    max_model_len: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+) -> FitReport:
+    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
+    GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
+    ``weights`` in bytes (None: read from the model's safetensors, the Hub or the preset)."""
+    from .fit import Budget, BudgetLine
+    from .fit import fit as run_fit
+    from .fit import kv_budget as derive_budget
+    from .gpus import find_gpu
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    spec = opened.spec
+    share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
+    if not 0 < share <= 1:
+        raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
+    for param, value in (("pp", pp), ("dp", dp), ("tp", tp), ("gpus", gpus)):
+        if value is not None and value < 1:
+            raise UsageError(f"{param} must be a positive whole number, got {value}", param=param)
+    if tp is None:
+        tp = gpus // (pp * dp) if gpus is not None else 1
+        if tp < 1:
+            raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
+    if gpus is not None and gpus != tp * pp * dp:
+        raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified,
+    )  # fmt: skip
+    notes = list(chosen.notes)
+    if tokens is None:
+        tokens = 4096
+        notes.append("tokens not given: requests of 4,096 tokens assumed")
+    if max_model_len is not None and tokens > max_model_len:
+        raise UsageError(
+            f"tokens {tokens:,} is longer than max_model_len {max_model_len:,}: an engine refuses such requests",
+            param=("tokens", "max_model_len"),
+        )
+    workload = Workload(
+        tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
+        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp,
+    )  # fmt: skip
+    gpu_label = None
+    if kv_budget is not None:
+        if gpu is not None or gpu_memory is not None:
+            raise UsageError(
+                "kv_budget replaces gpu/gpu_memory: give one or the other", param=("kv_budget", "gpu", "gpu_memory")
+            )
+        if kv_budget <= 0:
+            raise UsageError(f"kv_budget must be positive, got {kv_budget}", param="kv_budget")
+        budget = Budget(kv_budget, (BudgetLine("KV cache budget per GPU (--kv-budget)", kv_budget),))
+    else:
+        if gpu is not None and gpu_memory is not None:
+            raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
+        if gpu_memory is not None:
+            if gpu_memory <= 0:
+                raise UsageError(f"gpu_memory must be positive, got {gpu_memory}", param="gpu_memory")
+            gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
+        elif gpu is not None:
+            found = find_gpu(gpu)
+            gpu_bytes = found.runtime_bytes
+            gpu_label = f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
+            notes.append(f"{found.name} memory: {found.source}")
+        else:
+            raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
+        if weights is None:
+            weights_bytes, weights_label = _weights(opened, revision, on_fetch)
+        else:
+            weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
+        budget = derive_budget(
+            gpu_bytes=gpu_bytes, utilization=share, weights_bytes=weights_bytes, overhead_bytes=overhead,
+            shards=tp * pp, weights_label=weights_label,
+        )  # fmt: skip
+    result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=max_model_len)
+    return FitReport(opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes))
+
+
+def _weights(model: Model, revision: str | None, on_fetch: OnFetch) -> tuple[int, str]:
+    """Weights bytes of an opened model: beside its config file, from the Hub, or its preset."""
+    from .sources import weights_bytes
+
+    source = model.source
+    if source is None:
+        raise UsageError("a model given by hand has no weights to read: give weights", param="weights")
+    where = source.preset.name if source.preset is not None else source.label
+    if source.kind == "file":
+        where = str(Path(source.label).parent)
+    return weights_bytes(where, spec_dtype=model.spec.dtype, revision=revision, on_fetch=on_fetch)
+
+
+# --- probe --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """A probe's request and result beside the estimate under the same engine's rules."""
+
+    model: Model
+    estimate: Estimate
+    request: dict[str, Any]
+    result: dict[str, Any]
+    tolerance_bytes: int
+    check: CrossCheck | None  # None for the raw probe
+    notes: tuple[str, ...] = ()
+
+    @property
+    def measured_bytes(self) -> int:
+        return int(self.check.measured_bytes if self.check is not None else self.result["tensor_bytes"])
+
+    @property
+    def match(self) -> bool:
+        if self.check is not None:
+            return self.check.within(self.tolerance_bytes)
+        return abs(self.measured_bytes - self.estimate.total_bytes) <= self.tolerance_bytes
+
+
+def probe_request(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    decode: int = 2,
+    kv_dtype: DTypeLike = None,
+    device: str = "auto",
+    raw: bool = False,
+    engine: str = "transformers",
+    tolerance: str = "0",
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
+    """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
+    is plain JSON for probe.py, here or on another machine."""
+    from .crosscheck import model_request, parse_tolerance, raw_request
+    from .dtypes import FP32
+    from .engines import make_engine
+
+    if not raw and engine != "transformers":
+        raise UsageError("the model probe measures transformers' cache: engine applies to the raw probe only",
+                         param="engine")  # fmt: skip
+    if decode < 0:
+        raise UsageError(f"decode must not be negative, got {decode}", param="decode")
+    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    spec = opened.spec
+    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
+    asked = _dtype(kv_dtype, DEFAULT_QUANT_GROUP, "kv_dtype")
+    # The probe runs the model in its own dtype; a config without one builds in torch's float32.
+    dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
+    est = estimate_spec(spec, Workload(tokens=tokens, batch=batch, kv_dtype=dtype), engine=chosen)
+    # Checked before any run, so a bad tolerance fails in a second, not after minutes of probing.
+    allowed = parse_tolerance(tolerance, est.total_bytes)
+    if raw:
+        request = raw_request(est, device=device, block_size=getattr(chosen, "block_size", None))
+    else:
+        config = opened.source.config if opened.source is not None else None
+        if not isinstance(config, dict):
+            raise UsageError("the model probe needs a model's JSON config (a preset, file or repo id)")
+        request = model_request(config, est, decode=decode, device=device)
+    return opened, est, request, allowed, _merge(spec.notes, notes, est.notes)
+
+
+def probe(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    decode: int = 2,
+    kv_dtype: DTypeLike = None,
+    device: str = "auto",
+    raw: bool = False,
+    engine: str = "transformers",
+    tolerance: str = "0",
+    from_result: str | Path | dict[str, Any] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+) -> ProbeReport:
+    """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
+    and set it beside the estimate; or check a result probe.py printed elsewhere (``from_result``:
+    a file path or the parsed JSON), refusing one that answers another request."""
+    from .crosscheck import check_model, validate_result
+    from .probe import ProbeError, run
+
+    opened, est, request, allowed, notes = probe_request(
+        model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
+        engine=engine, tolerance=tolerance, revision=revision, on_fetch=on_fetch,
+    )  # fmt: skip
+    if from_result is not None:
+        from .sources import RESULT_LIMIT, read_json_file
+
+        where = "result" if isinstance(from_result, dict) else str(from_result)
+        loaded = from_result if isinstance(from_result, dict) else read_json_file(Path(from_result), limit=RESULT_LIMIT)
+        result = validate_result(loaded, request, where=where, model_types=(opened.spec.model_type,))
+    else:
+        try:
+            result = run(request, progress=progress) if progress is not None else run(request)
+        except ProbeError as exc:
+            raise UsageError(str(exc)) from None
+    if raw:
+        return ProbeReport(opened, est, request, result, allowed, None, notes)
+    check = check_model(opened.spec, est, result)
+    return ProbeReport(
+        opened, est, request, result, allowed, check, _merge(notes, check.notes, result.get("notes", []))
+    )
+
+
+# --- presets ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PresetSummary:
+    """A bundled preset, its model, and the bytes one token adds at bf16 (every layer, no window)."""
+
+    preset: Preset
+    spec: ModelSpec
+    bf16_bytes_per_token: int
+
+
+def list_presets() -> list[PresetSummary]:
+    """Every bundled preset, in file order."""
+    from .dtypes import BF16
+    from .presets import load_presets
+
+    found = []
+    for preset in load_presets().values():
+        spec = read_config(preset.config, name=preset.name)
+        per_token = estimate_spec(spec, Workload(tokens=1, kv_dtype=BF16)).per_token_bytes
+        found.append(PresetSummary(preset, spec, per_token))
+    return found
+
+
+def show_preset(name: str) -> PresetSummary:
+    """One preset by name or alias (case-insensitive)."""
+    from .presets import get_preset
+
+    preset = get_preset(name)
+    return next(s for s in list_presets() if s.preset.name == preset.name)

@@ -10,9 +10,18 @@ class KvcalcError(Exception):
 
 
 class UsageError(KvcalcError):
-    """A flag or argument value that cannot be used (bad number, unknown dtype, ...)."""
+    """A parameter value that cannot be used (bad number, unknown dtype, ...).
+
+    ``param`` names the API parameter(s) the message speaks of (``tokens``, ``kv_dtype``); the CLI
+    shows the first mention of each as its flag (``--tokens``), so the core never has to know the
+    command line.
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str, *, param: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(message)
+        self.params: tuple[str, ...] = (param,) if isinstance(param, str) else (param or ())
 
 
 class ConfigError(KvcalcError):

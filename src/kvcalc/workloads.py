@@ -102,6 +102,7 @@ class RequestSummary:
     per_request_bytes: tuple[int, ...]
     total_bytes: int
     engine: str
+    notes: tuple[str, ...] = ()
 
     def percentile(self, values: tuple[int, ...], q: int) -> int:
         """Nearest-rank percentile: the smallest value with at least q% of values at or below it."""

@@ -1,0 +1,11 @@
+"""The ``kvcalc`` command line: one module per command, each a thin layer of flag checks over one
+call into ``kvcalc.api``; shared flags live in ``options``, the app and its error handling in
+``app``."""
+
+from . import commands  # noqa: F401  # registers every command
+from .app import app, main
+from .options import complete_dtype as _complete_dtype
+from .options import complete_engine as _complete_engine
+from .options import complete_gpu as _complete_gpu
+
+__all__ = ["_complete_dtype", "_complete_engine", "_complete_gpu", "app", "main"]

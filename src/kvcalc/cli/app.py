@@ -1,0 +1,165 @@
+"""The ``kvcalc`` typer app and its entry point: every expected failure becomes one line on stderr
+and the right exit status; ``KVCALC_DEBUG=1`` shows tracebacks."""
+
+# No `from __future__ import annotations` in the CLI: typer would have to eval() every string
+# annotation at start-up (~5 ms, benchmarks/startup.py); real annotations are read directly.
+import os
+import re
+from typing import Annotated, NoReturn
+
+import typer
+
+from kvcalc import __version__
+from kvcalc.errors import KvcalcError, UsageError
+
+app = typer.Typer(
+    name="kvcalc",
+    help="How much memory the KV cache of a transformer LLM takes, why, and whether it fits.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+presets_app = typer.Typer(
+    help="List the bundled model presets, or show one.",
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(presets_app, name="presets")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .options import echo
+
+        echo(f"kvcalc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """How much memory the KV cache of a transformer LLM takes, why, and whether it fits."""
+
+
+# API parameters whose flag is not the parameter name with dashes.
+_FLAG_OF = {"models": "MODEL", "lengths": "--lengths", "max_batched_tokens": "--max-batched-tokens"}
+
+
+def as_flag(param: str) -> str:
+    """The command-line spelling of an API parameter: ``kv_dtype`` -> ``--kv-dtype``."""
+    return _FLAG_OF.get(param, "--" + param.replace("_", "-"))
+
+
+def usage_message(exc: UsageError) -> str:
+    """A core error as the CLI says it: the parameter it names, written as its flag."""
+    message = str(exc)
+    for param in exc.params:
+        # The first whole-word mention of the parameter becomes the flag (the API says "tokens").
+        pattern = re.compile(rf"(?<![\w-]){re.escape(param)}(?![\w-])")
+        message = pattern.sub(as_flag(param), message, count=1)
+    return message
+
+
+_LONG_WORD = re.compile(r"\S{81,}")
+_MAX_MESSAGE = 400
+
+
+def shorten(message: str) -> str:
+    """An error message fit for one line: a 401-digit number or a megabyte string echoed from the
+    input is cut to its ends, and the whole line to a few hundred characters."""
+
+    def cut(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return f"{word[:32]}...({len(word):,} characters)...{word[-12:]}"
+
+    short = " ".join(_LONG_WORD.sub(cut, message).split())
+    if len(short) > _MAX_MESSAGE:
+        short = f"{short[: _MAX_MESSAGE - 40]}... ({len(short):,} characters in all)"
+    return short
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    from kvcalc.console import clean, err
+
+    err(f"kvcalc: error: {clean(shorten(message))}")
+    raise SystemExit(code)
+
+
+def _release_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning every expected failure into one line on stderr.
+
+    Exit status: 0 success, 1 a failure or a failed check (a probe mismatch), 2 a usage error,
+    130 interrupted (Ctrl-C).
+    """
+    from kvcalc.console import OutputError
+
+    from . import commands  # noqa: F401  # registers every command on the app
+
+    debug = os.environ.get("KVCALC_DEBUG") == "1"
+    try:
+        # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
+        # Exit(130)) instead of raising it, so the return value is the exit status.
+        code = app(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
+    except OutputError as exc:
+        _release_stdout()
+        if exc.broken_pipe:
+            raise SystemExit(1) from None
+        _fail(str(exc), 1)
+    except UsageError as exc:
+        if debug:
+            raise
+        _fail(usage_message(exc), exc.exit_code)
+    except KvcalcError as exc:
+        if debug:
+            raise
+        _fail(str(exc), exc.exit_code)
+    except RecursionError:
+        if debug:
+            raise
+        _fail("input is nested too deeply to read", 1)
+    except Exception as exc:
+        # Click's usage errors (bad option, missing argument); typer may vendor its own click,
+        # so they are recognised by shape rather than by class.
+        format_message = getattr(exc, "format_message", None)
+        if debug or format_message is None:
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            _emit_help(ctx.get_help() if ctx is not None else str(format_message()))
+            raise SystemExit(0) from None
+        _fail(" ".join(str(format_message()).split()), int(getattr(exc, "exit_code", 2)))
+    if code == 130:
+        from kvcalc.console import err
+
+        err("kvcalc: aborted")
+        raise SystemExit(130)
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _emit_help(text: str) -> None:
+    from kvcalc.console import OutputError, out
+
+    try:
+        out(text.rstrip("\n"))
+    except OutputError:
+        _release_stdout()

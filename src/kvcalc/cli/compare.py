@@ -1,0 +1,159 @@
+"""``kvcalc compare``: attention variants of one model, or several models, side by side."""
+
+from typing import Annotated, Any
+
+import typer
+
+from kvcalc.errors import UsageError
+
+from .app import app
+from .options import (
+    BatchOpt,
+    EngineOpt,
+    JsonOpt,
+    RevisionOpt,
+    UnitsOpt,
+    complete_dtype,
+    complete_model,
+    count,
+    echo,
+    echo_notes,
+    print_json,
+    say_fetching,
+    split_list,
+    units,
+)
+
+
+@app.command()
+def compare(
+    models: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[MODEL]...",
+            autocompletion=complete_model,
+            help="One model: its attention variants side by side. Several: the models side by side, "
+            "smallest cache first. Presets, config.json paths and repo ids mix freely.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens",
+            "-t",
+            metavar="T[,T...]",
+            help="Tokens per sequence, or a comma list (4k,32k,128k) for a sweep: one column per length. "
+            "k = 1024. Default 2048.",
+        ),
+    ] = None,
+    batch: BatchOpt = "1",
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            metavar="DTYPE[,DTYPE...]",
+            autocompletion=complete_dtype,
+            help="One or more --kv-dtype names (fp16, bf16, fp8, int4, q8_0, ...; auto: each model's own as "
+            "the engine stores it); each multiplies the rows.",
+        ),
+    ] = None,
+    kv_heads: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-heads",
+            metavar="N[,N...]",
+            help="Extra GQA variants to show (e.g. 32,8,4,1); each must divide the query heads. MHA, MQA "
+            "and the model's own are always shown.",
+        ),
+    ] = None,
+    latent_dim: Annotated[
+        int | None,
+        typer.Option("--latent-dim", metavar="D_C", help="Add an MLA variant caching a latent of D_C elements."),
+    ] = None,
+    rope_dim: Annotated[
+        int | None,
+        typer.Option("--rope-dim", metavar="D_R", help="The MLA variant's decoupled RoPE key dims (default 0)."),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="LABEL",
+            help="Row the ratios divide by: a variant (MHA, GQA-8 or 8, MQA, MLA) or a model. "
+            "Default: MHA for variants, the first model given for models.",
+        ),
+    ] = None,
+    units_choice: UnitsOpt = "both",
+    chart: Annotated[
+        bool, typer.Option("--chart", help="Also draw bytes against context length as text bars.")
+    ] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Also save a chart of bytes against context length as FILE.png or FILE.svg (needs "
+            "matplotlib: pip install matplotlib, or '.[plot]' in a kvcalc checkout).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    revision: RevisionOpt = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", metavar="L", min=1, help="By hand: number of layers.")
+    ] = None,
+    heads: Annotated[int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads.")] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.")] = None,
+    engine: EngineOpt = "theoretical",
+) -> None:
+    """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
+
+    Same workload for every row; ratios are to the baseline at the same length (and the first
+    dtype). Variants change a model's quality and need training: this compares memory only.
+    """
+    from kvcalc import api
+
+    unit_choice = units(units_choice)
+    names = models or []
+    by_hand = any(v is not None for v in (layers, heads, head_dim))
+    if chart and as_json:
+        raise UsageError("--chart draws text bars; --json gives the numbers: choose one")
+    if by_hand:
+        if names:
+            raise UsageError("give either MODEL or --layers/--heads/--head-dim, not both")
+        if layers is None or heads is None or head_dim is None:
+            raise UsageError("comparing by hand needs --layers, --heads and --head-dim")
+        targets: list[Any] = [api.model_from_geometry(layers=layers, heads=heads, kv_heads=heads, head_dim=head_dim)]
+    elif not names:
+        raise UsageError("give one MODEL (its variants), several (side by side), or --layers/--heads/--head-dim")
+    else:
+        lowered = [n.strip().lower() for n in names]
+        twice = next((n for n in names if lowered.count(n.strip().lower()) > 1), None)
+        if twice is not None:
+            raise UsageError(f"{twice!r} is given more than once: each model is compared once")
+        targets = list(names)
+    token_list = [count(t, "--tokens") or 0 for t in split_list(tokens, "--tokens")] if tokens is not None else None
+    extra = [count(k, "--kv-heads") or 0 for k in split_list(kv_heads, "--kv-heads")] if kv_heads else []
+    result = api.compare(
+        targets, tokens=token_list, kv_dtypes=split_list(kv_dtype, "--kv-dtype") if kv_dtype is not None else None,
+        batch=count(batch, "--batch") or 1, kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim,
+        baseline=baseline, engine=engine, mark_own=not by_hand, revision=revision, on_fetch=say_fetching,
+    )  # fmt: skip
+    from kvcalc.render import comparison_chart, comparison_json, comparison_table
+
+    if plot is not None:
+        from kvcalc.charts import save_plot
+
+        save_plot(result, plot)
+    if as_json:
+        print_json(comparison_json(result))
+        return
+    echo(comparison_table(result, unit_choice))
+    if result.mode == "variants" and any(r.candidate.own for r in result.rows):
+        echo("* the model's own attention")
+    if chart:
+        echo()
+        echo(comparison_chart(result, unit_choice))
+    echo_notes(comparison_json(result)["notes"])
+    if plot is not None:
+        echo(f"plot saved to {plot}")

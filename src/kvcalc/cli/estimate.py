@@ -1,0 +1,197 @@
+"""``kvcalc estimate``: one model, one workload (or a request mix) -> its cache, group by group."""
+
+from typing import Annotated
+
+import typer
+
+from kvcalc.errors import UsageError
+
+from .app import app
+from .options import (
+    BatchedOpt,
+    BatchOpt,
+    BlockOpt,
+    DpOpt,
+    EngineOpt,
+    JsonOpt,
+    KDtypeOpt,
+    KvDtypeOpt,
+    ModelArg,
+    PpOpt,
+    QuantGroupOpt,
+    ResidualOpt,
+    RevisionOpt,
+    TokensOpt,
+    TpOpt,
+    UbatchOpt,
+    UnifiedOpt,
+    UnitsOpt,
+    VDtypeOpt,
+    count,
+    echo,
+    echo_notes,
+    print_json,
+    say_fetching,
+    serving_flags,
+    units,
+)
+
+
+@app.command()
+def estimate(
+    model: ModelArg = None,
+    tokens: TokensOpt = None,
+    batch: BatchOpt = "1",
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            metavar="P",
+            help="Prompt tokens P; with --output, T = P + O. For encoder-decoder models the "
+            "prompt feeds the encoder and T = O.",
+        ),
+    ] = None,
+    output: Annotated[str | None, typer.Option("--output", metavar="O", help="Generated tokens O.")] = None,
+    encoder_tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--encoder-tokens",
+            metavar="N",
+            help="Encoder length cached by cross-attention (encoder-decoder models only). "
+            "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
+        ),
+    ] = None,
+    kv_dtype: KvDtypeOpt = None,
+    units_choice: UnitsOpt = "both",
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Show M = 2 x L x B x T x H_kv x d_h x s with this model's numbers substituted."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    revision: RevisionOpt = None,
+    layers: Annotated[
+        int | None, typer.Option("--layers", metavar="L", min=1, help="By hand: number of layers (L).")
+    ] = None,
+    heads: Annotated[
+        int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads (to check GQA grouping).")
+    ] = None,
+    kv_heads: Annotated[
+        int | None, typer.Option("--kv-heads", metavar="H_KV", min=1, help="By hand: KV heads (H_kv); default --heads.")
+    ] = None,
+    head_dim: Annotated[
+        int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim (d_h).")
+    ] = None,
+    engine: EngineOpt = "theoretical",
+    k_dtype: KDtypeOpt = None,
+    v_dtype: VDtypeOpt = None,
+    quant_group: QuantGroupOpt = 64,
+    residual_tokens: ResidualOpt = None,
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    dp: DpOpt = 1,
+    shared_prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--shared-prefix",
+            metavar="P",
+            help="The first P tokens of every sequence are identical and cached once (prefix caching; "
+            "paged engines share whole blocks only).",
+        ),
+    ] = None,
+    block_size: BlockOpt = None,
+    max_batched_tokens: BatchedOpt = None,
+    ubatch: UbatchOpt = None,
+    kv_unified: UnifiedOpt = False,
+    lengths: Annotated[
+        str | None,
+        typer.Option(
+            "--lengths",
+            metavar="FILE",
+            help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}). '
+            "Prints the total with every request resident and per-request percentiles.",
+        ),
+    ] = None,
+    vs_theoretical: Annotated[
+        bool,
+        typer.Option("--vs-theoretical", help="Show the engine's figure beside the theoretical one, and the gap."),
+    ] = False,
+) -> None:
+    """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
+
+    Sliding-window layers keep at most W tokens (the window: the newest query reads the W most
+    recent positions, itself included, as in Mistral's rolling buffer); transformers' DynamicCache
+    keeps W-1 between steps. Chunked layers keep at most one chunk. Linear-attention and Mamba
+    layers keep a fixed state per sequence. MLA layers keep one latent per token.
+    """
+    from kvcalc import api
+
+    unit_choice = units(units_choice)
+    if explain and as_json:
+        raise UsageError("--explain writes the derivation as text; --json gives the numbers: choose one")
+    if lengths is not None:
+        ignored = {"--tokens": tokens is not None, "--prompt": prompt is not None, "--output": output is not None,
+                   "--batch": batch != "1", "--explain": explain, "--vs-theoretical": vs_theoretical,
+                   "--dp": dp != 1}  # fmt: skip
+        given = [flag for flag, present in ignored.items() if present]
+        if given:
+            raise UsageError(f"--lengths gives every request its own length; {', '.join(given)} would be ignored")
+    by_hand = any(v is not None for v in (layers, heads, kv_heads, head_dim))
+    if model is not None and by_hand:
+        raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
+    if model is None:
+        if not by_hand:
+            raise UsageError("give a MODEL (preset, config.json or repo id) or --layers/--kv-heads/--head-dim")
+        if layers is None or head_dim is None:
+            raise UsageError("describing a model by hand needs --layers and --head-dim")
+        opened = api.open_model(api.model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads,
+                                                        head_dim=head_dim))  # fmt: skip
+    else:
+        opened = api.open_model(model, revision=revision, on_fetch=say_fetching)
+    engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
+                                 max_batched_tokens, ubatch, kv_unified)  # fmt: skip
+    prefix = count(shared_prefix, "--shared-prefix") or 0
+    if lengths is not None:
+        from kvcalc.render import lengths_json, lengths_lines
+
+        summary = api.estimate_requests(opened, lengths, tp=tp, pp=pp, shared_prefix=prefix, **engine_flags)
+        if as_json:
+            print_json(lengths_json(summary, list(summary.notes)))
+            return
+        for line in lengths_lines(summary, unit_choice):
+            echo(line)
+        echo_notes(summary.notes)
+        return
+    result = api.estimate(
+        opened, tokens=count(tokens, "--tokens"), prompt=count(prompt, "--prompt"), output=count(output, "--output"),
+        batch=count(batch, "--batch") or 1, encoder_tokens=count(encoder_tokens, "--encoder-tokens"),
+        tp=tp, pp=pp, dp=dp, shared_prefix=prefix, **engine_flags,
+    )  # fmt: skip
+    theory = None
+    if vs_theoretical:
+        theory = api.estimate(opened, tokens=result.workload.tokens, batch=result.workload.batch,
+                              encoder_tokens=result.workload.encoder_tokens, kv_dtype=result.workload.kv_dtype,
+                              v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens,
+                              tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
+    from kvcalc.render import estimate_json, estimate_table, explain_lines, summary_lines, vs_theoretical_lines
+
+    if as_json:
+        data = estimate_json(result)
+        data["notes"] = list(result.notes)
+        if theory is not None:
+            data["theoretical_total_bytes"] = theory.total_bytes
+            data["difference_bytes"] = result.total_bytes - theory.total_bytes
+        print_json(data)
+        return
+    echo(estimate_table(result))
+    for line in summary_lines(result, unit_choice):
+        echo(line)
+    if theory is not None:
+        for line in vs_theoretical_lines(result, theory, unit_choice):
+            echo(line)
+    if explain:
+        echo()
+        for line in explain_lines(result, unit_choice):
+            echo(line)
+    echo_notes(result.notes)

@@ -1,0 +1,156 @@
+"""``kvcalc fit``: what fits on a GPU (or a KV budget): tokens, concurrent requests, context."""
+
+from typing import Annotated
+
+import typer
+
+from kvcalc.units import parse_size
+
+from .app import app
+from .options import (
+    BatchedOpt,
+    BatchOpt,
+    BlockOpt,
+    DpOpt,
+    EngineOpt,
+    JsonOpt,
+    KDtypeOpt,
+    KvDtypeOpt,
+    ModelArg,
+    PpOpt,
+    QuantGroupOpt,
+    ResidualOpt,
+    RevisionOpt,
+    UbatchOpt,
+    UnifiedOpt,
+    UnitsOpt,
+    VDtypeOpt,
+    complete_gpu,
+    count,
+    echo,
+    echo_notes,
+    print_json,
+    say_fetching,
+    serving_flags,
+    size,
+    units,
+)
+
+
+@app.command()
+def fit(
+    model: ModelArg = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            metavar="NAME",
+            autocompletion=complete_gpu,
+            help="GPU preset: h100-sxm, h100-pcie, h200, a100-40gb, a100-80gb, "
+            "l4, l40s, rtx-4090, b200, mi300x (memory as the CUDA/ROCm runtime reports it).",
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", metavar="N", min=1, help="GPUs in all (default tp x pp x dp; alone, it sets --tp)."),
+    ] = None,
+    gpu_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-memory",
+            metavar="SIZE",
+            help="Memory per GPU instead of a preset: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30.",
+        ),
+    ] = None,
+    utilization: Annotated[
+        float,
+        typer.Option(
+            "--utilization",
+            metavar="U",
+            help="Share of GPU memory the engine may use (vLLM gpu_memory_utilization: 0.9; 0.92 from vLLM 0.21).",
+        ),
+    ] = 0.9,
+    weights: Annotated[
+        str,
+        typer.Option(
+            "--weights",
+            metavar="auto|SIZE",
+            help="Model weights: auto reads model.safetensors.index.json "
+            "beside a local config, the Hub's safetensors metadata for a repo id, or the preset's "
+            "parameter count x dtype.",
+        ),
+    ] = "auto",
+    overhead: Annotated[
+        str,
+        typer.Option(
+            "--overhead",
+            metavar="SIZE",
+            help="Per-GPU allowance for peak activations and the runtime "
+            "(CUDA context, cuBLAS/NCCL workspaces). vLLM measures this at start-up and logs the result "
+            "as 'Available KV cache memory'; set it from your logs, or use --kv-budget.",
+        ),
+    ] = "2GiB",
+    kv_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-budget",
+            metavar="SIZE",
+            help="KV memory per GPU, skipping the derivation (vLLM logs it "
+            "as 'Available KV cache memory' for each worker).",
+        ),
+    ] = None,
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", "-t", metavar="T", help="Tokens per request (default 4096; k = 1024).")
+    ] = None,
+    batch: BatchOpt = "1",
+    kv_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "theoretical",
+    k_dtype: KDtypeOpt = None,
+    v_dtype: VDtypeOpt = None,
+    quant_group: QuantGroupOpt = 64,
+    residual_tokens: ResidualOpt = None,
+    tp: Annotated[int | None, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.")] = None,
+    pp: PpOpt = 1,
+    dp: DpOpt = 1,
+    block_size: BlockOpt = None,
+    max_batched_tokens: BatchedOpt = None,
+    ubatch: UbatchOpt = None,
+    kv_unified: UnifiedOpt = False,
+    max_model_len: Annotated[
+        str | None, typer.Option("--max-model-len", metavar="N", help="Cap for the longest-context search.")
+    ] = None,
+    units_choice: UnitsOpt = "both",
+    as_json: JsonOpt = False,
+    revision: RevisionOpt = None,
+) -> None:
+    """How many tokens, concurrent requests and how long a context fit on these GPUs.
+
+    Budget per GPU = memory x utilization - weights / (tp x pp) - allowance, each line shown;
+    vLLM answers follow vLLM's own block arithmetic ("GPU KV cache size", "Maximum concurrency").
+    """
+    from kvcalc import api
+    from kvcalc.errors import UsageError
+
+    if model is None:
+        raise UsageError("give a MODEL (preset, config.json or repo id)")
+    unit_choice = units(units_choice)
+    if kv_budget is not None and (gpu is not None or gpu_memory is not None):
+        raise UsageError("--kv-budget replaces --gpu/--gpu-memory: give one or the other")
+    weights_bytes = None if weights.strip().lower() == "auto" else parse_size(weights, what="--weights")
+    report = api.fit(
+        model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
+        gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=parse_size(overhead, what="--overhead"),
+        tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
+        max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching,
+        **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
+                        max_batched_tokens, ubatch, kv_unified),
+    )  # fmt: skip
+    from kvcalc.render import fit_json, fit_lines
+
+    if as_json:
+        print_json(fit_json(report.result, report.budget, report.gpu_label, list(report.notes), report.workload))
+        return
+    for line in fit_lines(report.model.name, report.result, report.budget, report.gpu_label, report.workload,
+                          unit_choice):  # fmt: skip
+        echo(line)
+    echo_notes(report.notes)

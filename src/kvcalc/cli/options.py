@@ -1,0 +1,230 @@
+"""Flags shared by the commands (one definition and one help text each), their completion, the
+parsing of counts and sizes as users write them, and the output helpers every command uses."""
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from kvcalc.engines import REGISTRY
+from kvcalc.errors import UsageError
+from kvcalc.units import Units, parse_count, parse_size
+
+# Every name --kv-dtype accepts, for help texts and completion (dtypes.py is cheap to import).
+KV_DTYPE_NAMES = ("auto", "fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2",
+                  "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")  # fmt: skip
+KV_DTYPE_LIST = ", ".join(KV_DTYPE_NAMES[1:])
+
+
+# --- completion --------------------------------------------------------------------------------------
+
+
+def complete_model(incomplete: str) -> list[str]:
+    """Shell completion for MODEL: preset names and aliases."""
+    from kvcalc.presets import load_presets
+
+    labels = [label for p in load_presets().values() for label in (p.name, *p.aliases)]
+    return sorted(label for label in labels if label.startswith(incomplete.lower()))
+
+
+def complete_engine(incomplete: str) -> list[str]:
+    return [name for name in REGISTRY if name.startswith(incomplete.lower())]
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    from kvcalc.gpus import GPUS
+
+    return sorted(label for g in GPUS for label in (g.name, *g.aliases) if label.startswith(incomplete.lower()))
+
+
+def complete_dtype(incomplete: str) -> list[str]:
+    # A list option (compare: fp16,fp8) completes its last item.
+    head, _, last = incomplete.rpartition(",")
+    prefix = f"{head}," if head else ""
+    return [prefix + name for name in KV_DTYPE_NAMES if name.startswith(last.lower())]
+
+
+# --- shared flags --------------------------------------------------------------------------------------
+
+TOKENS_HELP = (
+    "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
+    "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
+)
+KV_DTYPE_HELP = (
+    f"Element format of the cache: {KV_DTYPE_LIST} (int: fp16 scale and zero per --quant-group; "
+    "q*: llama.cpp blocks of 32), or auto: what the engine stores by default (the model's dtype; vLLM "
+    "and SGLang run float32 checkpoints in 16 bits, llama.cpp uses f16)."
+)
+ENGINE_HELP = "Storage semantics: " + "; ".join(f"{name} ({cls.summary})" for name, cls in REGISTRY.items()) + "."
+
+ModelArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="MODEL",
+        autocompletion=complete_model,
+        help="A bundled preset (see 'kvcalc presets'), a config.json or a folder holding one, or a Hugging "
+        "Face repo id (org/name) or URL.",
+        show_default=False,
+    ),
+]
+TokensOpt = Annotated[str | None, typer.Option("--tokens", "-t", metavar="T", help=TOKENS_HELP)]
+BatchOpt = Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once (B).")]
+KvDtypeOpt = Annotated[
+    str | None, typer.Option("--kv-dtype", metavar="DTYPE", autocompletion=complete_dtype, help=KV_DTYPE_HELP)
+]
+UnitsOpt = Annotated[
+    str,
+    typer.Option(
+        "--units",
+        metavar="binary|decimal|both",
+        help="binary (KiB, MiB, GiB: powers of 2^10), decimal (kB, MB, GB: powers of 10^3) or both. "
+        "Exact byte counts are always shown.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).")]
+RevisionOpt = Annotated[
+    str | None,
+    typer.Option("--revision", metavar="REV", help="Hub revision (branch, tag or commit) for a repo id."),
+]
+EngineOpt = Annotated[str, typer.Option("--engine", metavar="NAME", autocompletion=complete_engine, help=ENGINE_HELP)]
+KDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--k-dtype",
+        metavar="DTYPE",
+        autocompletion=complete_dtype,
+        help="K format on its own (llama.cpp -ctk): any --kv-dtype name (f16, q8_0, q4_0, ...).",
+    ),
+]
+VDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--v-dtype", metavar="DTYPE", autocompletion=complete_dtype, help="V format on its own (llama.cpp -ctv)."
+    ),
+]
+QuantGroupOpt = Annotated[
+    int,
+    typer.Option(
+        "--quant-group", metavar="N", min=1, help="Group size of int8/int4/int2 KV: one fp16 scale and zero each."
+    ),
+]
+ResidualOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--residual-tokens",
+        metavar="N",
+        min=0,
+        help="Newest tokens a quantized cache keeps in the model dtype (transformers QuantizedCache: "
+        "residual_length 128, so at most 127; default 127 with --engine transformers, else 0).",
+    ),
+]
+TpOpt = Annotated[
+    int, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks: KV heads split, MLA replicated.")
+]
+PpOpt = Annotated[
+    int, typer.Option("--pp", metavar="N", min=1, help="Pipeline-parallel stages: layers split (vLLM's way).")
+]
+DpOpt = Annotated[
+    int, typer.Option("--dp", metavar="N", min=1, help="Data-parallel replicas; the batch is split across them.")
+]
+BlockOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-size", metavar="N", min=1, help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64)."
+    ),
+]
+BatchedOpt = Annotated[
+    int | None,
+    typer.Option("--max-batched-tokens", metavar="N", min=1, help="vLLM max_num_batched_tokens (default 8192)."),
+]
+UbatchOpt = Annotated[
+    int | None, typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).")
+]
+UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
+
+
+def serving_flags(
+    engine: str,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    quant_group: int,
+    residual_tokens: int | None,
+    block_size: int | None,
+    max_batched_tokens: int | None,
+    ubatch: int | None,
+    kv_unified: bool,
+) -> dict[str, Any]:
+    """The engine and format flags as the API's keyword arguments."""
+    return {
+        "engine": engine, "kv_dtype": kv_dtype, "k_dtype": k_dtype, "v_dtype": v_dtype,
+        "quant_group": quant_group, "residual_tokens": residual_tokens, "block_size": block_size,
+        "max_batched_tokens": max_batched_tokens, "ubatch": ubatch, "kv_unified": kv_unified,
+    }  # fmt: skip
+
+
+# --- values as users write them -------------------------------------------------------------------------
+
+
+def units(value: str) -> Units:
+    if value not in ("binary", "decimal", "both"):
+        raise UsageError(f"--units must be binary, decimal or both, got {value!r}")
+    return value  # type: ignore[return-value]  # narrowed by the check above
+
+
+def count(value: str | None, flag: str) -> int | None:
+    return None if value is None else parse_count(value, what=flag)
+
+
+def size(value: str | None, flag: str) -> int | None:
+    return None if value is None else parse_size(value, what=flag)
+
+
+def split_list(text: str, flag: str) -> list[str]:
+    """``4k,32k`` -> ``["4k", "32k"]``; lists use commas, so counts in them take no thousands commas."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise UsageError(f"{flag} needs a comma-separated list of values, got {text!r} (an empty item)")
+    return items
+
+
+def refuse_together(*flags: tuple[str, bool], why: str) -> None:
+    """Refuse flags that would be ignored together (a flag silently ignored is a wrong answer)."""
+    given = [flag for flag, present in flags if present]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} cannot be used together: {why}")
+
+
+# --- output ------------------------------------------------------------------------------------------------
+
+
+def echo(text: str = "") -> None:
+    """Results go to stdout as plain text: no markup, nothing to strip when piped."""
+    from kvcalc.console import out
+
+    out(text)
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout: ASCII-escaped, so any output encoding can carry it."""
+    from kvcalc.console import out
+
+    out(json.dumps(data, indent=2))
+
+
+def echo_notes(notes: Any) -> None:
+    """``note:`` lines; notes may quote config text, so control characters are neutralised."""
+    from kvcalc.console import clean
+
+    for note in dict.fromkeys(notes):
+        echo(f"note: {clean(str(note))}")
+
+
+def say_fetching(message: str) -> None:
+    """Before a Hub download: a line on stderr when a person is watching, so a slow network is
+    not silence."""
+    if sys.stderr is not None and sys.stderr.isatty():
+        from kvcalc.console import err
+
+        err(f"kvcalc: {message}")

@@ -1,0 +1,173 @@
+"""``kvcalc probe``: measure a real cache and cross-check the estimate byte for byte."""
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from kvcalc.errors import UsageError
+
+from .app import app
+from .options import (
+    BatchOpt,
+    EngineOpt,
+    JsonOpt,
+    ModelArg,
+    RevisionOpt,
+    complete_dtype,
+    count,
+    echo,
+    echo_notes,
+    print_json,
+    say_fetching,
+)
+
+
+@app.command()
+def probe(
+    model: ModelArg = None,
+    device: Annotated[
+        str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
+    ] = "auto",
+    tokens: Annotated[
+        str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
+    ] = "512",
+    batch: BatchOpt = "1",
+    decode: Annotated[
+        int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
+    ] = 2,
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            metavar="DTYPE",
+            autocompletion=complete_dtype,
+            help="Model and cache dtype for the run: fp32, bf16, fp16 or auto (default: the model's own, else fp32).",
+        ),
+    ] = None,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Allocate the estimated tensors directly (only torch) and read the allocator's "
+            "figures instead of running the model.",
+        ),
+    ] = False,
+    engine: EngineOpt = "transformers",
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            "--tolerance",
+            metavar="BYTES|PCT",
+            help="Allowed difference (0: exact tensor bytes, the default; 4096; 0.5%). Exit status 1 beyond it.",
+        ),
+    ] = "0",
+    as_json: JsonOpt = False,
+    revision: RevisionOpt = None,
+    print_request: Annotated[
+        bool,
+        typer.Option(
+            "--print-request",
+            help="Print the probe's JSON request instead of running it (to run probe.py on another machine).",
+        ),
+    ] = False,
+    from_result: Annotated[
+        str | None,
+        typer.Option(
+            "--from-result",
+            metavar="FILE",
+            help="Compare a result probe.py printed elsewhere instead of running the probe here.",
+        ),
+    ] = None,
+) -> None:
+    """Measure a real KV cache with PyTorch and cross-check the estimate byte for byte.
+
+    The model probe builds the model's transformers implementation from its config with random
+    weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
+    prefills and decodes, counts every cache tensor and scales by the real layer counts; the
+    estimate uses transformers' semantics. No code from a model repo is run. The probe is one
+    file, kvcalc/probe.py: copy it to a GPU box and run `python probe.py request.json`.
+    """
+    from kvcalc import api
+
+    if model is None:
+        raise UsageError("give a MODEL (preset, config.json or repo id)")
+    if print_request and from_result is not None:
+        raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
+    shape: dict[str, Any] = {
+        "tokens": count(tokens, "--tokens"), "batch": count(batch, "--batch"), "decode": decode,
+        "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
+        "revision": revision, "on_fetch": say_fetching,
+    }  # fmt: skip
+    if print_request:
+        print_json(api.probe_request(model, **shape)[2])
+        return
+    show = from_result is None and not as_json and sys.stderr is not None and sys.stderr.isatty()
+    if show:
+        with _ProbeProgress(raw=raw, device=device) as progress:
+            report = api.probe(model, progress=progress, **shape)
+    else:
+        report = api.probe(model, from_result=from_result, **shape)
+    from kvcalc.render import probe_json, probe_lines, raw_probe_json, raw_probe_lines
+
+    if report.check is None:
+        data = raw_probe_json(report.estimate, report.result)
+        if as_json:
+            print_json(data)
+        else:
+            for line in raw_probe_lines(report.estimate, report.result, "both"):
+                echo(line)
+    elif as_json:
+        print_json(probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes)))
+    else:
+        for line in probe_lines(report.model.name, report.check, report.result, report.tolerance_bytes):
+            echo(line)
+        echo_notes(report.notes)
+    if not report.match:
+        raise typer.Exit(1)
+
+
+class _ProbeProgress:
+    """A rich progress bar on stderr fed by the probe's (stage, done, total) callback; after the
+    first prefill chunk it states the expected time of the whole run."""
+
+    def __init__(self, *, raw: bool, device: str) -> None:
+        self._what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
+        self._device = device
+
+    def __enter__(self) -> "_ProbeProgress":
+        import time
+
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from kvcalc.console import err
+
+        err(f"kvcalc probe: {self._what} on {self._device}...")
+        self._time = time.perf_counter
+        self._start = self._time()
+        self._told = False
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} tokens"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._bar.__enter__()
+        self._tasks: dict[str, Any] = {}
+        return self
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(stage, total=total)
+        self._bar.update(self._tasks[stage], completed=done, total=total)
+        if stage == "prefill" and not self._told and 0 < done < total:
+            self._told = True
+            expected = (self._time() - self._start) * total / done
+            if expected > 10:
+                self._bar.console.print(f"kvcalc probe: about {expected:,.0f} s to prefill {total:,} tokens")
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(None, None, None)
