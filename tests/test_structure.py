@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.api import load_model
+from kvcalc.capacity import fit, vllm_plan
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.fit import fit, vllm_plan
 from kvcalc.spec import AttentionCache, Kind, LatentCache, SharedCache, StateCache
 
 # --- the engine registry ------------------------------------------------------------------------------
@@ -21,7 +21,7 @@ from kvcalc.spec import AttentionCache, Kind, LatentCache, SharedCache, StateCac
 def test_every_registered_engine_is_complete(name: str) -> None:
     cls = REGISTRY[name]
     assert issubclass(cls, Engine)
-    engine, notes = make_engine(name)
+    engine, _notes = make_engine(name)
     assert engine.name == name and isinstance(engine, cls)
     assert cls.summary  # one line for --help and the docs
     for alias in cls.aliases:
@@ -69,7 +69,7 @@ def test_kind_contract(cache) -> None:
     heads, dims = cache.describe()
     assert heads and dims
     assert cache.kind.short
-    k_row, v_row, per_gpu = cache.rows(1)
+    k_row, v_row, _per_gpu = cache.rows(1)
     # A layer stores rows per token exactly when it has elements per token.
     assert (k_row + v_row > 0) == cache.caches_tokens == (cache.elements_per_token > 0)
     assert cache.is_state == (sum(cache.state_elements(whole_kernel=False)) > 0)

@@ -12,11 +12,11 @@ from fractions import Fraction
 import pytest
 
 from kvcalc import load_model
+from kvcalc.capacity import fit, vllm_plan
 from kvcalc.dtypes import FP16, FP32
 from kvcalc.engines import VLLM
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload
-from kvcalc.fit import fit, vllm_plan
 from kvcalc.spec import AttentionCache, LayerCache, ModelSpec
 
 GiB = 2**30

@@ -12,9 +12,25 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Model": "api",
+    "open_model": "api",
     "estimate": "api",
+    "estimate_requests": "api",
+    "read_requests": "api",
+    "compare": "api",
+    "fit": "api",
+    "probe": "api",
+    "probe_request": "api",
+    "list_presets": "api",
+    "show_preset": "api",
+    "FitReport": "api",
+    "ProbeReport": "api",
     "load_model": "api",
     "model_from_geometry": "api",
+    "Request": "workloads",
+    "RequestSummary": "workloads",
+    "Comparison": "comparison",
+    "Kind": "spec",
     "DType": "dtypes",
     "parse_dtype": "dtypes",
     "ConfigError": "errors",
@@ -34,30 +50,59 @@ _EXPORTS = {
 
 __all__ = [
     "AttentionCache",
+    "Comparison",
     "ConfigError",
     "DType",
     "Estimate",
+    "FitReport",
     "GroupEstimate",
+    "Kind",
     "KvcalcError",
     "LatentCache",
     "LayerCache",
+    "Model",
     "ModelSpec",
+    "ProbeReport",
+    "Request",
+    "RequestSummary",
     "SharedCache",
     "SourceError",
     "StateCache",
     "UsageError",
     "Workload",
     "__version__",
+    "compare",
     "estimate",
+    "estimate_requests",
+    "fit",
+    "list_presets",
     "load_model",
     "model_from_geometry",
+    "open_model",
     "parse_dtype",
+    "probe",
+    "probe_request",
+    "read_requests",
+    "show_preset",
 ]
 
 if TYPE_CHECKING:
+    from .api import FitReport as FitReport
+    from .api import Model as Model
+    from .api import ProbeReport as ProbeReport
+    from .api import compare as compare
     from .api import estimate as estimate
+    from .api import estimate_requests as estimate_requests
+    from .api import fit as fit
+    from .api import list_presets as list_presets
     from .api import load_model as load_model
     from .api import model_from_geometry as model_from_geometry
+    from .api import open_model as open_model
+    from .api import probe as probe
+    from .api import probe_request as probe_request
+    from .api import read_requests as read_requests
+    from .api import show_preset as show_preset
+    from .comparison import Comparison as Comparison
     from .dtypes import DType as DType
     from .dtypes import parse_dtype as parse_dtype
     from .errors import ConfigError as ConfigError
@@ -68,11 +113,14 @@ if TYPE_CHECKING:
     from .estimator import GroupEstimate as GroupEstimate
     from .estimator import Workload as Workload
     from .spec import AttentionCache as AttentionCache
+    from .spec import Kind as Kind
     from .spec import LatentCache as LatentCache
     from .spec import LayerCache as LayerCache
     from .spec import ModelSpec as ModelSpec
     from .spec import SharedCache as SharedCache
     from .spec import StateCache as StateCache
+    from .workloads import Request as Request
+    from .workloads import RequestSummary as RequestSummary
 
 
 def __getattr__(name: str) -> Any:

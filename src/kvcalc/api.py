@@ -24,10 +24,10 @@ from .sources import Source, resolve
 from .spec import MAX_DIMENSION, MAX_LAYERS, AttentionCache, ModelSpec
 
 if TYPE_CHECKING:  # the heavier views load only when asked for
-    from .compare import Comparison
+    from .capacity import Budget, Fit
+    from .comparison import Comparison
     from .crosscheck import CrossCheck
     from .engines import Engine
-    from .fit import Budget, Fit
     from .presets import Preset
     from .workloads import Request, RequestSummary
 
@@ -348,8 +348,8 @@ def compare(
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
     at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
-    from .compare import attention_variants, candidate_for
-    from .compare import compare as run_compare
+    from .comparison import attention_variants, candidate_for
+    from .comparison import compare as run_compare
     from .engines import Engine as EngineBase
     from .engines import make_engine
 
@@ -440,9 +440,9 @@ def fit(
     """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
     GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
     ``weights`` in bytes (None: read from the model's safetensors, the Hub or the preset)."""
-    from .fit import Budget, BudgetLine
-    from .fit import fit as run_fit
-    from .fit import kv_budget as derive_budget
+    from .capacity import Budget, BudgetLine
+    from .capacity import fit as run_fit
+    from .capacity import kv_budget as derive_budget
     from .gpus import find_gpu
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch)

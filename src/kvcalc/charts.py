@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compare import Comparison
+from .comparison import Comparison
 from .errors import UsageError
 
 _FORMATS = {".png": "png", ".svg": "svg"}

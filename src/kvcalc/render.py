@@ -15,7 +15,7 @@ from .units import Units, format_binary, format_decimal
 if TYPE_CHECKING:  # annotations only: estimate's start-up does not load the compare view
     from fractions import Fraction
 
-    from .compare import CompareRow, Comparison
+    from .comparison import CompareRow, Comparison
 
 
 def attention_kind(spec: ModelSpec) -> str:
