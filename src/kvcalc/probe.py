@@ -9,17 +9,34 @@ It reads a JSON request and prints a JSON result. ``kvcalc probe`` writes the re
 same code in-process, and sets the result beside its estimate.
 
 Request keys: ``mode`` ("model" or "raw"), ``device`` ("auto", "cpu", "cuda"), ``dtype``
-("float32", "bfloat16", "float16"), ``seed``, ``max_bytes`` (refuse to allocate more).
-Model mode: ``config`` (a Hugging Face config.json object), ``prompt_tokens``, ``decode_tokens``,
-``batch``. Raw mode: ``tensors``, a list of ``{"name", "shape", "count"}`` to allocate.
+("float32", "bfloat16", "float16"; raw mode also "uint8"), ``seed``, ``max_bytes`` (refuse to
+allocate more). Model mode: ``config`` (a Hugging Face config.json object), ``prompt_tokens``,
+``decode_tokens``, ``batch``, ``expected_bytes`` (the shrunk cache the caller expects), and for
+testing ``attention`` ("auto", "noop", "sdpa", "eager") and ``prefill_chunk``. Raw mode:
+``tensors``, a list of ``{"name", "shape", "count"}`` to allocate. Every key is checked before
+anything is built or allocated; a bad request is one ``probe: error:`` line, never a traceback.
 No code from a model repo is ever run: configs are built through transformers' own classes.
+
+The cache's layout does not depend on how attention scores are computed (every family updates its
+cache before it calls the attention function), so no scores are computed: models that take
+transformers' attention interface run with a registered no-op attention ("noop"), others through
+their sdpa code with torch's kernel returning zeros ("sdpa"), and prefill runs in passes of a fixed
+2,048 tokens (shared by the batch), so their number grows linearly with T. Only models with neither
+run real "eager" attention, in passes that shrink as T grows. The result names the attention that
+ran ("attention") and the tokens per pass ("prefill_chunk").
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 # Sizes the shrunk model keeps small; attention geometry (heads, KV heads, head dims, MLA and
@@ -37,24 +54,271 @@ _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts")
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 _DROP = ("quantization_config", "auto_map", "_name_or_path", "architectures")
 
+# Request limits: far beyond any real cache, small enough that every size computed from them is an
+# exact int and no loop over them runs for long.
+_MAX_TOKENS = 2**24  # prompt + decoded tokens per sequence
+_MAX_COUNT = 2**16  # sequences, decode steps, raw tensors
+# Elements in one raw tensor: a petabyte, so a merely too-large cache meets the memory guard's message.
+_MAX_ELEMENTS = 2**48
+_MAX_DIMS = 8
+_MAX_BYTES = 2**62
+_MAX_LAYERS = 2**16
+_MODEL_DTYPES = ("float32", "bfloat16", "float16")
+_ATTENTIONS = ("auto", "noop", "sdpa", "eager")
+
+# Without attention scores a prefill pass holds no chunk x T matrix, so a fixed number of tokens
+# per pass keeps the number of passes linear in T. Eager attention builds a heads x chunk x T score
+# matrix, so its chunk still shrinks as T grows (a budget of 32 MiB of scores).
+_PREFILL_TOKENS = 2048
+_EAGER_SCORE_BYTES = 32 * 2**20
+_NOOP = "kvcalc_noop"  # the name the no-op attention is registered under in transformers
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stage "prefill" after each prefill pass (tokens), "decode"
+after each decoded token (steps)."""
+
 
 class ProbeError(Exception):
     """A request the probe cannot run; the message is one line for the user."""
+
+
+def _plain(text: str, limit: int = 200) -> str:
+    """One line of printable text: the first line (and the next when the first ends in a colon, as
+    in "Validation error for field 'x':"), control characters such as terminal escapes replaced,
+    cut to ``limit`` characters."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines[0] if lines else "")
+    line = "".join(ch if ch.isprintable() else "?" for ch in line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _find(config: Any, value: str, path: str = "", depth: int = 0) -> str | None:
+    """The config key whose value is ``value`` (a KeyError from transformers names only the value)."""
+    if depth > 4:
+        return None
+    items = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
+    for key, item in items:
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        if item == value and isinstance(item, str):
+            return where
+        found = _find(item, value, where, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _reason(exc: BaseException, config: dict[str, Any] | None = None) -> str:
+    """An exception as ``Class: first line of its message``, one printable line; a KeyError names
+    the config key that holds the unknown value when there is one."""
+    message = _plain(str(exc), 200)
+    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str) and config is not None:
+        where = _find(config, exc.args[0])
+        if where:
+            detail += f" (unknown value of config key {_plain(where, 80)})"
+    return detail
+
+
+def _show(value: Any) -> str:
+    """A request value, short and safe to print in an error."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        # From bits, not str(): Python refuses to print ints of more than 4,300 digits.
+        return f"a number of about {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
+    return _plain(repr(value), 60)
+
+
+def _debug() -> bool:
+    return os.environ.get("KVCALC_DEBUG") == "1"
+
+
+@contextmanager
+def _stage(what: str, config: dict[str, Any] | None = None) -> Iterator[None]:
+    """Turn whatever transformers raises while ``what`` into one ProbeError line: configs it cannot
+    run fail with ValueError, KeyError, AssertionError, TypeError and more, depending on the family.
+    KVCALC_DEBUG=1 lets the original exception through with its traceback."""
+    try:
+        yield
+    except ProbeError:
+        raise
+    except Exception as exc:
+        if _debug():
+            raise
+        raise ProbeError(f"transformers failed {what}: {_reason(exc, config)}") from None
 
 
 def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise ProbeError("the probe needs PyTorch: pip install 'kvcalc[probe]'") from None
+        raise ProbeError(
+            "the probe needs PyTorch: pip install torch transformers (from a kvcalc checkout: pip install '.[probe]')"
+        ) from None
     return torch
 
 
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise ProbeError(
+            "the model probe needs transformers: pip install torch transformers "
+            "(from a kvcalc checkout: pip install '.[probe]')"
+        ) from None
+    return transformers
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+def _whole(value: Any, name: str, low: int, high: int) -> int:
+    """``value`` as an int in [low, high], or a ProbeError naming ``name``."""
+    # bool is an int subclass: true must not mean one token.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProbeError(f"request key {name!r} must be a whole number, got {_show(value)}")
+    if not low <= value <= high:
+        raise ProbeError(f"request key {name!r} must be from {low:,} to {_limit(high)}, got {_show(value)}")
+    return value
+
+
+def _limit(high: int) -> str:
+    exponent = high.bit_length() - 1
+    return f"2**{exponent}" if high == 2**exponent and exponent > 20 else f"{high:,}"
+
+
+def _key(request: dict[str, Any], key: str, low: int, high: int, default: int | None = None, where: str = "") -> int:
+    """``request[key]`` checked by ``_whole``; a missing key takes ``default``, or is an error."""
+    value = request.get(key)
+    if value is None and default is not None:
+        return default
+    if key not in request:
+        raise ProbeError(f"the request has no {where + key!r}")
+    return _whole(value, where + key, low, high)
+
+
+def _choice(request: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = request.get(key, default)
+    if not isinstance(value, str) or value not in allowed:
+        raise ProbeError(f"request key {key!r} must be one of {', '.join(allowed)}, got {_show(value)}")
+    return value
+
+
+def _object(request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict):
+        raise ProbeError(f"the request must be a JSON object, got a JSON {_json_kind(request)}")
+    return request
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "list", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True)
+class Common:
+    """The keys both modes share."""
+
+    device: str
+    dtype: str
+    seed: int
+    max_bytes: int | None
+
+
+def _common(request: dict[str, Any], dtypes: tuple[str, ...], default_dtype: str) -> Common:
+    return Common(
+        device=_choice(request, "device", ("auto", "cpu", "cuda"), "auto"),
+        dtype=_choice(request, "dtype", dtypes, default_dtype),
+        seed=_key(request, "seed", 0, 2**63 - 1, default=0),
+        max_bytes=None if request.get("max_bytes") is None else _key(request, "max_bytes", 1, _MAX_BYTES),
+    )
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    common: Common
+    config: dict[str, Any]
+    prompt: int
+    decode: int
+    batch: int
+    expected_bytes: int
+    attention: str
+    chunk: int | None
+
+
+def check_model_request(request: Any) -> ModelRequest:
+    """A model-mode request with every key checked; a ProbeError names the first bad one."""
+    request = _object(request)
+    config = request.get("config")
+    if not isinstance(config, dict):
+        raise ProbeError(f"request key 'config' must be a JSON object (a config.json), got {_show(config)}")
+    prompt = _key(request, "prompt_tokens", 1, _MAX_TOKENS)
+    decode = _key(request, "decode_tokens", 0, _MAX_COUNT, default=1)
+    if prompt + decode > _MAX_TOKENS:
+        raise ProbeError(f"request keys 'prompt_tokens' + 'decode_tokens' must be at most {_limit(_MAX_TOKENS)}")
+    return ModelRequest(
+        common=_common(request, _MODEL_DTYPES, "float32"),
+        config=config,
+        prompt=prompt,
+        decode=decode,
+        batch=_key(request, "batch", 1, _MAX_COUNT, default=1),
+        expected_bytes=_key(request, "expected_bytes", 0, _MAX_BYTES, default=0),
+        attention=_choice(request, "attention", _ATTENTIONS, "auto"),
+        chunk=None if request.get("prefill_chunk") is None else _key(request, "prefill_chunk", 1, _MAX_TOKENS),
+    )
+
+
+@dataclass(frozen=True)
+class RawTensor:
+    name: str
+    shape: tuple[int, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class RawRequest:
+    common: Common
+    tensors: tuple[RawTensor, ...]
+
+
+def check_raw_request(request: Any) -> RawRequest:
+    """A raw-mode request with every key checked; a ProbeError names the first bad one."""
+    request = _object(request)
+    specs = request.get("tensors")
+    if not isinstance(specs, list):
+        raise ProbeError(f"request key 'tensors' must be a list of {{name, shape, count}}, got {_show(specs)}")
+    if len(specs) > _MAX_COUNT:
+        raise ProbeError(f"request key 'tensors' lists {len(specs):,} entries; at most {_MAX_COUNT:,}")
+    tensors = []
+    for i, spec in enumerate(specs):
+        where = f"tensors[{i}]."
+        if not isinstance(spec, dict):
+            raise ProbeError(f"request key 'tensors[{i}]' must be an object {{name, shape, count}}, got {_show(spec)}")
+        name = spec.get("name", f"tensors[{i}]")
+        if not isinstance(name, str):
+            raise ProbeError(f"request key '{where}name' must be text, got {_show(name)}")
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or len(shape) > _MAX_DIMS:
+            raise ProbeError(
+                f"request key '{where}shape' must be a list of up to {_MAX_DIMS} sizes, got {_show(shape)}"
+            )
+        dims = tuple(_whole(d, f"{where}shape[{j}]", 0, _MAX_ELEMENTS) for j, d in enumerate(shape))
+        if (numel := math.prod(dims)) > _MAX_ELEMENTS:
+            limit = _limit(_MAX_ELEMENTS)
+            raise ProbeError(f"request key '{where}shape' holds {numel:,} elements; at most {limit} per tensor")
+        count = _key(spec, "count", 0, _MAX_COUNT, default=1, where=where)
+        tensors.append(RawTensor(_plain(name, 60), dims, count))
+    if sum(t.count for t in tensors) > _MAX_COUNT:
+        raise ProbeError(
+            f"the request asks for {sum(t.count for t in tensors):,} tensors in all; at most {_MAX_COUNT:,}"
+        )
+    return RawRequest(common=_common(request, ("uint8", *_MODEL_DTYPES), "uint8"), tensors=tuple(tensors))
+
+
+# --- torch helpers -------------------------------------------------------------------------------
+
+
 def _dtype(torch: Any, name: str) -> Any:
-    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in table:
-        raise ProbeError(f"the probe runs models in float32, bfloat16 or float16, not {name}")
-    return table[name]
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "uint8": torch.uint8}
+    return table[name]  # the name was checked against the request's allowed dtypes
 
 
 def _device(torch: Any, name: str) -> Any:
@@ -62,8 +326,6 @@ def _device(torch: Any, name: str) -> Any:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ProbeError("--device cuda was asked for but torch sees no CUDA device")
-    if name not in ("cpu", "cuda"):
-        raise ProbeError(f"unknown device {name!r}: choose auto, cpu or cuda")
     return torch.device(name)
 
 
@@ -78,13 +340,16 @@ def _free_bytes(torch: Any, device: Any) -> int:
     return int(psutil.virtual_memory().available)
 
 
-def _guard(torch: Any, device: Any, needed: int, limit: int | None) -> None:
+def _guard(
+    torch: Any, device: Any, needed: int, limit: int | None, hint: str = "try smaller --tokens or --batch"
+) -> None:
+    """Refuse before allocating ``needed`` bytes (a non-negative int) beyond 80% of what is free."""
     free = _free_bytes(torch, device)
     ceiling = min(free * 8 // 10, limit) if limit else free * 8 // 10
     if needed > ceiling:
         raise ProbeError(
             f"the probe would allocate about {needed:,} bytes but only {ceiling:,} are safe to use on "
-            f"{device.type}: try smaller --tokens or --batch"
+            f"{device.type}: {hint}"
         )
 
 
@@ -93,7 +358,9 @@ def _guard(torch: Any, device: Any, needed: int, limit: int | None) -> None:
 
 def _layer_kinds(text: Any) -> list[str]:
     """Each layer's kind as transformers derives it."""
-    count = int(text.num_hidden_layers)
+    count = text.num_hidden_layers
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_LAYERS:
+        raise ProbeError(f"the config's num_hidden_layers must be from 1 to {_MAX_LAYERS:,}, got {_show(count)}")
     kinds = getattr(text, "layer_types", None)
     if kinds:
         return [str(k) for k in kinds]
@@ -103,27 +370,45 @@ def _layer_kinds(text: Any) -> list[str]:
     return ["full_attention"] * count
 
 
+def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
+    """The class AutoModelForCausalLM builds for this text config, or a ProbeError saying there is none."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        return MODEL_FOR_CAUSAL_LM_MAPPING[type(text)]
+    except KeyError:
+        inner = f" (its text model is {text.model_type!r})" if text.model_type != model_type else ""
+        raise ProbeError(
+            f"transformers {transformers.__version__} has no causal language model for model_type {model_type!r}"
+            f"{inner}: the probe measures decoder-only language models"
+        ) from None
+
+
 def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list[int], list[str]]:
     """The text model's config, shrunk to one layer of each kind; the kept layer indices and every
     layer's kind in the full model."""
-    try:
-        from transformers import AutoConfig
-    except ImportError:
-        raise ProbeError("the model probe needs transformers: pip install 'kvcalc[probe]'") from None
+    transformers = _transformers()
+    from transformers import CONFIG_MAPPING, AutoConfig
+
     raw = {k: v for k, v in config.items() if k not in _DROP}
     model_type = raw.pop("model_type", None)
-    if not isinstance(model_type, str):
+    if not isinstance(model_type, str) or not model_type:
         raise ProbeError("the config has no model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise ProbeError(f"transformers {transformers.__version__} knows no model_type {_show(model_type)}")
     try:
         full = AutoConfig.for_model(model_type, **raw)
-    except (ValueError, KeyError, TypeError) as exc:
-        reason = str(exc).split(". Should contain")[0].splitlines()[0][:200]
+    except Exception as exc:  # ValueError, KeyError, TypeError, huggingface_hub's strict-dataclass errors
+        if _debug():
+            raise
+        reason = _plain(str(exc).split(". Should contain")[0]) or type(exc).__name__
         raise ProbeError(f"transformers cannot build a {model_type} config: {reason}") from None
     text = full.get_text_config(decoder=True)
     if getattr(text, "is_encoder_decoder", False):
         raise ProbeError("the probe measures decoder-only language models")
-    layers = int(text.num_hidden_layers)
+    _causal_lm_class(transformers, text, model_type)
     kinds = _layer_kinds(text)
+    layers = int(text.num_hidden_layers)
     keep: list[int] = []
     for index, kind in enumerate(kinds):
         if kind not in {kinds[i] for i in keep}:
@@ -192,10 +477,100 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         data.pop(key, None)
     try:
         small = AutoConfig.for_model(text.model_type, **data)
-    except (ValueError, KeyError, TypeError) as exc:
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    except Exception as exc:
+        if _debug():
+            raise
+        reason = _plain(str(exc)) or type(exc).__name__
         raise ProbeError(f"transformers refused the shrunk {text.model_type} config: {reason}") from None
     return small, keep, kinds
+
+
+def _noop_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+    """An attention function for transformers' AttentionInterface that computes nothing: zeros of the
+    output's shape (batch, query length, query heads, value head dim) and no weights. The cache was
+    already updated when it is called, and the probe reads only the cache."""
+    batch, heads, length, _dim = query.shape
+    return query.new_zeros((batch, length, heads, value.shape[-1])), None
+
+
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    """The mask function paired with the no-op attention: no (chunk x T) mask is ever built."""
+    return None
+
+
+def _register_noop() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(_NOOP, _noop_attention)
+    AttentionMaskInterface.register(_NOOP, _no_mask)
+
+
+@contextmanager
+def _no_sdpa(torch: Any) -> Iterator[None]:
+    """While the model runs, torch's scaled_dot_product_attention returns zeros of its output shape
+    (the query's, with the value's head dim). Models without the attention interface (Falcon)
+    call it inline after updating their cache; on CPU, real sdpa with a mask or with fewer KV
+    heads than query heads falls back to a kernel that holds the whole heads x chunk x T score
+    matrix (20 GB for Falcon-7B at 16k tokens), and every pass costs time in T."""
+    functional = torch.nn.functional
+    real = functional.scaled_dot_product_attention
+
+    def zeros(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        return query.new_zeros((*query.shape[:-1], value.shape[-1]))
+
+    functional.scaled_dot_product_attention = zeros
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = real
+
+
+def _attention_for(model_class: Any, asked: str) -> str:
+    """The attention implementation to run: "noop" where the model class dispatches through
+    transformers' attention interface (``_supports_attention_backend``); else "sdpa", the model's
+    own sdpa code with torch's kernel made a no-op (Falcon picks its attention class by name and
+    calls sdpa inline); else "eager", real scores in chunks that shrink as T grows."""
+    backend = bool(getattr(model_class, "_supports_attention_backend", False))
+    sdpa = bool(getattr(model_class, "_supports_sdpa", False))
+    if asked == "auto":
+        return "noop" if backend else "sdpa" if sdpa else "eager"
+    if (asked == "noop" and not backend) or (asked == "sdpa" and not sdpa):
+        raise ProbeError(f"transformers' {model_class.__name__} cannot run with {asked} attention")
+    return asked
+
+
+def _prefill_chunk(req: ModelRequest, attention: str, heads: int | None) -> int:
+    if req.chunk is not None:
+        return min(req.chunk, req.prompt)
+    if attention == "eager" and heads:
+        # Eager attention's score matrix (batch x heads x chunk x T floats) stays within its budget.
+        scores = heads * (req.prompt + req.decode) * 4 * req.batch
+        return max(1, min(req.prompt, _EAGER_SCORE_BYTES // max(1, scores)))
+    # Tokens per pass, shared by the sequences: activations stay small at any batch. (Also for
+    # models with no attention at all, Mamba and the like, which run "eager" for want of another.)
+    return max(1, min(req.prompt, _PREFILL_TOKENS // req.batch))
+
+
+def _cache_layers(cache: Any, model: Any, keep: list[int]) -> list[Any]:
+    """The cache's layers, or a ProbeError when the model keeps no per-layer KV cache."""
+    layers = getattr(cache, "layers", None)
+    if not isinstance(layers, list | tuple):
+        raise ProbeError(
+            f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned no KV cache: "
+            "the probe measures decoder-only language models that cache keys and values"
+        )
+    if len(layers) != len(keep):
+        raise ProbeError(f"transformers' cache has {len(layers)} layers, the shrunk model {len(keep)}")
+    return list(layers)
+
+
+def _cache_storage_bytes(cache: Any, torch: Any) -> int:
+    found: list[tuple[str, Any]] = []
+    for layer in cache.layers:
+        _tensors({k: v for k, v in vars(layer).items() if not k.startswith("_")}, torch, "", found)
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for _name, t in found}
+    return sum(storages.values())
 
 
 def _tensors(obj: Any, torch: Any, prefix: str, out: list[tuple[str, Any]], depth: int = 0) -> None:
@@ -237,40 +612,52 @@ def _layer_bytes(layer: Any, torch: Any) -> dict[str, Any]:
     return {"tensor_bytes": total, "storage_bytes": sum(storages.values()), "tensors": tensors}
 
 
-def probe_model(request: dict[str, Any]) -> dict[str, Any]:
+def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any]:
+    """Build the shrunk model, prefill and decode, and measure its cache layer by layer."""
+    req = check_model_request(request)
     torch = _torch()
-    try:
-        import transformers
-        from transformers import AutoModelForCausalLM
-    except ImportError:
-        raise ProbeError("the model probe needs transformers: pip install 'kvcalc[probe]'") from None
-    import warnings
+    transformers = _transformers()
+    from transformers import AutoModelForCausalLM
 
     transformers.logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
-    device = _device(torch, request.get("device", "auto"))
-    dtype = _dtype(torch, request.get("dtype", "float32"))
-    substituted = None
+    device = _device(torch, req.common.device)
+    dtype = _dtype(torch, req.common.dtype)
+    notes: list[str] = []
     if device.type == "cpu" and dtype == torch.float16:
         # CPU float16 matmuls are slow reference kernels; bfloat16 stores the same 2 bytes per
         # element, so the cache it measures has the same size.
-        dtype, substituted = torch.bfloat16, "float16 ran as bfloat16 on CPU (same 2-byte elements, faster kernels)"
-    prompt = int(request["prompt_tokens"])
-    decode = int(request.get("decode_tokens", 1))
-    batch = int(request.get("batch", 1))
-    if prompt < 1 or decode < 0 or batch < 1:
-        raise ProbeError("the probe needs at least one prompt token and one sequence")
-    torch.manual_seed(int(request.get("seed", 0)))
-    config, keep, kinds = shrink_config(request["config"], positions=prompt + decode)
-    _guard(torch, device, int(request.get("expected_bytes", 0)) * 2, request.get("max_bytes"))
+        dtype = torch.bfloat16
+        notes.append("float16 ran as bfloat16 on CPU (same 2-byte elements, faster kernels)")
+    prompt, decode, batch = req.prompt, req.decode, req.batch
+    torch.manual_seed(req.common.seed)
+    with _stage("reading the config", req.config):
+        config, keep, kinds = shrink_config(req.config, positions=prompt + decode)
+        model_class = _causal_lm_class(transformers, config, config.model_type)
+    _guard(torch, device, req.expected_bytes * 2, req.common.max_bytes)
 
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=dtype)
+    attention = _attention_for(model_class, req.attention)
+    if attention == "noop":
+        _register_noop()
+    implementation = _NOOP if attention == "noop" else attention
+    try:
+        # The same model without storage first: a config with absurd widths is refused, not allocated.
+        with torch.device("meta"):
+            shell = AutoModelForCausalLM.from_config(config, attn_implementation=implementation, dtype=dtype)
+        weights = sum(t.numel() * t.element_size() for t in (*shell.parameters(), *shell.buffers()))
+        del shell
+    except Exception:
+        weights = 0  # building it for real below says what is wrong
+    hint = "the config's widths make even the one-layer model too large"
+    _guard(torch, device, weights, req.common.max_bytes, hint)
+    with _stage("building the model", req.config), torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation, dtype=dtype)
     model.eval()
     vocab = int(config.vocab_size)
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    # Prefill in chunks so eager attention's score matrix (heads x chunk x T floats) stays small.
-    chunk = max(1, min(prompt, (32 * 2**20) // max(1, heads * (prompt + decode) * 4 * batch)))
+    # Only eager attention computes real scores: the cache it leaves is the reference the others match.
+    no_scores = (lambda: _no_sdpa(torch)) if attention == "sdpa" else nullcontext
+    heads = getattr(config, "num_attention_heads", None)
+    chunk = _prefill_chunk(req, attention, heads if isinstance(heads, int) else None)
     is_cuda = device.type == "cuda"
     if is_cuda:
         torch.cuda.synchronize(device)
@@ -279,26 +666,45 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
     cache = None
     start = time.perf_counter()
     with torch.no_grad():
-        for begin in range(0, prompt, chunk):
-            ids = torch.randint(0, vocab, (batch, min(chunk, prompt - begin)), device=device)
-            out = model(input_ids=ids, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+        done = 0
+        first: tuple[int, int] | None = None  # (tokens, cache bytes) after the first pass
+        while done < prompt:
+            step = min(chunk, prompt - done)
+            ids = torch.randint(0, vocab, (batch, step), device=device)
+            with _stage("in the prefill", req.config), no_scores():
+                cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+            if first is None:
+                _cache_layers(cache, model, keep)
+                first = (step, _cache_storage_bytes(cache, torch))
+            elif done == first[0]:
+                # Two passes give the shrunk cache's growth per token (windows and states do not
+                # grow): refuse now rather than run out of memory later. Growth by torch.cat holds
+                # the old and the new tensor at once, hence x 2.
+                grown = _cache_storage_bytes(cache, torch)
+                per_token = max(0, grown - first[1]) / step
+                projected = int(grown + per_token * (prompt + decode - done - step)) * 2
+                _guard(torch, device, projected, req.common.max_bytes)
+            done += step
+            if progress is not None:
+                progress("prefill", done, prompt)
         if is_cuda:
             torch.cuda.synchronize(device)
             prefill_peak = torch.cuda.max_memory_allocated(device) - base
         prefill_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        for _ in range(decode):
+        for index in range(decode):
             ids = torch.randint(0, vocab, (batch, 1), device=device)
-            out = model(input_ids=ids, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            with _stage("in a decode step", req.config), no_scores():
+                cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+            if progress is not None:
+                progress("decode", index + 1, decode)
         if is_cuda:
             torch.cuda.synchronize(device)
         decode_seconds = time.perf_counter() - start
 
-    assert cache is not None
+    cache_layers = _cache_layers(cache, model, keep)
     layers = []
-    for index, layer in zip(keep, cache.layers, strict=True):
+    for index, layer in zip(keep, cache_layers, strict=True):
         measured = _layer_bytes(layer, torch)
         layers.append({"index": index, "kind": kinds[index], "class": type(layer).__name__, **measured})
     peak: dict[str, Any]
@@ -312,7 +718,7 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
         # CPU has no allocator statistics: growing a layer by torch.cat holds the old and the new
         # tensor at once, so the largest transient is the biggest single cache tensor.
         biggest = 0
-        for layer in cache.layers:
+        for layer in cache_layers:
             found: list[tuple[str, Any]] = []
             _tensors({k: v for k, v in vars(layer).items() if not k.startswith("_")}, torch, "", found)
             for _name, tensor in found:
@@ -328,16 +734,20 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
         "batch": batch,
         "prompt_tokens": prompt,
         "decode_tokens": decode,
+        "attention": attention,
         "prefill_chunk": chunk,
+        "prefill_passes": math.ceil(prompt / chunk),
         "layer_kinds": kinds,
         "layers": layers,
         "peak": peak,
         "prefill_seconds": prefill_seconds,
         "decode_seconds_per_token": decode_seconds / decode if decode else None,
-        "timing_note": "timings of the shrunk model (one layer of each kind, tiny MLPs), not of the real one",
-        "notes": [substituted] if substituted else [],
+        "timing_note": "timings of the shrunk model (one layer of each kind, tiny MLPs"
+        + (", attention scores not computed" if attention != "eager" else "")
+        + "), not of the real one",
+        "notes": [_plain(note) for note in notes],
     }
-    del model, cache, out
+    del model, cache
     if is_cuda:
         torch.cuda.empty_cache()
     return result
@@ -346,21 +756,16 @@ def probe_model(request: dict[str, Any]) -> dict[str, Any]:
 # --- raw probe -------------------------------------------------------------------------------------
 
 
-def probe_raw(request: dict[str, Any]) -> dict[str, Any]:
+def probe_raw(request: Any) -> dict[str, Any]:
     """Allocate the tensors the estimate describes and read what the allocator says."""
+    req = check_raw_request(request)
     torch = _torch()
-    device = _device(torch, request.get("device", "auto"))
-    name = request.get("dtype", "uint8")
-    dtype = torch.uint8 if name == "uint8" else _dtype(torch, name)
-    specs = request["tensors"]
+    device = _device(torch, req.common.device)
+    dtype = _dtype(torch, req.common.dtype)
     itemsize = torch.tensor([], dtype=dtype).element_size()
-    needed = 0
-    for spec in specs:
-        numel = 1
-        for d in spec["shape"]:
-            numel *= int(d)
-        needed += numel * itemsize * int(spec.get("count", 1))
-    _guard(torch, device, needed, request.get("max_bytes"))
+    # Every factor is a checked non-negative int, so this is the exact byte count to allocate.
+    needed = sum(math.prod(t.shape) * itemsize * t.count for t in req.tensors)
+    _guard(torch, device, needed, req.common.max_bytes)
     is_cuda = device.type == "cuda"
     if is_cuda:
         torch.cuda.synchronize(device)
@@ -369,9 +774,9 @@ def probe_raw(request: dict[str, Any]) -> dict[str, Any]:
         before_reserved = torch.cuda.memory_reserved(device)
     held = []
     tensor_bytes = 0
-    for spec in specs:
-        for _ in range(int(spec.get("count", 1))):
-            tensor = torch.empty(tuple(int(d) for d in spec["shape"]), dtype=dtype, device=device)
+    for spec in req.tensors:
+        for _ in range(spec.count):
+            tensor = torch.empty(spec.shape, dtype=dtype, device=device)
             tensor_bytes += tensor.numel() * tensor.element_size()
             held.append(tensor)
     result: dict[str, Any] = {
@@ -396,24 +801,45 @@ def probe_raw(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run(request: dict[str, Any]) -> dict[str, Any]:
+def run(request: Any, progress: Progress | None = None) -> dict[str, Any]:
+    """Check the request and run it; a ProbeError (one line) for anything the probe cannot run."""
+    request = _object(request)
     mode = request.get("mode", "model")
     if mode == "model":
-        return probe_model(request)
+        return probe_model(request, progress)
     if mode == "raw":
         return probe_raw(request)
-    raise ProbeError(f"unknown probe mode {mode!r}")
+    raise ProbeError(f"request key 'mode' must be model or raw, got {_show(mode)}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        text = open(args[0], encoding="utf-8").read() if args else sys.stdin.read()  # noqa: SIM115
-        request = json.loads(text)
-        print(json.dumps(run(request), indent=2))
-    except (ProbeError, OSError, ValueError, KeyError) as exc:
-        print(f"probe: error: {exc}", file=sys.stderr)
+        if len(args) > 1:
+            raise ProbeError("usage: python probe.py [request.json] (or the request on stdin)")
+        try:
+            text = open(args[0], encoding="utf-8").read() if args else sys.stdin.read()  # noqa: SIM115
+        except OSError as exc:
+            raise ProbeError(f"cannot read the request: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not UTF-8
+            raise ProbeError(f"cannot read the request: {exc}") from None
+        try:
+            request = json.loads(text)
+        except ValueError as exc:  # also the digit limit on huge integers
+            raise ProbeError(f"the request is not JSON: {exc}") from None
+        except RecursionError:
+            raise ProbeError("the request is not JSON the probe can read: nested too deeply") from None
+        result = run(request)
+    except ProbeError as exc:
+        print(f"probe: error: {_plain(str(exc), 400)}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        # A bug in the probe, or torch failing outside transformers: still one line, unless asked.
+        if _debug():
+            raise
+        print(f"probe: error: {_reason(exc)} (KVCALC_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
     return 0
 
 
