@@ -92,7 +92,7 @@ def llama_result() -> tuple[dict[str, Any], dict[str, Any]]:
     import io
 
     from kvcalc.cli import main
-    from kvcalc.probe import run
+    from kvcalc.torch_probe import run
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
@@ -390,7 +390,7 @@ def test_bad_tolerance_fails_before_the_probe_runs(run_cli, monkeypatch, toleran
     def never(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the probe ran before --tolerance was checked")
 
-    monkeypatch.setattr("kvcalc.probe.run", never)
+    monkeypatch.setattr("kvcalc.torch_probe.run", never)
     result = run_cli("probe", "llama-3.1-8b", "--tokens", "40", "--tolerance", tolerance)
     assert_one_line_error(result, "--tolerance")
     assert result.exit_code == 2
@@ -533,3 +533,18 @@ def test_vllm_fit_uses_the_downcast_dtype(run_cli) -> None:
     data = run_cli("fit", "gemma-2-9b", "--engine", "vllm", "--kv-budget", "10GiB", "--json").json()
     assert data["vllm"]["page_bytes"] == 131_072
     assert data["vllm"]["num_blocks"] == 10 * 2**30 // 131_072 // 21
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["estimate", ""], "MODEL is empty"),
+        (["estimate", "llama-3.1-8b", "--revision", "main"], "--revision applies to Hub repos"),
+        (["fit", "llama-3.1-8b", "--gpu", "h100", "--utilization", "nan"], "--utilization"),
+        (["fit", "llama-3.1-8b", "--gpu", "h100", "--utilization", "inf"], "--utilization"),
+        (["probe", "llama-3.1-8b", "--tokens", "20", "--device", "tpu"], "--device must be auto, cpu or cuda"),
+        (["estimate", "llama-3.1-8b", "--lengths", "/"], "--lengths"),
+    ],
+)
+def test_more_adversarial_inputs(run_cli, argv: list[str], needle: str) -> None:
+    assert_one_line_error(run_cli(*argv), needle)

@@ -17,8 +17,8 @@ from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16, FP8, FP16, FP32, DType
 from kvcalc.errors import KvcalcError
 from kvcalc.estimator import Estimate, Workload, estimate
-from kvcalc.render import estimate_json
 from kvcalc.spec import ModelSpec, StateCache
+from kvcalc.views.json import estimate_json
 
 from .conftest import FIXTURES, fixture_config
 

@@ -55,7 +55,7 @@ def llama_case() -> tuple[Any, dict[str, Any], dict[str, Any]]:
     from kvcalc.engines import make_engine
     from kvcalc.estimator import Workload, estimate
     from kvcalc.presets import get_preset
-    from kvcalc.probe import run
+    from kvcalc.torch_probe import run
 
     spec = load_model("llama-3.2-1b")
     est = estimate(spec, Workload(tokens=40, kv_dtype=BF16), engine=make_engine("transformers")[0])
@@ -95,7 +95,8 @@ def test_mutated_results_are_accepted_or_refused_cleanly(llama_case, data) -> No
     except KvcalcError:
         return
     # Accepted: the comparison and its printing must work.
-    from kvcalc.render import probe_json, probe_lines
+    from kvcalc.views.json import probe_json
+    from kvcalc.views.probe import probe_lines
 
     check = check_model(spec, est, checked)
     probe_lines(spec.name, check, checked, 0)

@@ -9,6 +9,7 @@ messages speak of these parameters.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .configs import read_config
 from .dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
-from .errors import UsageError
+from .errors import SourceError, UsageError
 from .estimator import Estimate, Workload
 from .estimator import estimate as estimate_spec
 from .sources import Source, resolve
@@ -63,7 +64,12 @@ def open_model(model: str | ModelSpec | Model, *, revision: str | None = None, o
         return model
     if isinstance(model, ModelSpec):
         return Model(model)
+    if not model.strip():
+        raise UsageError("MODEL is empty: give a preset name, a config.json path or a Hub repo id", param="models")
     source = resolve(model, revision=revision, on_fetch=on_fetch)
+    if revision is not None and source.kind != "hub":
+        what = "bundled preset" if source.kind == "preset" else "local file"
+        raise UsageError(f"revision applies to Hub repos; {model} is a {what}", param="revision")
     return Model(model_from_source(source), source)
 
 
@@ -278,7 +284,10 @@ def read_requests(path: str | Path) -> list[Request]:
     from .sources import LENGTHS_LIMIT, read_regular_file
     from .workloads import parse_lengths
 
-    data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
+    try:
+        data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
+    except SourceError as exc:  # a file named by a parameter: a usage error naming it
+        raise UsageError(str(exc), param="lengths") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -447,6 +456,8 @@ def fit(
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch)
     spec = opened.spec
+    if isinstance(utilization, float) and not math.isfinite(utilization):
+        raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
     share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
     if not 0 < share <= 1:
         raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
@@ -566,7 +577,7 @@ def probe_request(
     on_fetch: OnFetch = None,
 ) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
     """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
-    is plain JSON for probe.py, here or on another machine."""
+    is plain JSON for torch_probe.py, here or on another machine."""
     from .crosscheck import model_request, parse_tolerance, raw_request
     from .dtypes import FP32
     from .engines import make_engine
@@ -576,6 +587,8 @@ def probe_request(
                          param="engine")  # fmt: skip
     if decode < 0:
         raise UsageError(f"decode must not be negative, got {decode}", param="decode")
+    if device not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"device must be auto, cpu or cuda, got {device!r}", param="device")
     opened = open_model(model, revision=revision, on_fetch=on_fetch)
     spec = opened.spec
     chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
@@ -612,10 +625,10 @@ def probe(
     on_fetch: OnFetch = None,
 ) -> ProbeReport:
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
-    and set it beside the estimate; or check a result probe.py printed elsewhere (``from_result``:
+    and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
     a file path or the parsed JSON), refusing one that answers another request."""
     from .crosscheck import check_model, validate_result
-    from .probe import ProbeError, run
+    from .torch_probe import ProbeError, run
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,

@@ -4,7 +4,8 @@ Tables use box-drawing characters and the text uses a few typographic ones (×, 
 whose encoding cannot hold them (``PYTHONIOENCODING=ascii``, cp1252 or cp437 on a redirected
 Windows stream, ``LC_ALL=C``) gets ASCII stand-ins instead of a UnicodeEncodeError. Text that came
 from outside (configs, probe results) is stripped of control characters, so a config cannot move
-the cursor or recolour the terminal.
+the cursor or recolour the terminal. Drawing tables and colour is ``kvcalc.views.console``'s job;
+this module stays free of rich, so ``--json`` never loads it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,25 @@ _ASCII = str.maketrans(
 
 # C0 and C1 controls except tab and newline, and DEL: what an escape sequence is made of.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class _Switches:
+    """What the root command's flags set for this run (``kvcalc --no-color``)."""
+
+    no_color = False
+
+
+_SWITCHES = _Switches()
+
+
+def set_no_color(value: bool) -> None:
+    """``kvcalc --no-color``: no colour codes even on a terminal (as ``NO_COLOR`` does)."""
+    _SWITCHES.no_color = value
+
+
+def colour_disabled() -> bool:
+    """Whether ``--no-color`` was given (``NO_COLOR`` is read by the views)."""
+    return _SWITCHES.no_color
 
 
 class OutputError(Exception):

@@ -1,5 +1,5 @@
-"""Set a probe's measurement beside the estimate: requests for ``kvcalc.probe`` and the comparison
-of what it returns. Pure: the probe itself (torch, transformers) lives in probe.py."""
+"""Set a probe's measurement beside the estimate: requests for ``kvcalc.torch_probe`` and the comparison
+of what it returns. Pure: the probe itself (torch, transformers) lives in torch_probe.py."""
 
 from __future__ import annotations
 

@@ -71,14 +71,27 @@ def format_decimal(n: int) -> str:
     return _pick(n, DECIMAL_UNITS, "B")
 
 
-def format_bytes(n: int, units: Units = "both") -> str:
-    """Human text for a byte count, units always labelled; ``both`` shows binary then decimal."""
+def format_bytes(n: int, units: Units = "both", *, sep: str | None = None) -> str:
+    """Human text for a byte count, units always labelled; ``both`` shows binary then decimal:
+    ``256 MiB (268.44 MB)``, or ``256 MiB / 268.44 MB`` with ``sep=" / "``."""
     if units == "binary":
         return format_binary(n)
     if units == "decimal":
         return format_decimal(n)
     binary, decimal = format_binary(n), format_decimal(n)
-    return binary if binary == decimal else f"{binary} ({decimal})"
+    if binary == decimal:
+        return binary
+    return f"{binary} ({decimal})" if sep is None else f"{binary}{sep}{decimal}"
+
+
+def format_exact(n: int, units: Units = "both") -> str:
+    """The exact count, then the units asked for: ``268,435,456 bytes = 256 MiB = 268.44 MB``."""
+    parts = [f"{n:,} bytes"]
+    if units in ("binary", "both"):
+        parts.append(format_binary(n))
+    if units in ("decimal", "both"):
+        parts.append(format_decimal(n))
+    return " = ".join(dict.fromkeys(parts))
 
 
 _SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,12})?)\s*([a-zA-Z]*)\s*$")

@@ -42,8 +42,18 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    no_color: Annotated[
+        bool,
+        typer.Option(
+            "--no-color",
+            help="No colour, even on a terminal (as NO_COLOR does). Output that is not a terminal never has any.",
+        ),
+    ] = False,
 ) -> None:
     """How much memory the KV cache of a transformer LLM takes, why, and whether it fits."""
+    from kvcalc.console import set_no_color
+
+    set_no_color(no_color)
 
 
 # API parameters whose flag is not the parameter name with dashes.

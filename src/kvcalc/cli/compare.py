@@ -16,9 +16,8 @@ from .options import (
     complete_dtype,
     complete_model,
     count,
-    echo,
-    echo_notes,
     print_json,
+    print_view,
     say_fetching,
     split_list,
     units,
@@ -139,21 +138,15 @@ def compare(
         batch=count(batch, "--batch") or 1, kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim,
         baseline=baseline, engine=engine, mark_own=not by_hand, revision=revision, on_fetch=say_fetching,
     )  # fmt: skip
-    from kvcalc.render import comparison_chart, comparison_json, comparison_table
-
     if plot is not None:
         from kvcalc.charts import save_plot
 
         save_plot(result, plot)
     if as_json:
+        from kvcalc.views.json import comparison_json
+
         print_json(comparison_json(result))
         return
-    echo(comparison_table(result, unit_choice))
-    if result.mode == "variants" and any(r.candidate.own for r in result.rows):
-        echo("* the model's own attention")
-    if chart:
-        echo()
-        echo(comparison_chart(result, unit_choice))
-    echo_notes(comparison_json(result)["notes"])
-    if plot is not None:
-        echo(f"plot saved to {plot}")
+    from kvcalc.views.compare import comparison_view
+
+    print_view(comparison_view(result, unit_choice, chart=chart, plot=plot))

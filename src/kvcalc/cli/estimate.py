@@ -28,9 +28,8 @@ from .options import (
     UnitsOpt,
     VDtypeOpt,
     count,
-    echo,
-    echo_notes,
     print_json,
+    print_view,
     say_fetching,
     serving_flags,
     units,
@@ -153,15 +152,15 @@ def estimate(
                                  max_batched_tokens, ubatch, kv_unified)  # fmt: skip
     prefix = count(shared_prefix, "--shared-prefix") or 0
     if lengths is not None:
-        from kvcalc.render import lengths_json, lengths_lines
-
         summary = api.estimate_requests(opened, lengths, tp=tp, pp=pp, shared_prefix=prefix, **engine_flags)
         if as_json:
+            from kvcalc.views.json import lengths_json
+
             print_json(lengths_json(summary, list(summary.notes)))
             return
-        for line in lengths_lines(summary, unit_choice):
-            echo(line)
-        echo_notes(summary.notes)
+        from kvcalc.views.estimate import lengths_view
+
+        print_view(lengths_view(summary, unit_choice))
         return
     result = api.estimate(
         opened, tokens=count(tokens, "--tokens"), prompt=count(prompt, "--prompt"), output=count(output, "--output"),
@@ -174,9 +173,9 @@ def estimate(
                               encoder_tokens=result.workload.encoder_tokens, kv_dtype=result.workload.kv_dtype,
                               v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens,
                               tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
-    from kvcalc.render import estimate_json, estimate_table, explain_lines, summary_lines, vs_theoretical_lines
-
     if as_json:
+        from kvcalc.views.json import estimate_json
+
         data = estimate_json(result)
         data["notes"] = list(result.notes)
         if theory is not None:
@@ -184,14 +183,6 @@ def estimate(
             data["difference_bytes"] = result.total_bytes - theory.total_bytes
         print_json(data)
         return
-    echo(estimate_table(result))
-    for line in summary_lines(result, unit_choice):
-        echo(line)
-    if theory is not None:
-        for line in vs_theoretical_lines(result, theory, unit_choice):
-            echo(line)
-    if explain:
-        echo()
-        for line in explain_lines(result, unit_choice):
-            echo(line)
-    echo_notes(result.notes)
+    from kvcalc.views.estimate import estimate_view
+
+    print_view(estimate_view(result, unit_choice, theory=theory, explain=explain))

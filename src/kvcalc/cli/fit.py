@@ -27,9 +27,8 @@ from .options import (
     VDtypeOpt,
     complete_gpu,
     count,
-    echo,
-    echo_notes,
     print_json,
+    print_view,
     say_fetching,
     serving_flags,
     size,
@@ -145,12 +144,11 @@ def fit(
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified),
     )  # fmt: skip
-    from kvcalc.render import fit_json, fit_lines
-
     if as_json:
+        from kvcalc.views.json import fit_json
+
         print_json(fit_json(report.result, report.budget, report.gpu_label, list(report.notes), report.workload))
         return
-    for line in fit_lines(report.model.name, report.result, report.budget, report.gpu_label, report.workload,
-                          unit_choice):  # fmt: skip
-        echo(line)
-    echo_notes(report.notes)
+    from kvcalc.views.fit import fit_view
+
+    print_view(fit_view(report, unit_choice))

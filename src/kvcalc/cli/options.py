@@ -3,13 +3,18 @@ parsing of counts and sizes as users write them, and the output helpers every co
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kvcalc.engines import REGISTRY
 from kvcalc.errors import UsageError
 from kvcalc.units import Units, parse_count, parse_size
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from kvcalc.views.console import Block
 
 # Every name --kv-dtype accepts, for help texts and completion (dtypes.py is cheap to import).
 KV_DTYPE_NAMES = ("auto", "fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2",
@@ -213,12 +218,12 @@ def print_json(data: Any) -> None:
     out(json.dumps(data, indent=2))
 
 
-def echo_notes(notes: Any) -> None:
-    """``note:`` lines; notes may quote config text, so control characters are neutralised."""
-    from kvcalc.console import clean
+def print_view(blocks: "Sequence[Block]") -> None:
+    """A command's human output: its view's blocks drawn with rich (tables fitted to the
+    terminal, colour only on one), in one write; control characters from configs neutralised."""
+    from kvcalc.views.console import show as draw
 
-    for note in dict.fromkeys(notes):
-        echo(f"note: {clean(str(note))}")
+    draw(blocks)
 
 
 def say_fetching(message: str) -> None:

@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from .app import presets_app
-from .options import complete_model, echo, print_json
+from .options import complete_model, print_json, print_view
 
 PresetsJsonOpt = Annotated[bool, typer.Option("--json", help="Print plain JSON.")]
 
@@ -17,13 +17,15 @@ def presets(ctx: typer.Context, as_json: PresetsJsonOpt = False) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from kvcalc import api
-    from kvcalc.render import preset_row, presets_table
+    from kvcalc.views.json import preset_row
 
     rows = [preset_row(s.preset, s.spec, s.bf16_bytes_per_token) for s in api.list_presets()]
     if as_json:
         print_json(rows)
         return
-    echo(presets_table(rows))
+    from kvcalc.views.presets import presets_view
+
+    print_view(presets_view(rows))
 
 
 @presets_app.command("show")
@@ -36,7 +38,7 @@ def presets_show(
 ) -> None:
     """Show one preset: where it came from, its derived geometry and its config fields."""
     from kvcalc import api
-    from kvcalc.render import preset_row
+    from kvcalc.views.json import preset_row
 
     found = api.show_preset(name)
     row = preset_row(found.preset, found.spec, found.bf16_bytes_per_token)
@@ -44,14 +46,6 @@ def presets_show(
     if as_json:
         print_json(data)
         return
-    import yaml
+    from kvcalc.views.presets import preset_show_view
 
-    for key in ("name", "aliases", "family", "hf_repo", "source", "parameters", "layers",
-                "query_heads", "kv_heads", "head_dim", "latent_dim", "attention"):  # fmt: skip
-        value = data[key]
-        if value is None or value == []:
-            continue
-        echo(f"{key:<20}{', '.join(value) if isinstance(value, list) else value}")
-    echo(f"{'bytes/token (bf16)':<20}{row['bytes_per_token_bf16']:,}")
-    echo("config:")
-    echo(yaml.safe_dump(found.preset.config, sort_keys=False).rstrip())
+    print_view(preset_show_view(data, found.preset.config))

@@ -16,9 +16,8 @@ from .options import (
     RevisionOpt,
     complete_dtype,
     count,
-    echo,
-    echo_notes,
     print_json,
+    print_view,
     say_fetching,
 )
 
@@ -68,7 +67,7 @@ def probe(
         bool,
         typer.Option(
             "--print-request",
-            help="Print the probe's JSON request instead of running it (to run probe.py on another machine).",
+            help="Print the probe's JSON request instead of running it (to run torch_probe.py on another machine).",
         ),
     ] = False,
     from_result: Annotated[
@@ -76,7 +75,7 @@ def probe(
         typer.Option(
             "--from-result",
             metavar="FILE",
-            help="Compare a result probe.py printed elsewhere instead of running the probe here.",
+            help="Compare a result torch_probe.py printed elsewhere instead of running the probe here.",
         ),
     ] = None,
 ) -> None:
@@ -86,7 +85,7 @@ def probe(
     weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
     prefills and decodes, counts every cache tensor and scales by the real layer counts; the
     estimate uses transformers' semantics. No code from a model repo is run. The probe is one
-    file, kvcalc/probe.py: copy it to a GPU box and run `python probe.py request.json`.
+    file, kvcalc/torch_probe.py: copy it to a GPU box and run `python torch_probe.py request.json`.
     """
     from kvcalc import api
 
@@ -108,21 +107,17 @@ def probe(
             report = api.probe(model, progress=progress, **shape)
     else:
         report = api.probe(model, from_result=from_result, **shape)
-    from kvcalc.render import probe_json, probe_lines, raw_probe_json, raw_probe_lines
+    if as_json:
+        from kvcalc.views.json import probe_json, raw_probe_json
 
-    if report.check is None:
-        data = raw_probe_json(report.estimate, report.result)
-        if as_json:
-            print_json(data)
+        if report.check is None:
+            print_json(raw_probe_json(report.estimate, report.result))
         else:
-            for line in raw_probe_lines(report.estimate, report.result, "both"):
-                echo(line)
-    elif as_json:
-        print_json(probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes)))
+            print_json(probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes)))
     else:
-        for line in probe_lines(report.model.name, report.check, report.result, report.tolerance_bytes):
-            echo(line)
-        echo_notes(report.notes)
+        from kvcalc.views.probe import probe_view
+
+        print_view(probe_view(report))
     if not report.match:
         raise typer.Exit(1)
 
@@ -141,7 +136,7 @@ class _ProbeProgress:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from kvcalc.console import err
+        from kvcalc.console import colour_disabled, err
 
         err(f"kvcalc probe: {self._what} on {self._device}...")
         self._time = time.perf_counter
@@ -152,7 +147,7 @@ class _ProbeProgress:
             BarColumn(),
             TextColumn("{task.completed:,}/{task.total:,} tokens"),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=Console(stderr=True, no_color=colour_disabled() or None),
             transient=True,
         )
         self._bar.__enter__()

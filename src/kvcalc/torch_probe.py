@@ -3,7 +3,7 @@
 This file stands alone: it imports nothing from kvcalc, only the standard library, torch and
 (for the model probe) transformers, so it can be copied to a GPU machine and run there::
 
-    python probe.py request.json            # or: python -m kvcalc.probe < request.json
+    python torch_probe.py request.json      # or: python -m kvcalc.torch_probe < request.json
 
 It reads a JSON request and prints a JSON result. ``kvcalc probe`` writes the request, runs the
 same code in-process, and sets the result beside its estimate.
@@ -816,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         if len(args) > 1:
-            raise ProbeError("usage: python probe.py [request.json] (or the request on stdin)")
+            raise ProbeError("usage: python torch_probe.py [request.json] (or the request on stdin)")
         try:
             text = open(args[0], encoding="utf-8").read() if args else sys.stdin.read()  # noqa: SIM115
         except OSError as exc:

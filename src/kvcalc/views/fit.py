@@ -1,0 +1,52 @@
+"""``kvcalc fit``: the budget derivation line by line, then the three answers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvcalc.units import Units, format_binary
+
+from .console import Block, Note
+
+if TYPE_CHECKING:
+    from kvcalc.api import FitReport
+
+
+def fit_view(report: FitReport, units: Units) -> list[Block]:
+    """Budget lines, vLLM's block layout when it applies, the answers, the notes. The budget
+    shows exact bytes with binary sizes beside them whatever ``units`` says (as it always has)."""
+    result, budget, w = report.result, report.budget, report.workload
+    lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): tp {w.tp} x pp {w.pp} x dp {w.dp}"]
+    if report.gpu_label:
+        lines.append(f"GPU: {report.gpu_label}")
+    width = max(len(line.label) for line in budget.lines)
+    for line in budget.lines:
+        lines.append(f"  {line.label:<{width}}  {line.bytes:>20,}  {format_binary(line.bytes) if line.bytes else ''}")
+    plan = result.vllm
+    if plan is not None:
+        groups = ", ".join(
+            f"{k.kind} x{k.layers} ({k.groups} group(s), {k.block_size}-token blocks)" for k in plan.kinds
+        )
+        block = plan.page_bytes * plan.group_size
+        lines.append(f"vLLM layout    {groups}")
+        lines.append(f"vLLM block     {plan.group_size} layer(s) x {plan.page_bytes:,} B page = {block:,} B")
+        lines.append(f"vLLM blocks    {plan.num_blocks:,}")
+    tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
+    lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
+    exact = f" (vLLM's {float(result.max_concurrency_exact):.2f}x)" if result.max_concurrency_exact is not None else ""
+    at_least = "at least " if result.max_concurrency_capped else ""
+    lines.append(f"max requests   {at_least}{result.max_concurrency:,} at {result.tokens:,} tokens each{exact}")
+    if result.max_context is None:
+        context = "unbounded (every layer is windowed or a fixed state)"
+    elif result.max_context_capped:
+        context = f"at least {result.max_context:,} tokens (the search stops there; the budget is not the limit)"
+    else:
+        context = f"{result.max_context:,} tokens"
+    lines.append(f"max context    {context} at batch {result.batch:,}")
+    if not result.fits:
+        lines.append(
+            f"nothing fits   not one request of {result.tokens:,} tokens fits in "
+            f"{result.kv_budget:,} bytes of KV budget per GPU"
+        )
+    lines += [Note(note) for note in dict.fromkeys(report.notes)]
+    return lines

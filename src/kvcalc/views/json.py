@@ -1,0 +1,229 @@
+"""Every ``--json`` answer as a plain dict: integer byte counts, no markup.
+
+This module never imports rich, not even lazily: ``kvcalc ... --json`` starts without it
+(tests/test_views.py checks ``sys.modules``). Types are imported for annotations only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .labels import attention_kind
+
+if TYPE_CHECKING:
+    from kvcalc.capacity import Budget, Fit
+    from kvcalc.comparison import Comparison
+    from kvcalc.crosscheck import CrossCheck
+    from kvcalc.estimator import Estimate, Workload
+    from kvcalc.presets import Preset
+    from kvcalc.spec import ModelSpec
+    from kvcalc.workloads import RequestSummary
+
+
+def estimate_json(est: Estimate) -> dict[str, Any]:
+    """Plain JSON-ready dict; byte counts are integers."""
+    w = est.workload
+    groups = []
+    for g in est.groups:
+        c = g.cache
+        entry: dict[str, Any] = {"kind": str(g.kind), "layers": g.layers, **c.fields()}
+        entry |= {
+            "tokens_kept": g.tokens_kept,
+            "slots": g.slots,
+            "kv_heads_per_gpu": g.kv_heads_per_gpu,
+            "metadata_bytes": g.metadata_bytes,
+            "elements_per_token": g.cache.elements_per_token,
+            "bytes_per_token": g.bytes_per_token,
+            "state_bytes": g.state_bytes,
+            "dtype": g.dtype.name,
+            "bytes": g.bytes,
+        }
+        groups.append(entry)
+    return {
+        "model": est.model.name,
+        "model_type": est.model.model_type,
+        "attention": attention_kind(est.model),
+        "engine": est.engine,
+        "batch": w.batch,
+        "tokens": w.tokens,
+        "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens) if est.model.is_encoder_decoder else None,
+        "kv_dtype": est.kv_dtype.name,
+        "v_dtype": (est.v_dtype or est.kv_dtype).name,
+        "bytes_per_element": est.kv_dtype.bytes_per_element if est.kv_dtype.is_plain else None,
+        "bits_per_element": est.kv_dtype.bits,
+        "metadata_bytes": est.metadata_bytes,
+        "per_gpu_bytes": est.per_gpu_bytes,
+        "per_gpu_token_bytes": est.per_gpu_token_bytes,
+        "gpus": est.gpus,
+        "tp": est.workload.tp,
+        "pp": est.workload.pp,
+        "dp": est.workload.dp,
+        "shared_prefix": est.workload.shared_prefix,
+        "total_bytes": est.total_bytes,
+        "total_gib": est.total_bytes / 2**30,
+        "total_gb": est.total_bytes / 10**9,
+        "per_token_bytes": est.per_token_bytes,
+        "per_sequence_bytes": est.per_sequence_bytes,
+        "fixed_bytes_per_sequence": est.fixed_bytes_per_sequence,
+        "groups": groups,
+        "notes": [*est.model.notes, *est.notes],
+    }
+
+
+def lengths_json(summary: RequestSummary, notes: list[str]) -> dict[str, Any]:
+    """A request mix: the total with every request resident, per-request percentiles."""
+    tokens = tuple(r.tokens for r in summary.requests)
+    sizes = summary.per_request_bytes
+    return {
+        "engine": summary.engine,
+        "requests": len(tokens),
+        "total_bytes": summary.total_bytes,
+        "tokens": {f"p{q}": summary.percentile(tokens, q) for q in (50, 90, 99)} | {"max": max(tokens)},
+        "bytes_per_request": {f"p{q}": summary.percentile(sizes, q) for q in (50, 90, 99)} | {"max": max(sizes)},
+        "notes": notes,
+    }
+
+
+def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str, Any]:
+    """One preset as a JSON-ready summary row (``kvcalc presets`` draws its table from these)."""
+    attention = [c for c in spec.caches if c.caches_tokens and not c.is_latent]
+    latent = [c.latent_shape for c in spec.caches if c.latent_shape is not None]
+    return {
+        "name": preset.name,
+        "aliases": list(preset.aliases),
+        "family": preset.family,
+        "hf_repo": preset.hf_repo,
+        "layers": spec.layers,
+        "query_heads": spec.query_heads,
+        "kv_heads": attention[0].rows(1)[2] if attention else None,
+        "head_dim": attention[0].head_dims[0] if attention else None,
+        "latent_dim": sum(latent[0]) if latent else None,
+        "attention": attention_kind(spec),
+        "bytes_per_token_bf16": bf16_per_token,
+        "parameters": preset.parameters,
+        "source": preset.source,
+    }
+
+
+def comparison_notes(comp: Comparison) -> list[str]:
+    """The comparison's notes, then each model's, once each (the table prints the same list)."""
+    notes = list(comp.notes)
+    for r in comp.rows:
+        for note in (*r.candidate.spec.notes, *r.estimate.notes):
+            if "keep at most" not in note:  # windows show in the numbers; one note per length is noise
+                notes.append(f"{r.candidate.spec.name}: {note}")
+    return list(dict.fromkeys(notes))
+
+
+def comparison_json(comp: Comparison) -> dict[str, Any]:
+    rows = []
+    for r in comp.rows:
+        c = r.candidate
+        rows.append(
+            {
+                "label": c.label,
+                "model": c.spec.name,
+                "own": c.own,
+                "attention": attention_kind(c.spec),
+                "kv_heads": c.kv_heads,
+                "latent_dim": c.latent_dim,
+                "elements_per_token_per_layer": c.elements_per_token,
+                "kv_dtype": r.kv_dtype.name,
+                "tokens": r.tokens,
+                "batch": comp.batch,
+                "per_token_bytes": r.estimate.per_token_bytes,
+                "total_bytes": r.total_bytes,
+                "ratio": float(r.ratio),
+                "ratio_exact": f"{r.ratio.numerator}/{r.ratio.denominator}",
+            }
+        )
+    return {
+        "mode": comp.mode,
+        "baseline": comp.baseline,
+        "batch": comp.batch,
+        "tokens": list(comp.tokens),
+        "kv_dtypes": [d.name for d in comp.dtypes],
+        "rows": rows,
+        "notes": comparison_notes(comp),
+    }
+
+
+def fit_json(
+    result: Fit, budget: Budget, gpu_label: str | None, notes: list[str], workload: Workload
+) -> dict[str, Any]:
+    plan = result.vllm
+    return {
+        "engine": result.engine,
+        "gpu": gpu_label,
+        "tp": workload.tp,
+        "pp": workload.pp,
+        "dp": workload.dp,
+        "budget": [{"label": line.label, "bytes": line.bytes} for line in budget.lines],
+        "kv_budget_bytes": result.kv_budget,
+        "tokens": result.tokens,
+        "batch": result.batch,
+        "max_tokens": result.max_tokens,
+        "max_concurrency": result.max_concurrency,
+        "max_concurrency_exact": float(result.max_concurrency_exact)
+        if result.max_concurrency_exact is not None
+        else None,
+        "max_context": result.max_context,
+        "max_concurrency_capped": result.max_concurrency_capped,
+        "max_context_capped": result.max_context_capped,
+        "fits": result.fits,
+        "vllm": None
+        if plan is None
+        else {
+            "num_blocks": plan.num_blocks,
+            "page_bytes": plan.page_bytes,
+            "group_size": plan.group_size,
+            "groups": [
+                {"kind": k.kind, "layers": k.layers, "groups": k.groups, "block_size": k.block_size} for k in plan.kinds
+            ],
+        },
+        "notes": notes,
+    }
+
+
+def probe_json(check: CrossCheck, result: dict[str, Any], allowed: int, notes: list[str]) -> dict[str, Any]:
+    return {
+        "estimated_bytes": check.estimated_bytes,
+        "measured_bytes": check.measured_bytes,
+        "difference_bytes": check.difference,
+        "storage_bytes": check.storage_bytes,
+        "tolerance_bytes": allowed,
+        "match": check.within(allowed),
+        "device": result["device"],
+        "dtype": result["dtype"],
+        "torch": result["torch"],
+        "transformers": result["transformers"],
+        "kinds": [
+            {
+                "kind": k.kind,
+                "layers": k.layers,
+                "estimated_bytes": k.estimated_bytes,
+                "measured_bytes": k.measured_bytes,
+            }
+            for k in check.kinds
+        ],
+        "peak": result["peak"],
+        "prefill_seconds": result["prefill_seconds"],
+        "decode_seconds_per_token": result["decode_seconds_per_token"],
+        "shrunk_layers": result["layers"],
+        "notes": notes,
+    }
+
+
+def raw_probe_json(est: Estimate, result: dict[str, Any]) -> dict[str, Any]:
+    data = {
+        "estimated_bytes": est.total_bytes,
+        "measured_bytes": result["tensor_bytes"],
+        "match": result["tensor_bytes"] == est.total_bytes,
+        "device": result["device"],
+        "engine": est.engine,
+        "tensors": result["tensors"],
+    }
+    for key in ("allocated_bytes", "requested_bytes", "reserved_bytes"):
+        if key in result:
+            data[key] = result[key]
+    return data
