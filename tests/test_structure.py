@@ -19,12 +19,13 @@ from kvcalc.spec import AttentionCache, Kind, LatentCache, SharedCache, StateCac
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
 def test_every_registered_engine_is_complete(name: str) -> None:
-    cls = REGISTRY[name]
-    assert issubclass(cls, Engine)
+    entry = REGISTRY[name]
+    cls = engine_class(name)
+    assert issubclass(cls, Engine) and cls.__name__ == entry.class_name
     engine, _notes = make_engine(name)
     assert engine.name == name and isinstance(engine, cls)
-    assert cls.summary  # one line for --help and the docs
-    for alias in cls.aliases:
+    assert entry.summary  # one line for --help and the docs
+    for alias in entry.aliases:
         assert engine_class(alias) is cls
         assert engine_class(alias.upper()) is cls
 
@@ -41,9 +42,9 @@ def test_engine_help_and_completion_read_the_registry(run_cli) -> None:
 
     assert _complete_engine("") == list(ENGINE_NAMES)
     text = " ".join(run_cli("estimate", "--help").stdout.split())
-    for name, cls in REGISTRY.items():
+    for name, entry in REGISTRY.items():
         assert name in text
-        assert cls.summary in text
+        assert entry.summary in text
 
 
 # --- layer kinds answer for themselves ------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,9 @@ from .estimator import estimate as estimate_spec
 from .sources import Source, resolve
 from .spec import MAX_DIMENSION, MAX_LAYERS, AttentionCache, ModelSpec
 
-if TYPE_CHECKING:  # the heavier views load only when asked for
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from fractions import Fraction
+
     from .capacity import Budget, Fit
     from .comparison import Comparison
     from .crosscheck import CrossCheck
@@ -424,7 +425,7 @@ def fit(
     gpu_memory: int | None = None,
     kv_budget: int | None = None,
     gpus: int | None = None,
-    utilization: float | Fraction = Fraction(9, 10),
+    utilization: float | Fraction = 0.9,
     weights: int | None = None,
     overhead: int = 2 * 2**30,
     tokens: int | None = None,
@@ -458,6 +459,8 @@ def fit(
     spec = opened.spec
     if isinstance(utilization, float) and not math.isfinite(utilization):
         raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
+    from fractions import Fraction
+
     share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
     if not 0 < share <= 1:
         raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")

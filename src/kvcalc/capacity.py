@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .engines import VLLM, Engine, LlamaCpp, SGLang, cdiv
+from .engines import Engine, cdiv
+from .engines.llamacpp import LlamaCpp
+from .engines.sglang import SGLang
+from .engines.vllm import VLLM
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate, pipeline_stages
 from .spec import LayerCache, ModelSpec

@@ -61,7 +61,7 @@ KV_DTYPE_HELP = (
     "q*: llama.cpp blocks of 32), or auto: what the engine stores by default (the model's dtype; vLLM "
     "and SGLang run float32 checkpoints in 16 bits, llama.cpp uses f16)."
 )
-ENGINE_HELP = "Storage semantics: " + "; ".join(f"{name} ({cls.summary})" for name, cls in REGISTRY.items()) + "."
+ENGINE_HELP = "Storage semantics: " + "; ".join(f"{e.name} ({e.summary})" for e in REGISTRY.values()) + "."
 
 ModelArg = Annotated[
     str | None,

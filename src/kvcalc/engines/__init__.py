@@ -1,43 +1,77 @@
 """Engines: one module each, and the registry ``--engine``, help texts and completion read.
 
 Adding an engine is one module here with an ``Engine`` subclass (its storage rules, each citing
-the engine's source) and one line in ``REGISTRY``.
+the engine's source) and one entry in ``REGISTRY``. The registry names each engine's module
+without importing it: a start-up pays only for the engine it uses (each engine module costs
+about 2 ms to import, and ``kvcalc --help`` needs only the names and summaries).
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
 from .base import Engine, EngineOptions, cdiv, pad
-from .llamacpp import LlamaCpp
-from .sglang import SGLang
 from .theoretical import THEORETICAL, Theoretical
-from .transformers import Transformers
-from .vllm import VLLM
 
-REGISTRY: dict[str, type[Engine]] = {
-    "theoretical": Theoretical,
-    "transformers": Transformers,
-    "vllm": VLLM,
-    "sglang": SGLang,
-    "llama.cpp": LlamaCpp,
+if TYPE_CHECKING:
+    from .llamacpp import LlamaCpp
+    from .sglang import SGLang
+    from .transformers import Transformers
+    from .vllm import VLLM
+
+
+class EngineEntry(NamedTuple):
+    """A registered engine: its name, where its class lives, and one line for --help."""
+
+    name: str
+    module: str
+    class_name: str
+    summary: str
+    aliases: tuple[str, ...] = ()
+
+
+REGISTRY: dict[str, EngineEntry] = {
+    entry.name: entry
+    for entry in (
+        EngineEntry("theoretical", "theoretical", "Theoretical", "what attention must keep (the default)"),
+        EngineEntry("transformers", "transformers", "Transformers", "DynamicCache: sliding layers keep W-1"),
+        EngineEntry("vllm", "vllm", "VLLM", "16-token blocks (MLA 64), sliding reservation"),
+        EngineEntry("sglang", "sglang", "SGLang", "token pool in pages"),
+        EngineEntry("llama.cpp", "llamacpp", "LlamaCpp", "cells padded to 256, SWA cells", ("llamacpp", "llama-cpp")),
+    )
 }
 ENGINE_NAMES = tuple(REGISTRY)
 
 __all__ = [
-    "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "Engine", "EngineOptions", "LlamaCpp", "SGLang",
-    "Theoretical", "Transformers", "cdiv", "engine_class", "make_engine", "pad", "uses_mla",
+    "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "Engine", "EngineEntry", "EngineOptions", "LlamaCpp",
+    "SGLang", "Theoretical", "Transformers", "cdiv", "engine_class", "make_engine", "pad", "uses_mla",
 ]  # fmt: skip
+
+
+def _load(entry: EngineEntry) -> type[Engine]:
+    cls: type[Engine] = getattr(import_module(f"{__name__}.{entry.module}"), entry.class_name)
+    return cls
 
 
 def engine_class(name: str) -> type[Engine]:
     """The engine class a name (or alias, any case) stands for."""
     key = name.strip().lower()
-    for registered, cls in REGISTRY.items():
-        if key == registered or key in cls.aliases:
-            return cls
-    raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
+    for entry in REGISTRY.values():
+        if key == entry.name or key in entry.aliases:
+            return _load(entry)
+    raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}", param="engine")
+
+
+def __getattr__(name: str) -> Any:
+    """The engine classes by name (``from kvcalc.engines import VLLM``), imported on first use."""
+    for entry in REGISTRY.values():
+        if entry.class_name == name:
+            return _load(entry)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_engine(

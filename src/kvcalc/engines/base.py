@@ -12,7 +12,6 @@ engine: exactly what attention must keep.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from kvcalc.dtypes import FP16, DType
 from kvcalc.spec import LayerCache
@@ -46,9 +45,6 @@ class Engine:
     """
 
     name: str = "theoretical"
-    # One line for --help and docs: what the engine stores.
-    summary: ClassVar[str] = "what attention must keep"
-    aliases: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:

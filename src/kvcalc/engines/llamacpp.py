@@ -4,7 +4,6 @@ src/llama-kv-cache-iswa.cpp, common/common.h; llama.cpp 0c1e570)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from kvcalc.dtypes import FP16, FP32, DType
 from kvcalc.errors import UsageError
@@ -27,8 +26,6 @@ class LlamaCpp(Engine):
     n_ubatch: int = 512
     unified: bool = False
     cell_padding: int = 256
-    summary: ClassVar[str] = "cells padded to 256, SWA cells"
-    aliases: ClassVar[tuple[str, ...]] = ("llamacpp", "llama-cpp")
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:

@@ -4,7 +4,6 @@ from sglang/srt/configs/model_config.py and configs/mamba_utils.py, SGLang 0.5.2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
@@ -21,7 +20,6 @@ class SGLang(Engine):
 
     name: str = "sglang"
     page_size: int = 1
-    summary: ClassVar[str] = "token pool in pages"
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from .base import Engine
 
@@ -14,7 +13,6 @@ class Theoretical(Engine):
     layer, one latent per token for MLA, a fixed state for linear attention and Mamba."""
 
     name: str = "theoretical"
-    summary: ClassVar[str] = "what attention must keep (the default)"
 
 
 THEORETICAL = Theoretical()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from kvcalc.dtypes import FP32, DType
 from kvcalc.spec import LayerCache
@@ -20,7 +19,6 @@ class Transformers(Engine):
     ``kvcalc probe``). Falcon's new_decoder_architecture caches K/V broadcast to every query head."""
 
     name: str = "transformers"
-    summary: ClassVar[str] = "DynamicCache: sliding layers keep W-1"
 
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         if cache.tokens == "decoder" and cache.token_bound is not None:

@@ -4,7 +4,6 @@ dtype rules from vllm/config/model.py, vLLM 0.33.0)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
@@ -28,7 +27,6 @@ class VLLM(Engine):
     name: str = "vllm"
     block_size: int = 16
     max_num_batched_tokens: int = 8192
-    summary: ClassVar[str] = "16-token blocks (MLA 64), sliding reservation"
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
