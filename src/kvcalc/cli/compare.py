@@ -12,6 +12,7 @@ from .options import (
     EngineOpt,
     JsonOpt,
     RevisionOpt,
+    UnitsName,
     UnitsOpt,
     complete_dtype,
     complete_model,
@@ -83,7 +84,7 @@ def compare(
             "Default: MHA for variants, the first model given for models.",
         ),
     ] = None,
-    units_choice: UnitsOpt = "both",
+    units_choice: UnitsOpt = UnitsName.both,
     chart: Annotated[
         bool, typer.Option("--chart", help="Also draw bytes against context length as text bars.")
     ] = False,

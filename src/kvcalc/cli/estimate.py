@@ -25,6 +25,7 @@ from .options import (
     TpOpt,
     UbatchOpt,
     UnifiedOpt,
+    UnitsName,
     UnitsOpt,
     VDtypeOpt,
     count,
@@ -61,7 +62,7 @@ def estimate(
         ),
     ] = None,
     kv_dtype: KvDtypeOpt = None,
-    units_choice: UnitsOpt = "both",
+    units_choice: UnitsOpt = UnitsName.both,
     explain: Annotated[
         bool,
         typer.Option(

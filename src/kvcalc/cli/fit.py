@@ -23,6 +23,7 @@ from .options import (
     RevisionOpt,
     UbatchOpt,
     UnifiedOpt,
+    UnitsName,
     UnitsOpt,
     VDtypeOpt,
     complete_gpu,
@@ -118,7 +119,7 @@ def fit(
     max_model_len: Annotated[
         str | None, typer.Option("--max-model-len", metavar="N", help="Cap for the longest-context search.")
     ] = None,
-    units_choice: UnitsOpt = "both",
+    units_choice: UnitsOpt = UnitsName.both,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
 ) -> None:

@@ -3,6 +3,7 @@ parsing of counts and sizes as users write them, and the output helpers every co
 
 import json
 import sys
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -78,11 +79,20 @@ BatchOpt = Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Seque
 KvDtypeOpt = Annotated[
     str | None, typer.Option("--kv-dtype", metavar="DTYPE", autocompletion=complete_dtype, help=KV_DTYPE_HELP)
 ]
+
+
+class UnitsName(StrEnum):
+    """--units choices; typer checks them and lists them in --help."""
+
+    binary = "binary"
+    decimal = "decimal"
+    both = "both"
+
+
 UnitsOpt = Annotated[
-    str,
+    UnitsName,
     typer.Option(
         "--units",
-        metavar="binary|decimal|both",
         help="binary (KiB, MiB, GiB: powers of 2^10), decimal (kB, MB, GB: powers of 10^3) or both. "
         "Exact byte counts are always shown.",
     ),
@@ -172,10 +182,11 @@ def serving_flags(
 # --- values as users write them -------------------------------------------------------------------------
 
 
-def units(value: str) -> Units:
-    if value not in ("binary", "decimal", "both"):
-        raise UsageError(f"--units must be binary, decimal or both, got {value!r}")
-    return value  # type: ignore[return-value]  # narrowed by the check above
+def units(value: UnitsName | str) -> Units:
+    name = value.value if isinstance(value, UnitsName) else value
+    if name not in ("binary", "decimal", "both"):
+        raise UsageError(f"--units must be binary, decimal or both, got {name!r}")
+    return name  # type: ignore[return-value]  # narrowed by the check above
 
 
 def count(value: str | None, flag: str) -> int | None:
