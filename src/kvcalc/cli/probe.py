@@ -123,8 +123,8 @@ def probe(
 
 
 class _ProbeProgress:
-    """A rich progress bar on stderr fed by the probe's (stage, done, total) callback; after the
-    first prefill chunk it states the expected time of the whole run."""
+    """A rich progress bar on stderr fed by the probe's (stage, done, total) callback; after two
+    prefill passes it states how long the rest will take, when that is more than a few seconds."""
 
     def __init__(self, *, raw: bool, device: str) -> None:
         self._what = "allocating the estimated tensors" if raw else "building a shrunk model and filling its cache"
@@ -142,6 +142,7 @@ class _ProbeProgress:
         self._time = time.perf_counter
         self._start = self._time()
         self._told = False
+        self._first: tuple[float, int] | None = None
         self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -158,11 +159,17 @@ class _ProbeProgress:
         if stage not in self._tasks:
             self._tasks[stage] = self._bar.add_task(stage, total=total)
         self._bar.update(self._tasks[stage], completed=done, total=total)
-        if stage == "prefill" and not self._told and 0 < done < total:
-            self._told = True
-            expected = (self._time() - self._start) * total / done
-            if expected > 10:
-                self._bar.console.print(f"kvcalc probe: about {expected:,.0f} s to prefill {total:,} tokens")
+        if stage != "prefill" or self._told or not 0 < done < total:
+            return
+        now = self._time()
+        if self._first is None:  # the first pass also paid for building the model: time from here
+            self._first = (now, done)
+            return
+        self._told = True
+        since, at = self._first
+        remaining = (now - since) / max(1, done - at) * (total - done)
+        if remaining > 10:
+            self._bar.console.print(f"kvcalc probe: about {remaining:,.0f} s more to prefill {total:,} tokens")
 
     def __exit__(self, *exc: object) -> None:
         self._bar.__exit__(None, None, None)
