@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .configs import read_config
 from .dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
-from .errors import SourceError, UsageError
+from .errors import SourceError, StrictError, UsageError
 from .estimator import Estimate, Workload
 from .estimator import estimate as estimate_spec
 from .sources import Source, resolve
@@ -57,10 +57,22 @@ class Model:
         return self.spec.notes
 
 
-def open_model(model: str | ModelSpec | Model, *, revision: str | None = None, on_fetch: OnFetch = None) -> Model:
+def open_model(
+    model: str | ModelSpec | Model, *, revision: str | None = None, on_fetch: OnFetch = None, strict: bool = False
+) -> Model:
     """A preset name, a config.json (or its folder), a Hub repo id or URL, or an already built
     ``ModelSpec`` -> ``Model``. ``on_fetch`` is called with a short message right before anything
-    is fetched from the Hub."""
+    is fetched from the Hub. The model's ``spec.warnings`` name config fields kvcalc does not
+    model that may shape the cache; ``strict`` turns them into a ``StrictError``."""
+    opened = _open(model, revision=revision, on_fetch=on_fetch)
+    if strict and opened.spec.warnings:
+        more = len(opened.spec.warnings) - 1
+        also = f" (and {more} more field{'s' if more > 1 else ''})" if more else ""
+        raise StrictError(f"strict: {opened.spec.warnings[0]}{also}")
+    return opened
+
+
+def _open(model: str | ModelSpec | Model, *, revision: str | None, on_fetch: OnFetch) -> Model:
     if isinstance(model, Model):
         return model
     if isinstance(model, ModelSpec):
@@ -254,6 +266,7 @@ def estimate(
     encoder_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> Estimate:
     """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens (or ``prompt`` +
     ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. The
@@ -263,7 +276,7 @@ def estimate(
     >>> est.total_bytes
     268435456
     """
-    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
     chosen = serving(
@@ -315,12 +328,13 @@ def estimate_requests(
     shared_prefix: int = 0,
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> RequestSummary:
     """A request mix (a list of ``Request``, or a CSV/JSONL file path): each request's own cache
     and the total with every request resident at once."""
     from .workloads import summarize_requests
 
-    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     listed = read_requests(requests) if isinstance(requests, str | Path) else list(requests)
     chosen = serving(
@@ -354,6 +368,7 @@ def compare(
     mark_own: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> Comparison:
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
@@ -365,7 +380,7 @@ def compare(
 
     if not models:
         raise UsageError("give one model (its variants) or several (side by side)", param="models")
-    opened = [open_model(m, revision=revision, on_fetch=on_fetch) for m in models]
+    opened = [open_model(m, revision=revision, on_fetch=on_fetch, strict=strict) for m in models]
     names = [m.name for m in opened]
     repeated = next((n for n in names if names.count(n) > 1), None)
     if repeated is not None:
@@ -446,6 +461,7 @@ def fit(
     max_model_len: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> FitReport:
     """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
     GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
@@ -455,7 +471,7 @@ def fit(
     from .capacity import kv_budget as derive_budget
     from .gpus import find_gpu
 
-    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     if isinstance(utilization, float) and not math.isfinite(utilization):
         raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
@@ -578,6 +594,7 @@ def probe_request(
     tolerance: str = "0",
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
     """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
     is plain JSON for torch_probe.py, here or on another machine."""
@@ -592,7 +609,7 @@ def probe_request(
         raise UsageError(f"decode must not be negative, got {decode}", param="decode")
     if device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"device must be auto, cpu or cuda, got {device!r}", param="device")
-    opened = open_model(model, revision=revision, on_fetch=on_fetch)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
     asked = _dtype(kv_dtype, DEFAULT_QUANT_GROUP, "kv_dtype")
@@ -626,6 +643,7 @@ def probe(
     progress: Callable[[str, int, int], None] | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> ProbeReport:
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
@@ -635,7 +653,7 @@ def probe(
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
-        engine=engine, tolerance=tolerance, revision=revision, on_fetch=on_fetch,
+        engine=engine, tolerance=tolerance, revision=revision, on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
         from .sources import RESULT_LIMIT, read_json_file

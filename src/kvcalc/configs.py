@@ -8,12 +8,13 @@ absurd field stops with a ``ConfigError`` that names it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .dtypes import DType, lookup_dtype
 from .errors import ConfigError
+from .guard import unmodelled
 from .spec import (
     MAX_DIMENSION,
     MAX_LAYERS,
@@ -84,20 +85,59 @@ _LAYER_TYPE_ALIASES = {
 }
 
 
+class _Recorded(Mapping[str, Any]):
+    """A config mapping that remembers every key the reader looked at, so that what it never
+    looked at can be checked for fields that shape the cache (the guard in ``unread_fields``)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self.seen: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.seen.add(key)
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.seen.add(key)
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.seen.add(key)
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 @dataclass
 class _Reader:
-    """Typed access to one config mapping, remembering the defaults it applied."""
+    """Typed access to one config mapping, remembering the defaults it applied and the keys it
+    read."""
 
-    raw: Mapping[str, Any]
+    raw: _Recorded
     where: str
     model_type: str
     notes: list[str] = field(default_factory=list)
+
+    def considered(self, *keys: str) -> None:
+        """Keys a rule looked at and deliberately set aside (a disabled window, say): read."""
+        self.raw.seen.update(keys)
 
     def has(self, key: str) -> bool:
         return self.raw.get(key) is not None
 
     def first_key(self, keys: Sequence[str]) -> str | None:
-        return next((k for k in keys if self.has(k)), None)
+        """The first of ``keys`` present; its aliases that hold the same value count as read (an
+        alias with another value is left for the guard, since it may be the one meant)."""
+        found = next((k for k in keys if self.has(k)), None)
+        if found is not None:
+            value = self.raw[found]
+            self.considered(*(k for k in keys if self.raw._data.get(k) in (None, value)))
+        return found
 
     def _field(self, key: str) -> str:
         return f"{self.where}{key}"
@@ -149,6 +189,10 @@ class _Reader:
 
 def read_config(raw: Any, *, name: str) -> ModelSpec:
     """Turn a parsed ``config.json`` into a model spec; ``name`` labels it in output and errors."""
+    return _read(raw, name=name)[0]
+
+
+def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{name}: a model config must be a JSON object, got {type(raw).__name__}")
     top_type = _model_type(raw)
@@ -156,7 +200,7 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
     model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
-    reader = _Reader(text, where, model_type)
+    reader = _Reader(_Recorded(text), where, model_type)
     if text is not raw and not _model_type(text):
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
     dtype = _model_dtype(text, raw, reader.notes)
@@ -168,7 +212,8 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
     else:
         caches, layers, heads = _decoder_only(reader)
 
-    return ModelSpec(
+    reader.considered("model_type", "torch_dtype", "dtype")  # read above, outside the reader
+    spec = ModelSpec(
         name=name,
         caches=tuple(caches),
         layers=layers,
@@ -177,7 +222,9 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
         dtype=dtype,
         notes=tuple(reader.notes),
         encoder_tokens=encoder_tokens,
+        warnings=tuple(w.message() for w in unmodelled(reader.raw._data, reader.raw.seen, where)),
     )
+    return spec, reader
 
 
 def _model_type(config: Mapping[str, Any]) -> str:
@@ -244,6 +291,7 @@ def _heads_and_head_dim(r: _Reader) -> tuple[int, int]:
 def _kv_heads(r: _Reader, heads: int) -> int:
     """KV heads, following MQA flags (Falcon, GPT-BigCode, ChatGLM) before GQA counts."""
     if r.flag("new_decoder_architecture"):  # Falcon-40B/180B: grouped heads in num_kv_heads
+        r.considered("multi_query")  # FalconConfig ignores it once the new architecture is on
         kv = r.positive_int(("num_kv_heads",), default=heads)
     elif r.flag("multi_query_attention"):  # ChatGLM
         kv = r.positive_int(("multi_query_group_num",))
@@ -302,6 +350,7 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
     if "use_sliding_window" in r.raw or "max_window_layers" in r.raw:
         # Qwen2/Qwen3 family: sliding only when enabled, and only from max_window_layers on.
         if not r.flag("use_sliding_window") or not r.has("sliding_window"):
+            r.considered("sliding_window", "max_window_layers")  # windows off: both fields unused
             return ["full_attention"] * layers
         first = _non_negative(r, "max_window_layers")
         return ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
@@ -379,6 +428,7 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
 def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
     """The cache entry of a full-attention layer, and the number of query heads."""
     if r.has("kv_lora_rank"):  # MLA: DeepSeek-V2/V3, Kimi-K2, MiniCPM3 cache one latent
+        r.considered(*_KV_HEAD_KEYS)  # the latent is shared by every head: KV heads size nothing
         heads = r.positive_int(_HEAD_KEYS)
         rope = r.positive_int("qk_rope_head_dim")
         nope = r.optional_positive_int("qk_nope_head_dim")
@@ -454,6 +504,8 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
 
 def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None]:
     """Decoder self-attention per generated token plus cross-attention over the encoder output."""
+    # The encoder caches nothing: its layer count (num_hidden_layers in BART/Whisper) sizes nothing.
+    r.considered("num_hidden_layers", "encoder_layers", "num_layers")
     layer_key = r.first_key(("decoder_layers", "num_decoder_layers"))
     if layer_key is not None:
         layers = r.check_positive(layer_key, r.raw[layer_key])

@@ -34,3 +34,9 @@ class SourceError(KvcalcError):
 
 class PresetError(KvcalcError):
     """A bundled preset file that does not match the preset schema."""
+
+
+class StrictError(KvcalcError):
+    """``strict`` was asked for and the config holds fields kvcalc does not model (kvcalc.guard)."""
+
+    exit_code = 3

@@ -375,6 +375,9 @@ class ModelSpec:
     dtype: DType | None
     notes: tuple[str, ...] = ()
     encoder_tokens: int | None = None
+    # Config fields that may shape the cache but that kvcalc does not model (kvcalc.guard): each
+    # a sentence saying the estimate may be wrong.
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_encoder_decoder(self) -> bool:

@@ -12,6 +12,7 @@ from .options import (
     EngineOpt,
     JsonOpt,
     RevisionOpt,
+    StrictOpt,
     UnitsName,
     UnitsOpt,
     complete_dtype,
@@ -22,6 +23,8 @@ from .options import (
     say_fetching,
     split_list,
     units,
+    warn,
+    with_warnings,
 )
 
 
@@ -105,6 +108,7 @@ def compare(
     heads: Annotated[int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads.")] = None,
     head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.")] = None,
     engine: EngineOpt = "theoretical",
+    strict: StrictOpt = False,
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
 
@@ -138,7 +142,10 @@ def compare(
         targets, tokens=token_list, kv_dtypes=split_list(kv_dtype, "--kv-dtype") if kv_dtype is not None else None,
         batch=count(batch, "--batch") or 1, kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim,
         baseline=baseline, engine=engine, mark_own=not by_hand, revision=revision, on_fetch=say_fetching,
+        strict=strict,
     )  # fmt: skip
+    warnings = [w for row in result.rows for w in row.candidate.spec.warnings]
+    warn(warnings)
     if plot is not None:
         from kvcalc.charts import save_plot
 
@@ -146,7 +153,7 @@ def compare(
     if as_json:
         from kvcalc.views.json import comparison_json
 
-        print_json(comparison_json(result))
+        print_json(with_warnings(comparison_json(result), warnings))
         return
     from kvcalc.views.compare import comparison_view
 

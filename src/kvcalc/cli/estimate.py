@@ -21,6 +21,7 @@ from .options import (
     QuantGroupOpt,
     ResidualOpt,
     RevisionOpt,
+    StrictOpt,
     TokensOpt,
     TpOpt,
     UbatchOpt,
@@ -34,6 +35,8 @@ from .options import (
     say_fetching,
     serving_flags,
     units,
+    warn,
+    with_warnings,
 )
 
 
@@ -117,6 +120,7 @@ def estimate(
         bool,
         typer.Option("--vs-theoretical", help="Show the engine's figure beside the theoretical one, and the gap."),
     ] = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
@@ -148,7 +152,8 @@ def estimate(
         opened = api.open_model(api.model_from_geometry(layers=layers, heads=heads, kv_heads=kv_heads,
                                                         head_dim=head_dim))  # fmt: skip
     else:
-        opened = api.open_model(model, revision=revision, on_fetch=say_fetching)
+        opened = api.open_model(model, revision=revision, on_fetch=say_fetching, strict=strict)
+    warn(opened.spec.warnings)
     engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                                  max_batched_tokens, ubatch, kv_unified)  # fmt: skip
     prefix = count(shared_prefix, "--shared-prefix") or 0
@@ -157,7 +162,7 @@ def estimate(
         if as_json:
             from kvcalc.views.json import lengths_json
 
-            print_json(lengths_json(summary, list(summary.notes)))
+            print_json(with_warnings(lengths_json(summary, list(summary.notes)), opened.spec.warnings))
             return
         from kvcalc.views.estimate import lengths_view
 
@@ -182,7 +187,7 @@ def estimate(
         if theory is not None:
             data["theoretical_total_bytes"] = theory.total_bytes
             data["difference_bytes"] = result.total_bytes - theory.total_bytes
-        print_json(data)
+        print_json(with_warnings(data, opened.spec.warnings))
         return
     from kvcalc.views.estimate import estimate_view
 

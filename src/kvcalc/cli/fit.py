@@ -21,6 +21,7 @@ from .options import (
     QuantGroupOpt,
     ResidualOpt,
     RevisionOpt,
+    StrictOpt,
     UbatchOpt,
     UnifiedOpt,
     UnitsName,
@@ -34,6 +35,8 @@ from .options import (
     serving_flags,
     size,
     units,
+    warn,
+    with_warnings,
 )
 
 
@@ -122,6 +125,7 @@ def fit(
     units_choice: UnitsOpt = UnitsName.both,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """How many tokens, concurrent requests and how long a context fit on these GPUs.
 
@@ -141,14 +145,16 @@ def fit(
         model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
         gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=parse_size(overhead, what="--overhead"),
         tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
-        max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching,
+        max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching, strict=strict,
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified),
     )  # fmt: skip
+    warn(report.model.spec.warnings)
     if as_json:
         from kvcalc.views.json import fit_json
 
-        print_json(fit_json(report.result, report.budget, report.gpu_label, list(report.notes), report.workload))
+        data = fit_json(report.result, report.budget, report.gpu_label, list(report.notes), report.workload)
+        print_json(with_warnings(data, report.model.spec.warnings))
         return
     from kvcalc.views.fit import fit_view
 

@@ -159,6 +159,30 @@ UbatchOpt = Annotated[
 UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
 
 
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Refuse (exit status 3) a config with fields kvcalc does not model that may shape the cache, "
+        "instead of warning about them on stderr.",
+    ),
+]
+
+
+def warn(warnings: Any) -> None:
+    """``kvcalc: warning:`` lines on stderr: config fields that may make this estimate wrong."""
+    from kvcalc.console import clean, err
+
+    for warning in dict.fromkeys(warnings):
+        err(f"kvcalc: warning: {clean(str(warning))}")
+
+
+def with_warnings(data: dict[str, Any], warnings: Any) -> dict[str, Any]:
+    """A JSON answer with the unmodelled config fields listed (``warnings``), so scripts see them."""
+    data["warnings"] = list(dict.fromkeys(warnings))
+    return data
+
+
 def serving_flags(
     engine: str,
     kv_dtype: str | None,

@@ -14,11 +14,14 @@ from .options import (
     JsonOpt,
     ModelArg,
     RevisionOpt,
+    StrictOpt,
     complete_dtype,
     count,
     print_json,
     print_view,
     say_fetching,
+    warn,
+    with_warnings,
 )
 
 
@@ -78,6 +81,7 @@ def probe(
             help="Compare a result torch_probe.py printed elsewhere instead of running the probe here.",
         ),
     ] = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Measure a real KV cache with PyTorch and cross-check the estimate byte for byte.
 
@@ -96,7 +100,7 @@ def probe(
     shape: dict[str, Any] = {
         "tokens": count(tokens, "--tokens"), "batch": count(batch, "--batch"), "decode": decode,
         "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
-        "revision": revision, "on_fetch": say_fetching,
+        "revision": revision, "on_fetch": say_fetching, "strict": strict,
     }  # fmt: skip
     if print_request:
         print_json(api.probe_request(model, **shape)[2])
@@ -107,13 +111,15 @@ def probe(
             report = api.probe(model, progress=progress, **shape)
     else:
         report = api.probe(model, from_result=from_result, **shape)
+    warn(report.model.spec.warnings)
     if as_json:
         from kvcalc.views.json import probe_json, raw_probe_json
 
         if report.check is None:
-            print_json(raw_probe_json(report.estimate, report.result))
+            print_json(with_warnings(raw_probe_json(report.estimate, report.result), report.model.spec.warnings))
         else:
-            print_json(probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes)))
+            data = probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes))
+            print_json(with_warnings(data, report.model.spec.warnings))
     else:
         from kvcalc.views.probe import probe_view
 
