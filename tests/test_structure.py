@@ -12,7 +12,7 @@ from kvcalc.capacity import fit, vllm_plan
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.spec import AttentionCache, Kind, LatentCache, SharedCache, StateCache
+from kvcalc.spec import AttentionCache, Kind, LatentCache, NoCache, SharedCache, StateCache
 
 # --- the engine registry ------------------------------------------------------------------------------
 
@@ -58,6 +58,7 @@ EXAMPLES = [
     StateCache("linear_attention", 8192, 4, 16 * 128 * 128),
     StateCache("mamba", 5120, 4, 5120 * 16),
     SharedCache(),
+    NoCache(),
 ]
 
 

@@ -45,6 +45,7 @@ _EXPORTS = {
     "LayerCache": "spec",
     "ModelSpec": "spec",
     "SharedCache": "spec",
+    "NoCache": "spec",
     "StateCache": "spec",
 }
 
@@ -62,6 +63,7 @@ __all__ = [
     "LayerCache",
     "Model",
     "ModelSpec",
+    "NoCache",
     "ProbeReport",
     "Request",
     "RequestSummary",
@@ -117,6 +119,7 @@ if TYPE_CHECKING:
     from .spec import LatentCache as LatentCache
     from .spec import LayerCache as LayerCache
     from .spec import ModelSpec as ModelSpec
+    from .spec import NoCache as NoCache
     from .spec import SharedCache as SharedCache
     from .spec import StateCache as StateCache
     from .workloads import Request as Request

@@ -9,12 +9,12 @@ absurd field stops with a ``ConfigError`` that names it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .dtypes import DType, lookup_dtype
 from .errors import ConfigError
-from .guard import unmodelled
+from .guard import Unmodelled, unmodelled
 from .spec import (
     MAX_DIMENSION,
     MAX_LAYERS,
@@ -22,6 +22,7 @@ from .spec import (
     LatentCache,
     LayerCache,
     ModelSpec,
+    NoCache,
     SharedCache,
     StateCache,
 )
@@ -60,6 +61,12 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_next": {"full_attention_interval": 4},
     # Llama4TextConfig(): full (NoPE) attention every fourth layer.
     "llama4_text": {"no_rope_layer_interval": 4},
+    # NemotronHConfig() (transformers 5.24 models/nemotron_h/configuration_nemotron_h.py): head_dim is
+    # a class default (128), not hidden_size / heads, and the Mamba-2 geometry has defaults too.
+    "nemotron_h": {
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "ssm_state_size": 128,
+        "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4,
+    },
 }  # fmt: skip
 
 # Families whose layers alternate sliding/full with no key in the file (layer 0 sliding).
@@ -72,6 +79,23 @@ _ENCODER_DECODER_TYPES = frozenset(
 )  # fmt: skip
 
 _MAMBA_TYPES = frozenset({"mamba", "falcon_mamba", "mamba2"})
+
+# Nemotron-H's layer letters (NemotronHConfig._pattern_to_list, transformers 5.24): 'M' Mamba-2,
+# '*' attention, '-' MLP, 'E' MoE; MLP and MoE blocks have no attention and no state.
+_NEMOTRON_H_LETTERS = {"M": "mamba", "*": "full_attention", "-": "no_cache", "E": "no_cache"}
+# Its layer-type names: transformers 5.24 calls Mamba-2 "linear_attention" (after remapping the
+# legacy "mamba"), attention "full_attention" (legacy "attention"), and "mlp" / "moe" the blocks
+# DynamicCache gives a dummy layer (cache_utils.get_layer_types_and_kwargs).
+_NEMOTRON_H_TYPES = {
+    "linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_attention",
+    "attention": "full_attention", "mlp": "no_cache", "moe": "no_cache",
+}  # fmt: skip
+_NEMOTRON_H_NO_CACHE = "an MLP or MoE block (Nemotron-H '-' / 'E')"
+# NAS models with per-layer block_configs (Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B;
+# architecture DeciLMForCausalLM, which vLLM maps to nemotron_nas.py). Another model type's
+# block_configs is left to the guard.
+_NAS_TYPES = frozenset({"nemotron-nas"})
+_NAS_NO_CACHE = "a NAS block whose attention is a no-op or a linear layer (block_configs)"
 
 _LAYER_TYPE_ALIASES = {
     "full_attention": "full_attention",
@@ -122,6 +146,8 @@ class _Reader:
     where: str
     model_type: str
     notes: list[str] = field(default_factory=list)
+    # Unmodelled fields found inside objects the reader consumed as a whole (NAS block_configs).
+    unmodelled: list[Unmodelled] = field(default_factory=list)
 
     def considered(self, *keys: str) -> None:
         """Keys a rule looked at and deliberately set aside (a disabled window, say): read."""
@@ -222,7 +248,9 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         dtype=dtype,
         notes=tuple(reader.notes),
         encoder_tokens=encoder_tokens,
-        warnings=tuple(w.message() for w in unmodelled(reader.raw._data, reader.raw.seen, where)),
+        warnings=tuple(
+            w.message() for w in [*reader.unmodelled, *unmodelled(reader.raw._data, reader.raw.seen, where)]
+        ),
     )
     return spec, reader
 
@@ -275,6 +303,11 @@ def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any], notes: list[st
 
 def _heads_and_head_dim(r: _Reader) -> tuple[int, int]:
     heads = r.positive_int(_HEAD_KEYS)
+    if r.model_type == "nemotron_h":
+        # NemotronHAttention (modeling_nemotron_h.py, transformers 5.24) takes config.head_dim, a
+        # class default of 128; the Hub files spell it attention_head_dim (vLLM's NemotronHConfig
+        # reads that spelling), so either counts and the default applies, noted, without them.
+        return heads, r.positive_int(("head_dim", "attention_head_dim"))
     explicit = r.first_key(("head_dim", "d_kv", "kv_channels", "attention_head_size"))
     if explicit is not None:
         return heads, r.check_positive(explicit, r.raw[explicit])
@@ -316,6 +349,10 @@ def _kv_heads(r: _Reader, heads: int) -> int:
 
 def _layer_kinds(r: _Reader, layers: int) -> list[str]:
     """One normalised kind per layer: explicit ``layer_types`` or the family's own derivation."""
+    if r.model_type == "nemotron_h":
+        return _nemotron_h_kinds(r)
+    if r.model_type in _NAS_TYPES:
+        return _nas_kinds(r, layers)
     if "layer_types" in r.raw and r.raw["layer_types"] is not None:
         listed = r.raw["layer_types"]
         if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
@@ -360,6 +397,117 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
     return ["full_attention"] * layers
 
 
+def _nemotron_h_kinds(r: _Reader) -> list[str]:
+    """Nemotron-H's layers, as NemotronHConfig.__post_init__ (transformers 5.24) derives them: an
+    explicit list (``layers_block_type``, alias ``layer_types``) wins, else the letters of
+    ``hybrid_override_pattern``. The model has as many layers as the list; transformers ignores
+    ``num_hidden_layers``."""
+    list_key = r.first_key(("layers_block_type", "layer_types"))
+    if list_key is not None:
+        r.considered("hybrid_override_pattern")  # transformers uses the pattern only without a list
+        listed = r.raw[list_key]
+        if not isinstance(listed, list) or not listed or not all(isinstance(t, str) for t in listed):
+            raise ConfigError(f"config field '{r.where}{list_key}' must be a non-empty list of strings")
+        unknown = sorted({t for t in listed if t not in _NEMOTRON_H_TYPES})
+        if unknown:
+            raise ConfigError(f"config field '{r.where}{list_key}' holds unknown layer type {unknown[0]!r}")
+        return [_NEMOTRON_H_TYPES[t] for t in listed]
+    pattern = r.raw.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(
+            f"config field '{r.where}hybrid_override_pattern' is missing or empty: "
+            "a nemotron_h config needs it (or 'layers_block_type') to say which layers are Mamba-2 and attention"
+        )
+    unknown = sorted({c for c in pattern if c not in _NEMOTRON_H_LETTERS})
+    if unknown:
+        raise ConfigError(
+            f"config field '{r.where}hybrid_override_pattern' holds {unknown[0]!r}; "
+            "nemotron_h layers are 'M' (Mamba-2), '*' (attention), '-' (MLP) and 'E' (MoE)"
+        )
+    return [_NEMOTRON_H_LETTERS[c] for c in pattern]
+
+
+def _nas_kinds(r: _Reader, layers: int) -> list[str]:
+    """NAS (DeciLM, Llama-Nemotron) ``block_configs``: one block per layer; its attention is a
+    no-op, a linear layer, or grouped-query attention with ``n_heads_in_group`` query heads per KV
+    head. vLLM's nemotron_nas.py (vllm-project/vllm @ 00bd1493) builds no attention for a no-op;
+    DeciLM's modeling_decilm.py replaces it with a linear layer for replace_with_linear. Neither
+    caches anything. The per-layer KV heads are read in ``_nas_attention``."""
+    if not r.has("block_configs"):
+        raise ConfigError(
+            f"config field '{r.where}block_configs' is missing: a {r.model_type} config lists one block per layer"
+        )
+    blocks = r.raw["block_configs"]
+    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
+        raise ConfigError(f"config field '{r.where}block_configs' must be a list of objects")
+    if len(blocks) != layers:
+        raise ConfigError(
+            f"config field '{r.where}block_configs' lists {len(blocks)} layers but the model has {layers}"
+        )
+    kinds = []
+    linear = False
+    for i, block in enumerate(blocks):
+        attention = _nas_block_attention(r, block, i)
+        replaced = _nas_flag(r, attention, i, "replace_with_linear")
+        linear = linear or replaced
+        kinds.append("no_cache" if _nas_flag(r, attention, i, "no_op") or replaced else "full_attention")
+    if linear:
+        r.notes.append(
+            "block_configs: attention replaced with a linear layer (DeciLM's modeling_decilm.py) caches nothing; "
+            "vLLM's nemotron_nas.py implements only no_op attention"
+        )
+    return kinds
+
+
+def _nas_block_attention(r: _Reader, block: Mapping[str, Any], i: int) -> Mapping[str, Any]:
+    attention = block.get("attention")
+    if not isinstance(attention, Mapping):
+        raise ConfigError(f"config field '{r.where}block_configs[{i}].attention' must be an object")
+    return attention
+
+
+def _nas_flag(r: _Reader, attention: Mapping[str, Any], i: int, key: str) -> bool:
+    value = attention.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"config field '{r.where}block_configs[{i}].attention.{key}' must be true or false, got {value!r}"
+        )
+    return value
+
+
+# Keys of a NAS block's attention that kvcalc reads; the guard checks the others (a window_length or
+# sink tokens that are set would change what the layer keeps).
+_NAS_ATTENTION_READ = frozenset({"no_op", "replace_with_linear", "n_heads_in_group"})
+
+
+def _nas_attention(r: _Reader, base: AttentionCache, heads: int) -> list[LayerCache]:
+    """One entry per NAS layer: K/V heads = num_attention_heads // n_heads_in_group (vLLM
+    nemotron_nas.py DeciLMDecoderLayer), nothing for a no-op or linear attention."""
+    caches: list[LayerCache] = []
+    for i, block in enumerate(r.raw["block_configs"]):
+        attention = _nas_block_attention(r, block, i)
+        where = f"{r.where}block_configs[{i}]."
+        # The ffn sub-block sizes only the MLP; anything else in the block is checked by the guard.
+        r.unmodelled += unmodelled({k: v for k, v in block.items() if k not in ("attention", "ffn")}, set(), where)
+        if _nas_flag(r, attention, i, "no_op") or _nas_flag(r, attention, i, "replace_with_linear"):
+            caches.append(NoCache(block=_NAS_NO_CACHE))
+            continue
+        r.unmodelled += unmodelled(attention, set(_NAS_ATTENTION_READ), f"{where}attention.")
+        group = attention.get("n_heads_in_group")
+        if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+            raise ConfigError(
+                f"config field '{where}attention.n_heads_in_group' must be a positive integer, got {group!r}"
+            )
+        if heads % group:
+            raise ConfigError(
+                f"config field '{where}attention.n_heads_in_group' ({group}) must divide the {heads} attention heads"
+            )
+        caches.append(replace(base, kv_heads=heads // group, expanded_heads=None))
+    return caches
+
+
 def _llama4_kinds(r: _Reader, layers: int) -> list[str]:
     """Llama 4: chunked attention on RoPE layers, full attention on NoPE layers."""
     if not r.has("attention_chunk_size"):
@@ -392,11 +540,28 @@ def _checked_layers(r: _Reader, layers: int) -> int:
 
 
 def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
-    layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
-    kinds = _layer_kinds(r, layers)
-    needs_attention = any(k not in ("mamba", "linear_attention") for k in kinds)
+    if r.model_type == "nemotron_h":
+        # NemotronHConfig.num_hidden_layers is the length of the layer list, whatever the file says.
+        kinds = _layer_kinds(r, 0)
+        layers = _checked_layers(r, len(kinds))
+        stated = r.raw.get("num_hidden_layers")
+        if stated is not None and stated != layers:
+            r.notes.append(
+                f"'{r.where}num_hidden_layers' ({stated!r}) differs from the {layers} layers of the layer pattern; "
+                "transformers' NemotronHConfig uses the pattern"
+            )
+        _nemotron_h_state_notes(r)
+    else:
+        layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
+        kinds = _layer_kinds(r, layers)
+    needs_attention = any(k not in ("mamba", "linear_attention", "no_cache") for k in kinds)
     heads: int | None = None
     attention: AttentionCache | LatentCache | None = None
+    if r.model_type in _NAS_TYPES:
+        # NAS: the top-level num_key_value_heads is null; every attention block says its own.
+        r.considered(*_KV_HEAD_KEYS)
+        heads, head_dim = _heads_and_head_dim(r)
+        return _nas_attention(r, AttentionCache(heads, head_dim, head_dim), heads), layers, heads
     if needs_attention:
         if r.model_type not in _FAMILY_DEFAULTS and r.first_key(_HEAD_KEYS) is None and not r.has("kv_lora_rank"):
             raise ConfigError(
@@ -409,6 +574,9 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     for kind in kinds:
         if kind in ("mamba", "linear_attention"):
             caches.append(_state_entry(r, kind))
+            continue
+        if kind == "no_cache":
+            caches.append(NoCache(block=_NEMOTRON_H_NO_CACHE))
             continue
         assert attention is not None
         caches.append(_windowed(r, attention, kind))
@@ -488,7 +656,15 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
     d_conv = r.positive_int(("mamba_d_conv", "conv_kernel"))
     groups_key = r.first_key(("mamba_n_groups", "n_groups"))
     groups = r.check_positive(groups_key, r.raw[groups_key]) if groups_key else 0
-    if r.has("mamba_n_heads") and r.has("mamba_d_head"):  # Granite-4 / Bamba spelling
+    if r.model_type == "nemotron_h":
+        # NemotronHMamba2Mixer (modeling_nemotron_h.py, transformers 5.24): intermediate_size =
+        # mamba_num_heads * mamba_head_dim, conv_dim = intermediate_size + 2 * n_groups *
+        # ssm_state_size, SSM state (mamba_num_heads, mamba_head_dim, ssm_state_size). `expand`
+        # sizes nothing there. n_groups has a class default (8), unlike the families below.
+        r.considered("expand", "mamba_expand")
+        groups = r.positive_int(("mamba_n_groups", "n_groups"))
+        d_inner = r.positive_int("mamba_num_heads") * r.positive_int("mamba_head_dim")
+    elif r.has("mamba_n_heads") and r.has("mamba_d_head"):  # Granite-4 / Bamba spelling
         d_inner = r.positive_int("mamba_n_heads") * r.positive_int("mamba_d_head")
     elif r.model_type in _MAMBA_TYPES and r.has("intermediate_size"):
         d_inner = r.positive_int("intermediate_size")
@@ -499,6 +675,33 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         conv_channels=d_inner + 2 * groups * d_state,
         conv_kernel=d_conv,
         recurrent_elements=d_inner * d_state,
+    )
+
+
+def _nemotron_h_state_notes(r: _Reader) -> None:
+    """Nemotron-H fields about the Mamba-2 state that kvcalc reads but whose effect it can only note."""
+    # chunk_size (alias mamba_chunk_size) tiles the Mamba-2 scan over the prompt, and
+    # use_mamba_kernels picks its kernels, mamba_hidden_act its activation: compute, not what a
+    # sequence keeps.
+    r.considered("chunk_size", "mamba_chunk_size", "use_mamba_kernels", "mamba_hidden_act")
+    # The layers after the model (mtp_*) are multi-token prediction, cached only with speculative
+    # decoding, which kvcalc does not model (like num_nextn_predict_layers).
+    r.considered("mtp_layers_block_type", "mtp_hybrid_override_pattern")
+    # vLLM's NemotronHForCausalLMConfig (vllm/model_executor/models/config.py, vLLM 0.33.0) keeps the
+    # SSM state in the config's mamba_ssm_cache_dtype, float32 when absent (as NemotronHConfig's
+    # own default); the conv state stays in the model dtype. StateCache holds one dtype for both
+    # states, so this recurrent-only format can only be noted; transformers' NemotronH keeps the SSM
+    # state in float32 whatever the field says (kvcalc's transformers engine does the same).
+    value = r.raw.get("mamba_ssm_cache_dtype")
+    found = lookup_dtype(value) if isinstance(value, str) else None
+    if value is None:
+        shown = "fp32 (no 'mamba_ssm_cache_dtype' in config: vLLM's default)"
+    else:
+        shown = found.name if found is not None else repr(value)[:40]
+    r.notes.append(
+        f"vLLM keeps the Mamba-2 SSM (recurrent) state in {shown}, the conv state in the model dtype; "
+        "kvcalc's vllm engine sizes both in the model dtype, so under --engine vllm the recurrent state "
+        "is understated when that is narrower"
     )
 
 

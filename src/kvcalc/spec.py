@@ -1,12 +1,13 @@
 """What each layer of a model keeps in its cache, independent of any workload.
 
-A model is a tuple of per-layer cache entries. Every architecture kvcalc knows is one of four
+A model is a tuple of per-layer cache entries. Every architecture kvcalc knows is one of five
 entry kinds, so the estimator has a single mechanism instead of a branch per model family:
 
 - ``AttentionCache``: K and V per token (full, sliding-window, chunked, or encoder cross-attention);
 - ``LatentCache``: one compressed latent per token (MLA), no separate K and V;
 - ``StateCache``: a fixed-size state per sequence (linear attention, Mamba), nothing per token;
-- ``SharedCache``: a layer that reuses another layer's K and V and stores nothing itself.
+- ``SharedCache``: a layer that reuses another layer's K and V and stores nothing itself;
+- ``NoCache``: a layer with no attention and no state (an MLP or MoE block, a no-op attention).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Kind(StrEnum):
     LINEAR = "linear_attention"
     MAMBA = "mamba"
     SHARED = "kv_shared"
+    NONE = "no_cache"
 
     @property
     def short(self) -> str:
@@ -52,6 +54,7 @@ class Kind(StrEnum):
 _SHORT = {
     Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross",
     Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
+    Kind.NONE: "none",
 }  # fmt: skip
 _FEATURE = {
     Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
@@ -355,7 +358,25 @@ class SharedCache(_Layer):
         return "reuses K and V cached by earlier layers: stores nothing, 0 bytes"
 
 
-LayerCache = AttentionCache | LatentCache | StateCache | SharedCache
+@dataclass(frozen=True)
+class NoCache(_Layer):
+    """A layer that attends to nothing and keeps no state, so it caches nothing: Nemotron-H's MLP
+    ('-') and MoE ('E') blocks, a NAS (DeciLM) block whose attention is a no-op or a linear layer.
+    It still counts as a layer, so per-layer lists and the probe line up with the model's.
+
+    ``block`` says what the layer is instead (shown by --explain)."""
+
+    block: str = "a block with no attention and no state"
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.NONE
+
+    def explain(self) -> str:
+        return f"{self.block}: no attention, no state, so nothing cached, 0 bytes"
+
+
+LayerCache = AttentionCache | LatentCache | StateCache | SharedCache | NoCache
 
 
 @dataclass(frozen=True)
