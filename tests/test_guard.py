@@ -25,7 +25,9 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num
 # Fields of 2025-26 architectures that kvcalc does not model yet (issue: never silently wrong).
 NEW_ARCHITECTURES = {
     "DeepSeek-V3.2 indexer": {"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048},
-    "Gemma 4 global layers": {"global_head_dim": 512, "num_global_key_value_heads": 1, "attention_k_eq_v": True},
+    # Gemma 4's global_head_dim / num_global_key_value_heads are modelled now (tests/test_gemma4.py); an
+    # explicit per-layer override table (transformers' per_layer_config) is not.
+    "per-layer overrides": {"per_layer_config": {"5": {"head_dim": 512, "num_key_value_heads": 4}}},
     "Nemotron-H hybrid": {"hybrid_override_pattern": "M-M-M*-", "mamba_num_heads": 128, "mamba_head_dim": 64},
     "Kimi-Linear KDA": {"linear_attn_config": {"kda_layers": [1, 2], "head_dim": 128}},
     "mllama cross-attention": {"cross_attention_layers": [3, 8, 13]},

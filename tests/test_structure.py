@@ -57,6 +57,7 @@ EXAMPLES = [
     LatentCache(512, 64, 192, 128),
     StateCache("linear_attention", 8192, 4, 16 * 128 * 128),
     StateCache("mamba", 5120, 4, 5120 * 16),
+    StateCache("short_conv", 2048, 3, 0),
     SharedCache(),
     NoCache(),
 ]

@@ -96,6 +96,10 @@ _NEMOTRON_H_NO_CACHE = "an MLP or MoE block (Nemotron-H '-' / 'E')"
 # block_configs is left to the guard.
 _NAS_TYPES = frozenset({"nemotron-nas"})
 _NAS_NO_CACHE = "a NAS block whose attention is a no-op or a linear layer (block_configs)"
+# LFM2 (Liquid AI): gated short-convolution layers ("conv") between attention layers.
+_SHORT_CONV_TYPES = frozenset({"lfm2"})
+# State kinds: a fixed state per sequence, nothing per token.
+_STATE_KINDS = ("mamba", "linear_attention", "short_conv")
 
 _LAYER_TYPE_ALIASES = {
     "full_attention": "full_attention",
@@ -353,6 +357,10 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         return _nemotron_h_kinds(r)
     if r.model_type in _NAS_TYPES:
         return _nas_kinds(r, layers)
+    if r.model_type == _GEMMA4:
+        return _gemma4_kinds(r, layers)
+    if r.model_type in _SHORT_CONV_TYPES:
+        return _lfm2_kinds(r, layers)
     if "layer_types" in r.raw and r.raw["layer_types"] is not None:
         listed = r.raw["layer_types"]
         if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
@@ -508,6 +516,73 @@ def _nas_attention(r: _Reader, base: AttentionCache, heads: int) -> list[LayerCa
     return caches
 
 
+_GEMMA4 = "gemma4_text"
+
+
+def _gemma4_kinds(r: _Reader, layers: int) -> list[str]:
+    """Gemma 4's layer kinds as Gemma4TextConfig.__post_init__ (transformers 5.24,
+    models/gemma4/configuration_gemma4.py) derives them: ``layer_types``, else five sliding layers
+    then one full (a fixed pattern of 6, whatever the file says), and the last layer forced full."""
+    if r.raw.get("layer_types") is not None:
+        listed = r.raw["layer_types"]
+        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
+        if len(listed) != layers:
+            raise ConfigError(
+                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
+            )
+        unknown = sorted({t for t in listed if t not in ("sliding_attention", "full_attention")})
+        if unknown:
+            raise ConfigError(
+                f"config field '{r.where}layer_types' holds {unknown[0]!r}; gemma4 layers are "
+                "'sliding_attention' and 'full_attention'"
+            )
+        kinds = list(listed)
+    else:
+        r.notes.append(f"no '{r.where}layer_types': gemma4 keeps five sliding layers, then one full")
+        kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)]
+    if kinds[-1] != "full_attention":
+        r.notes.append("gemma4's last layer is always full attention (Gemma4TextConfig forces it)")
+        kinds[-1] = "full_attention"
+    return kinds
+
+
+def _gemma4_entries(r: _Reader, base: AttentionCache | LatentCache, heads: int | None) -> dict[str, LayerCache]:
+    """The cache entry of each Gemma 4 layer kind (transformers 5.24, models/gemma4/).
+
+    Gemma4TextConfig.__post_init__ gives every full layer head_dim = ``global_head_dim`` (512 when
+    absent) and, only when ``attention_k_eq_v`` is true, num_key_value_heads =
+    ``num_global_key_value_heads``; sliding layers keep head_dim and num_key_value_heads.
+    Gemma4TextAttention: with ``attention_k_eq_v`` a full layer has no v_proj and takes V from the
+    K projection, but K then gets k_norm and RoPE and V gets v_norm, and ``cache.update(key_states,
+    value_states, ...)`` stores both tensors: the cache holds K and V as usual (2 x heads x dim).
+    A sliding layer keeps ``sliding_window`` tokens (halved plus one for
+    use_bidirectional_attention "all"; "vision" changes no window)."""
+    if not isinstance(base, AttentionCache) or heads is None:
+        raise ConfigError("gemma4 configs with MLA (kv_lora_rank) are not supported")
+    window = r.positive_int("sliding_window", default=512)
+    if r.raw.get("use_bidirectional_attention") == "all":
+        window = window // 2 + 1
+        r.notes.append(f"use_bidirectional_attention 'all': gemma4 sets the sliding window to {window} (half plus one)")
+    k_eq_v = r.flag("attention_k_eq_v")
+    global_dim = r.positive_int("global_head_dim", default=512)
+    global_kv = r.optional_positive_int("num_global_key_value_heads")
+    if global_kv is not None and not k_eq_v:
+        r.notes.append(
+            f"'{r.where}num_global_key_value_heads' ({global_kv}) applies only with attention_k_eq_v "
+            f"(Gemma4TextConfig); full layers keep {base.kv_heads} KV heads"
+        )
+    full_kv = global_kv if global_kv is not None and k_eq_v else base.kv_heads
+    if full_kv > heads or heads % full_kv:
+        raise ConfigError(
+            f"config field '{r.where}num_global_key_value_heads' ({full_kv}) must divide the {heads} query heads"
+        )
+    return {
+        "sliding_attention": AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window),
+        "full_attention": AttentionCache(full_kv, global_dim, global_dim),
+    }
+
+
 def _llama4_kinds(r: _Reader, layers: int) -> list[str]:
     """Llama 4: chunked attention on RoPE layers, full attention on NoPE layers."""
     if not r.has("attention_chunk_size"):
@@ -554,7 +629,7 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     else:
         layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
         kinds = _layer_kinds(r, layers)
-    needs_attention = any(k not in ("mamba", "linear_attention", "no_cache") for k in kinds)
+    needs_attention = any(k not in (*_STATE_KINDS, "no_cache") for k in kinds)
     heads: int | None = None
     attention: AttentionCache | LatentCache | None = None
     if r.model_type in _NAS_TYPES:
@@ -570,9 +645,13 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
             )
         attention, heads = _attention_entry(r)
 
+    gemma4 = _gemma4_entries(r, attention, heads) if r.model_type == _GEMMA4 and attention is not None else None
     caches: list[LayerCache] = []
     for kind in kinds:
-        if kind in ("mamba", "linear_attention"):
+        if gemma4 is not None:  # Gemma 4: each layer kind has its own geometry
+            caches.append(gemma4[kind])
+            continue
+        if kind in _STATE_KINDS:
             caches.append(_state_entry(r, kind))
             continue
         if kind == "no_cache":
@@ -634,6 +713,8 @@ def _windowed(r: _Reader, base: AttentionCache | LatentCache, kind: str) -> Laye
 
 
 def _state_entry(r: _Reader, kind: str) -> StateCache:
+    if kind == "short_conv":
+        return _short_conv_entry(r)
     if kind == "linear_attention":
         # Gated DeltaNet (Qwen3-Next): a causal conv over q, k and v, then one
         # key_dim x value_dim recurrent matrix per value head.
@@ -676,6 +757,59 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         conv_kernel=d_conv,
         recurrent_elements=d_inner * d_state,
     )
+
+
+def _lfm2_kinds(r: _Reader, layers: int) -> list[str]:
+    """LFM2's layers as Lfm2Config.__post_init__ (transformers 5.24 models/lfm2/configuration_lfm2.py)
+    derives them: an explicit ``layer_types`` wins ("conv" or "full_attention"; full_attn_idxs is
+    then unused); else ``full_attn_idxs`` lists the attention layers and every other one is "conv";
+    with neither, every layer is attention (the class default)."""
+    listed = r.raw.get("layer_types")
+    if listed is not None:
+        r.considered("full_attn_idxs")
+        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
+        if len(listed) != layers:
+            raise ConfigError(
+                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
+            )
+        unknown = sorted({t for t in listed if t not in ("conv", "full_attention")})
+        if unknown:
+            raise ConfigError(f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}")
+        return ["short_conv" if t == "conv" else "full_attention" for t in listed]
+    if r.has("full_attn_idxs"):
+        attention = set(r.int_list("full_attn_idxs"))
+        outside = sorted(i for i in attention if not 0 <= i < layers)
+        if outside:
+            raise ConfigError(
+                f"config field '{r.where}full_attn_idxs' holds layer {outside[0]}, outside the {layers} layers"
+            )
+    else:
+        r.notes.append(f"no '{r.where}layer_types' or '{r.where}full_attn_idxs': every lfm2 layer is attention")
+        attention = set(range(layers))
+    return ["full_attention" if i in attention else "short_conv" for i in range(layers)]
+
+
+def _short_conv_entry(r: _Reader) -> StateCache:
+    """LFM2's gated short convolution (Lfm2ShortConv, transformers 5.24 models/lfm2/modeling_lfm2.py):
+    a depthwise causal conv of kernel ``conv_L_cache`` over hidden_size channels (B * x), no
+    recurrent state. The model must keep L_cache - 1 past inputs per channel; vLLM keeps exactly
+    that (short_conv_state_shape: (conv_dim / tp, conv_kernel - 1), vllm/model_executor/layers/
+    mamba/mamba_utils.py @ 02d71083); transformers' LinearAttentionLayer keeps the whole kernel."""
+    hidden = r.positive_int(_HIDDEN_KEYS)
+    kernel = r.positive_int("conv_L_cache", default=3)  # Lfm2Config's default
+    # vLLM sizes the conv by conv_dim (Lfm2ShortConvDecoderLayer), transformers by hidden_size;
+    # real checkpoints set them (and conv_dim_out) equal.
+    for key in ("conv_dim", "conv_dim_out"):
+        value = r.optional_positive_int(key)
+        if value is not None and value != hidden:
+            raise ConfigError(
+                f"config field '{r.where}{key}' ({value}) differs from hidden_size ({hidden}): transformers' "
+                "Lfm2ShortConv runs over hidden_size channels, vLLM's over conv_dim; kvcalc cannot tell which is meant"
+            )
+    # conv_use_xavier_init only initialises the weights.
+    r.considered("conv_use_xavier_init")
+    return StateCache(family="short_conv", conv_channels=hidden, conv_kernel=kernel, recurrent_elements=0)
 
 
 def _nemotron_h_state_notes(r: _Reader) -> None:

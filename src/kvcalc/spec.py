@@ -5,7 +5,8 @@ entry kinds, so the estimator has a single mechanism instead of a branch per mod
 
 - ``AttentionCache``: K and V per token (full, sliding-window, chunked, or encoder cross-attention);
 - ``LatentCache``: one compressed latent per token (MLA), no separate K and V;
-- ``StateCache``: a fixed-size state per sequence (linear attention, Mamba), nothing per token;
+- ``StateCache``: a fixed-size state per sequence (linear attention, Mamba, LFM2's short
+  convolution), nothing per token;
 - ``SharedCache``: a layer that reuses another layer's K and V and stores nothing itself;
 - ``NoCache``: a layer with no attention and no state (an MLP or MoE block, a no-op attention).
 """
@@ -37,6 +38,7 @@ class Kind(StrEnum):
     MLA = "mla"
     LINEAR = "linear_attention"
     MAMBA = "mamba"
+    CONV = "short_conv"
     SHARED = "kv_shared"
     NONE = "no_cache"
 
@@ -54,11 +56,11 @@ class Kind(StrEnum):
 _SHORT = {
     Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross",
     Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
-    Kind.NONE: "none",
+    Kind.CONV: "conv", Kind.NONE: "none",
 }  # fmt: skip
 _FEATURE = {
     Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
-    Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec",
+    Kind.CONV: "short-conv", Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec",
 }  # fmt: skip
 
 
@@ -294,13 +296,14 @@ class LatentCache(_Layer):
 class StateCache(_Layer):
     """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
 
-    ``family`` is ``linear_attention`` (Gated DeltaNet and similar) or ``mamba``. The causal conv
+    ``family`` is ``linear_attention`` (Gated DeltaNet and similar), ``mamba``, or ``short_conv``
+    (LFM2's gated short convolution: a conv history and no recurrent state). The causal conv
     runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
     past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
     when it differs from the model's (None: decided by the engine and workload).
     """
 
-    family: Literal["linear_attention", "mamba"]
+    family: Literal["linear_attention", "mamba", "short_conv"]
     conv_channels: int
     conv_kernel: int
     recurrent_elements: int

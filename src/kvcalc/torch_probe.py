@@ -423,6 +423,12 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         if isinstance(value, list) and len(value) == layers and key not in ("eos_token_id",):
             data[key] = [value[i] for i in keep]
     data["num_hidden_layers"] = len(keep)
+    per_layer = data.get("per_layer_config")
+    if isinstance(per_layer, dict) and all(str(k).isdigit() for k in per_layer):
+        # Heterogeneous configs (transformers' per_layer_config: Gemma 4's full layers) key their
+        # overrides by layer index ("05"): follow the kept layers, as the per-layer lists do.
+        by_index = {int(k): v for k, v in per_layer.items()}
+        data["per_layer_config"] = {new: by_index[old] for new, old in enumerate(keep) if old in by_index}
     if "attn_layer_period" in data and "attn_layer_offset" in data:
         # Jamba: rebuild the mamba/attention pattern for the kept layers (one of each kind).
         attention = [i for i, k in enumerate(kinds[j] for j in keep) if k in ("attention", "full_attention")]
