@@ -138,4 +138,6 @@ def test_shell_completion_offers_preset_names(tmp_path: Path) -> None:
         "deepseek-v2-lite-chat",
         "deepseek-v3",
         "deepseek-v3-base",
+        "deepseek-v3.2",
+        "deepseek-v3.2-exp",
     ]

@@ -24,7 +24,9 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num
 
 # Fields of 2025-26 architectures that kvcalc does not model yet (issue: never silently wrong).
 NEW_ARCHITECTURES = {
-    "DeepSeek-V3.2 indexer": {"index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048},
+    # DeepSeek-V3.2's indexer is modelled now (tests/test_indexer.py); MiniCPM4's InfLLM-v2 sparse
+    # attention is not.
+    "MiniCPM4 sparse": {"sparse_config": {"kernel_size": 32, "topk": 64}},
     # Gemma 4's global_head_dim / num_global_key_value_heads are modelled now (tests/test_gemma4.py); an
     # explicit per-layer override table (transformers' per_layer_config) is not.
     "per-layer overrides": {"per_layer_config": {"5": {"head_dim": 512, "num_key_value_heads": 4}}},
@@ -32,7 +34,8 @@ NEW_ARCHITECTURES = {
     "Kimi-Linear KDA": {"linear_attn_config": {"kda_layers": [1, 2], "head_dim": 128}},
     "mllama cross-attention": {"cross_attention_layers": [3, 8, 13]},
     "MiMo-V2 SWA geometry": {"hybrid_layer_pattern": [0, 1, 1], "swa_num_key_value_heads": 8, "swa_head_dim": 192},
-    "Qwen3.5 SSM dtype": {"mamba_ssm_dtype": "float32"},
+    # Qwen3.5's mamba_ssm_dtype is read now (tests/test_ssm_dtype.py); Falcon-H1's SSM width is not.
+    "Falcon-H1 SSM width": {"mamba_d_ssm": 1536},
     "DeepSeek-V4 compression": {"compress_ratios": [4, 128]},
     "MiniMax sparse": {"sparse_attention_config": {"block": 64}},
     "Nemotron NAS": {"block_configs": [{"attention": {"no_op": True}}]},

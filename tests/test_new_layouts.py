@@ -63,7 +63,8 @@ def test_nemotron_h_8b_by_hand() -> None:
     # Mamba-2 (NemotronHMamba2Mixer): intermediate = mamba_num_heads x mamba_head_dim = 128 x 64 = 8,192;
     #   conv_dim = 8,192 + 2 x n_groups 8 x ssm_state_size 128 = 10,240 channels, kernel - 1 = 3 kept:
     #   30,720 elements; SSM state 128 x 64 x 128 = 1,048,576 elements;
-    #   (30,720 + 1,048,576) x 2 B = 2,158,592 B per layer; x 24 = 51,806,208 B per sequence.
+    #   the conv in bf16, the SSM state in mamba_ssm_cache_dtype, float32 when absent (NemotronHConfig):
+    #   30,720 x 2 B + 1,048,576 x 4 B = 4,255,744 B per layer; x 24 = 102,137,856 B per sequence.
     spec = read_config(fixture_config(NEMOTRON_H), name="nemotron-h")
     assert spec.layers == 52 and len(spec.caches) == 52
     assert _count([c.kind for c in spec.caches]) == {"mamba": 24, "full_attention": 4, "no_cache": 24}
@@ -78,11 +79,11 @@ def test_nemotron_h_8b_by_hand() -> None:
     assert (attention.kv_heads, attention.k_head_dim, attention.v_head_dim) == (8, 128, 128)
     est = estimate(spec, Workload(tokens=8192))
     assert est.per_token_bytes == 16_384
-    assert est.fixed_bytes_per_sequence == 51_806_208
-    assert est.total_bytes == 8192 * 16_384 + 51_806_208 == 186_023_936
+    assert est.fixed_bytes_per_sequence == 102_137_856
+    assert est.total_bytes == 8192 * 16_384 + 102_137_856 == 236_355_584
     assert spec.warnings == ()
-    # The one note: vLLM's float32 SSM state, which kvcalc's spec cannot hold apart from the conv state.
-    assert len(spec.notes) == 1 and "SSM (recurrent) state in fp32 (no 'mamba_ssm_cache_dtype'" in spec.notes[0]
+    assert state.recurrent_dtype is not None and state.recurrent_dtype.name == "fp32"
+    assert spec.notes == ()  # vLLM's float32 SSM state is modelled now, not noted
 
 
 def test_nemotron_h_transformers_engine_by_hand() -> None:
@@ -117,13 +118,14 @@ def test_nemotron_h_explicit_layer_list_and_defaults() -> None:
     assert isinstance(state, StateCache) and state.recurrent_elements == 128 * 64 * 128
 
 
-def test_nemotron_h_ssm_cache_dtype_is_noted() -> None:
+def test_nemotron_h_ssm_cache_dtype_is_read() -> None:
     cfg = {**fixture_config(NEMOTRON_H), "mamba_ssm_cache_dtype": "float16"}
     spec = read_config(cfg, name="nh")
     assert spec.warnings == ()  # read, so not flagged
-    assert spec.notes == ("vLLM keeps the Mamba-2 SSM (recurrent) state in fp16, the conv state in the model dtype; "
-                          "kvcalc's vllm engine sizes both in the model dtype, so under --engine vllm the recurrent "
-                          "state is understated when that is narrower",)  # fmt: skip
+    assert spec.notes == ()
+    state = spec.caches[0]
+    assert isinstance(state, StateCache) and state.recurrent_dtype is not None
+    assert state.recurrent_dtype.name == "fp16"
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from kvcalc.capacity import fit, vllm_plan
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.spec import AttentionCache, Kind, LatentCache, NoCache, SharedCache, StateCache
+from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, NoCache, SharedCache, StateCache
 
 # --- the engine registry ------------------------------------------------------------------------------
 
@@ -60,6 +60,7 @@ EXAMPLES = [
     StateCache("short_conv", 2048, 3, 0),
     SharedCache(),
     NoCache(),
+    IndexerCache(128),
 ]
 
 

@@ -12,13 +12,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .dtypes import DType, lookup_dtype
+from .dtypes import FP32, DType, lookup_dtype
 from .errors import ConfigError
 from .guard import Unmodelled, unmodelled
 from .spec import (
     MAX_DIMENSION,
     MAX_LAYERS,
     AttentionCache,
+    IndexerCache,
     LatentCache,
     LayerCache,
     ModelSpec,
@@ -647,6 +648,9 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
 
     gemma4 = _gemma4_entries(r, attention, heads) if r.model_type == _GEMMA4 and attention is not None else None
     caches: list[LayerCache] = []
+    if not any(kind in _STATE_KINDS for kind in kinds):
+        # The recurrent-state dtype (read by _recurrent_dtype) sizes nothing without a state layer.
+        r.considered("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
     for kind in kinds:
         if gemma4 is not None:  # Gemma 4: each layer kind has its own geometry
             caches.append(gemma4[kind])
@@ -669,6 +673,14 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
             )
         # The last `count` layers reuse the K and V of earlier layers of the same type.
         caches[layers - count :] = [SharedCache()] * count
+    if r.model_type == "deepseek_v32" and isinstance(attention, LatentCache):
+        # DeepSeek-V3.2's sparse attention (DSA): every MLA layer also caches one indexer key per
+        # token (transformers' DynamicIndexedLayer.indexer_keys, [batch, seq, index_head_dim]), an
+        # extra entry per layer as cross-attention is for encoder-decoder models. index_n_heads
+        # sizes the indexer's queries and index_topk the tokens attention reads: compute, not cache.
+        r.considered("index_n_heads", "index_topk")
+        indexer = IndexerCache(head_dim=r.positive_int("index_head_dim"))
+        caches += [indexer] * sum(1 for c in caches if c.is_latent)
     return caches, layers, heads
 
 
@@ -729,6 +741,7 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
             conv_channels=conv_channels,
             conv_kernel=kernel,
             recurrent_elements=v_heads * k_dim * v_dim,
+            recurrent_dtype=_recurrent_dtype(r),
         )
     # Mamba block. The causal conv runs over d_inner channels (Mamba-2 adds B and C: 2 x n_groups
     # x d_state more) and keeps d_conv - 1 past inputs; the SSM state is d_inner x d_state
@@ -756,7 +769,41 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         conv_channels=d_inner + 2 * groups * d_state,
         conv_kernel=d_conv,
         recurrent_elements=d_inner * d_state,
+        recurrent_dtype=_recurrent_dtype(r),
     )
+
+
+# The model types whose recurrent-state dtype field vLLM reads (vllm/model_executor/models/config.py):
+# NemotronHForCausalLMConfig (mamba_ssm_cache_dtype, float32 when absent) and
+# Qwen3_5ForConditionalGenerationConfig (mamba_ssm_dtype of the text config).
+_VLLM_READS_SSM_DTYPE = ("nemotron_h", "qwen3_5")
+
+
+def _recurrent_dtype(r: _Reader) -> DType | None:
+    """The recurrent (SSM / delta-rule) state's own format, as the config names it: Qwen3.5's
+    ``mamba_ssm_dtype`` ("float32"), Nemotron-H's ``mamba_ssm_cache_dtype`` (NemotronHConfig's
+    default, transformers 5.24, is "float32", as is vLLM's NemotronHForCausalLMConfig when the field
+    is absent). It must name a compute dtype; None when the config names none."""
+    nemotron = r.model_type == "nemotron_h"
+    keys = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype") if nemotron else ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+    key = r.first_key(keys)
+    if key is None:
+        return FP32 if nemotron else None
+    value = r.raw[key]
+    found = lookup_dtype(value) if isinstance(value, str) else None
+    if found is None or found.name not in _COMPUTE_DTYPES:
+        raise ConfigError(
+            f"config field '{r.where}{key}' ({str(value)[:40]!r}) must name a compute dtype "
+            "(float32, float16, bfloat16)"
+        )
+    if not r.model_type.startswith(_VLLM_READS_SSM_DTYPE):
+        note = (
+            f"config field '{r.where}{key}' keeps the recurrent state in {found.name}; vLLM reads it only for "
+            "Nemotron-H and Qwen3.5 and otherwise keeps that state in the model dtype, so --engine vllm may differ"
+        )
+        if note not in r.notes:
+            r.notes.append(note)
+    return found
 
 
 def _lfm2_kinds(r: _Reader, layers: int) -> list[str]:
@@ -821,22 +868,11 @@ def _nemotron_h_state_notes(r: _Reader) -> None:
     # The layers after the model (mtp_*) are multi-token prediction, cached only with speculative
     # decoding, which kvcalc does not model (like num_nextn_predict_layers).
     r.considered("mtp_layers_block_type", "mtp_hybrid_override_pattern")
-    # vLLM's NemotronHForCausalLMConfig (vllm/model_executor/models/config.py, vLLM 0.33.0) keeps the
-    # SSM state in the config's mamba_ssm_cache_dtype, float32 when absent (as NemotronHConfig's
-    # own default); the conv state stays in the model dtype. StateCache holds one dtype for both
-    # states, so this recurrent-only format can only be noted; transformers' NemotronH keeps the SSM
-    # state in float32 whatever the field says (kvcalc's transformers engine does the same).
-    value = r.raw.get("mamba_ssm_cache_dtype")
-    found = lookup_dtype(value) if isinstance(value, str) else None
-    if value is None:
-        shown = "fp32 (no 'mamba_ssm_cache_dtype' in config: vLLM's default)"
-    else:
-        shown = found.name if found is not None else repr(value)[:40]
-    r.notes.append(
-        f"vLLM keeps the Mamba-2 SSM (recurrent) state in {shown}, the conv state in the model dtype; "
-        "kvcalc's vllm engine sizes both in the model dtype, so under --engine vllm the recurrent state "
-        "is understated when that is narrower"
-    )
+    # mamba_ssm_cache_dtype, the SSM state's own format, is read by _recurrent_dtype (vLLM's
+    # NemotronHForCausalLMConfig, vllm/model_executor/models/config.py, vLLM 0.33.0, keeps the SSM
+    # state in it, float32 when absent; the conv state stays in the model dtype). Without a Mamba
+    # layer it sizes nothing.
+    r.considered("mamba_ssm_cache_dtype")
 
 
 def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None]:

@@ -3,6 +3,7 @@ of what it returns. Pure: the probe itself (torch, transformers) lives in torch_
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -12,7 +13,7 @@ from .console import clean
 from .dtypes import BF16, FP16, FP32, DType
 from .errors import UsageError
 from .estimator import Estimate
-from .spec import ModelSpec
+from .spec import Kind, ModelSpec
 
 _TORCH_NAMES = {FP32.name: "float32", BF16.name: "bfloat16", FP16.name: "float16"}
 
@@ -98,6 +99,23 @@ class CrossCheck:
         return abs(self.difference) <= tolerance_bytes and all(abs(k.difference) <= tolerance_bytes for k in self.kinds)
 
 
+# Bytes per element of the dtypes transformers caches indexer keys in (torch's names).
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "uint8": 1, "int8": 1}
+
+
+def _indexer_bytes(rep: dict[str, Any]) -> int:
+    """Bytes of the indexer keys among a measured layer's tensors (0 when it has none)."""
+    total = 0
+    for tensor in rep["tensors"]:
+        shape = tensor.get("shape")
+        if tensor.get("name") != "indexer_keys" or not isinstance(shape, list):
+            continue
+        if all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            total += math.prod(shape) * _ITEMSIZE.get(str(tensor.get("dtype")), 0)
+    measured: int = rep["tensor_bytes"]
+    return min(total, measured)
+
+
 def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> CrossCheck:
     """Scale the shrunk model's measurement to the real layer counts and compare by layer kind.
 
@@ -108,7 +126,10 @@ def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> Cross
     by_kind = {layer["kind"]: layer for layer in result["layers"]}
     hf_kinds: list[str] = result["layer_kinds"]
     notes = []
-    if len(hf_kinds) != len(spec.caches):
+    # Indexer keys (DeepSeek-V3.2) are extra kvcalc entries that transformers keeps inside the
+    # attention layer's own cache layer (DynamicIndexedLayer.indexer_keys): split them out there.
+    indexers = sum(1 for c in spec.caches if c.kind is Kind.INDEXER)
+    if len(hf_kinds) != len(spec.caches) - indexers:
         notes.append(f"transformers builds {len(hf_kinds)} layers, kvcalc reads {len(spec.caches)}")
     measured: dict[str, int] = {}
     storage = 0
@@ -116,7 +137,11 @@ def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> Cross
     for index, hf_kind in enumerate(hf_kinds):
         kind = spec.caches[index].kind if index < len(spec.caches) else f"extra {hf_kind}"
         rep = by_kind[hf_kind]
-        measured[kind] = measured.get(kind, 0) + rep["tensor_bytes"]
+        split = _indexer_bytes(rep) if indexers else 0
+        measured[kind] = measured.get(kind, 0) + rep["tensor_bytes"] - split
+        if split:
+            measured[Kind.INDEXER] = measured.get(Kind.INDEXER, 0) + split
+            layers[Kind.INDEXER] = layers.get(Kind.INDEXER, 0) + 1
         storage += rep["storage_bytes"]
         layers[kind] = layers.get(kind, 0) + 1
     estimated: dict[str, int] = {}

@@ -229,15 +229,16 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             return batch * per_seq, 0, g
         if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
             return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
+        k_fmt = engine.indexer_dtype(k_dtype, compute_dtype) if cache.kind is Kind.INDEXER else k_dtype
         k_row, v_row, heads = cache.rows(w.tp, engine.kv_heads(cache))
         kept = engine.tokens_held(cache, tokens)
         slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)
-        k_data, k_meta = k_dtype.row_bytes(k_row)
+        k_data, k_meta = k_fmt.row_bytes(k_row)
         v_data, v_meta = v_dtype.row_bytes(v_row) if v_row else (0, 0)
         per_slot = k_data + k_meta + v_data + v_meta
         meta = slots * (k_meta + v_meta)
         total = slots * per_slot
-        if residual:
+        if residual and cache.kind is not Kind.INDEXER:
             # The newest tokens of each sequence wait in full precision until a group is full.
             full_slots = batch * min(kept, residual)
             full_row = (k_row + v_row) * compute_dtype.bytes_per_element
@@ -245,7 +246,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             meta -= full_slots * (k_meta + v_meta)
         if cache.token_bound is not None and tokens > kept:
             notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
-        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_dtype, heads, slots=slots)
+        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots)
         return total, meta, g
 
     batches = replica_batches(w.batch, w.dp)

@@ -41,6 +41,7 @@ class Kind(StrEnum):
     CONV = "short_conv"
     SHARED = "kv_shared"
     NONE = "no_cache"
+    INDEXER = "indexer"
 
     @property
     def short(self) -> str:
@@ -56,11 +57,12 @@ class Kind(StrEnum):
 _SHORT = {
     Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross",
     Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
-    Kind.CONV: "conv", Kind.NONE: "none",
+    Kind.CONV: "conv", Kind.NONE: "none", Kind.INDEXER: "indexer",
 }  # fmt: skip
 _FEATURE = {
     Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
     Kind.CONV: "short-conv", Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec",
+    Kind.INDEXER: "sparse indexer",
 }  # fmt: skip
 
 
@@ -293,6 +295,39 @@ class LatentCache(_Layer):
 
 
 @dataclass(frozen=True)
+class IndexerCache(_Layer):
+    """A sparse-attention indexer's key cache (DeepSeek-V3.2's DSA): one ``head_dim`` key per
+    token per MLA layer, single-head, no V, beside that layer's latent. The indexer scores every
+    cached key to pick the ``index_topk`` tokens attention reads, so it keeps every token. Its
+    storage format is the engine's (``Engine.indexer_dtype``), not the KV format asked for."""
+
+    head_dim: int
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.INDEXER
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.head_dim
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.head_dim, 0, None  # one key, replicated on every rank
+
+    def describe(self) -> tuple[str, str]:
+        return "indexer", str(self.head_dim)
+
+    def fields(self) -> dict[str, Any]:
+        return {"index_head_dim": self.head_dim}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x {self.head_dim} x {s}"
+
+    def explain(self) -> str:
+        return f"the sparse-attention indexer caches one {self.head_dim}-element key per token, no V"
+
+
+@dataclass(frozen=True)
 class StateCache(_Layer):
     """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
 
@@ -301,6 +336,9 @@ class StateCache(_Layer):
     runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
     past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
     when it differs from the model's (None: decided by the engine and workload).
+    ``recurrent_dtype`` is the format the config names for the recurrent (SSM / delta-rule) state
+    alone (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``); None: as ``dtype``. Each engine decides
+    whether it honours it (``state_parts``).
     """
 
     family: Literal["linear_attention", "mamba", "short_conv"]
@@ -308,6 +346,7 @@ class StateCache(_Layer):
     conv_kernel: int
     recurrent_elements: int
     dtype: DType | None = None
+    recurrent_dtype: DType | None = None
 
     @property
     def kind(self) -> Kind:
@@ -379,7 +418,7 @@ class NoCache(_Layer):
         return f"{self.block}: no attention, no state, so nothing cached, 0 bytes"
 
 
-LayerCache = AttentionCache | LatentCache | StateCache | SharedCache | NoCache
+LayerCache = AttentionCache | LatentCache | StateCache | SharedCache | NoCache | IndexerCache
 
 
 @dataclass(frozen=True)

@@ -532,6 +532,10 @@ def _no_sdpa(torch: Any) -> Iterator[None]:
         functional.scaled_dot_product_attention = real
 
 
+# Model classes whose indexer reads the attention mask (transformers 5.24).
+_MASKED_INDEXERS = ("DeepseekV32",)
+
+
 def _attention_for(model_class: Any, asked: str) -> str:
     """The attention implementation to run: "noop" where the model class dispatches through
     transformers' attention interface (``_supports_attention_backend``); else "sdpa", the model's
@@ -539,6 +543,10 @@ def _attention_for(model_class: Any, asked: str) -> str:
     calls sdpa inline); else "eager", real scores in chunks that shrink as T grows."""
     backend = bool(getattr(model_class, "_supports_attention_backend", False))
     sdpa = bool(getattr(model_class, "_supports_sdpa", False))
+    if asked == "auto" and model_class.__name__.startswith(_MASKED_INDEXERS):
+        # DeepSeek-V3.2's sparse-attention indexer slices the attention mask itself
+        # (modeling_deepseek_v32.py ``attention_mask[:, 0, :, :]``): the no-op's absent mask fails.
+        return "sdpa" if sdpa else "eager"
     if asked == "auto":
         return "noop" if backend else "sdpa" if sdpa else "eager"
     if (asked == "noop" and not backend) or (asked == "sdpa" and not sdpa):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.dtypes import FP16, DType
-from kvcalc.spec import LayerCache
+from kvcalc.spec import LayerCache, StateCache
 
 
 def cdiv(a: int, b: int) -> int:
@@ -23,6 +23,12 @@ def cdiv(a: int, b: int) -> int:
 
 def pad(n: int, multiple: int) -> int:
     return cdiv(n, multiple) * multiple
+
+
+def recurrent_dtype(cache: LayerCache) -> DType | None:
+    """The format the config names for a state layer's recurrent (SSM / delta-rule) state alone
+    (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``), or None."""
+    return cache.recurrent_dtype if isinstance(cache, StateCache) else None
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,16 @@ class Engine:
 
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
         """(elements, format or None for the run dtype) of a state layer per sequence: the conv
-        history (kernel - 1 past inputs) and the recurrent state, in the layer's own format."""
+        history (kernel - 1 past inputs) and the recurrent state, in the layer's own format (the
+        recurrent state in the config's own recurrent dtype when it names one)."""
         conv, recurrent = cache.state_elements(whole_kernel=False)
-        return (conv, cache.state_dtype), (recurrent, cache.state_dtype)
+        return (conv, cache.state_dtype), (recurrent, recurrent_dtype(cache) or cache.state_dtype)
+
+    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
+        """The format of a sparse-attention indexer's keys (spec.IndexerCache): theoretical keeps
+        them in the KV format, as the latent (the model dtype unless --kv-dtype says otherwise);
+        transformers' DynamicIndexedLayer caches them in the dtype the indexer computes them in."""
+        return kv
 
     def kv_heads(self, cache: LayerCache) -> int | None:
         """KV heads this engine stores for the whole layer (before tensor parallel splits them);

@@ -48,6 +48,9 @@ class LlamaCpp(Engine):
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         return self.batch_slots(cache, tokens, 1, 0)
 
+    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
+        raise UsageError("llama.cpp has no sparse-attention indexer cache (DeepSeek-V3.2 DSA): not modelled")
+
     def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """common/common.h ``cache_type_k/v = GGML_TYPE_F16`` and ``llama_context_default_params()``:
         K and V are f16 whatever the weights are."""

@@ -9,7 +9,8 @@ from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
-from .base import FLOAT_KV, Engine, EngineOptions, pad
+from .base import FLOAT_KV, Engine, EngineOptions, pad, recurrent_dtype
+from .vllm import INDEXER_FP8
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class SGLang(Engine):
         kept = super().tokens_held(cache, tokens)
         return pad(kept, self.page_size)
 
+    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
+        """NSATokenToKVPool (mem_cache/memory_pool.py): ``index_k_with_scale_buffer`` of uint8 holds
+        index_head_dim fp8 values + index_head_dim / quant_block_size (128) x 4 scale bytes a token,
+        as model_runner.py's cell size counts it."""
+        return INDEXER_FP8
+
     def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """``_get_and_verify_dtype``: a float32 (or dtype-less) config runs in bf16 for Gemma model
         types and fp16 for every other; the KV cache (``--kv-cache-dtype auto``) takes the model
@@ -49,7 +56,7 @@ class SGLang(Engine):
 
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
         """``mamba2_state_dtype``: the SSM state is float32 unless the config's ``mamba_ssm_dtype``
-        (or SGLANG_MAMBA_SSM_DTYPE) says otherwise; the conv state is bfloat16
-        (SGLANG_MAMBA_CONV_DTYPE), whatever the model dtype."""
+        (or SGLANG_MAMBA_SSM_DTYPE) says otherwise (sglang/srt/configs/mamba_utils.py); the conv
+        state is bfloat16 (SGLANG_MAMBA_CONV_DTYPE), whatever the model dtype."""
         conv, recurrent = cache.state_elements(whole_kernel=False)
-        return (conv, BF16), (recurrent, cache.state_dtype or FP32)
+        return (conv, BF16), (recurrent, recurrent_dtype(cache) or cache.state_dtype or FP32)

@@ -16,7 +16,10 @@ class Transformers(Engine):
     own token is appended while attending); Llama 4's chunked layers are the same layer with W =
     the chunk. Linear-attention and Mamba layers (``LinearAttentionLayer``) keep the conv state
     for the whole kernel in the model dtype and the recurrent state in float32 (measured with
-    ``kvcalc probe``). Falcon's new_decoder_architecture caches K/V broadcast to every query head."""
+    ``kvcalc probe``), whatever the config's ``mamba_ssm_dtype`` / ``mamba_ssm_cache_dtype`` say:
+    transformers 5.24 reads neither (the chunked and recurrent gated-delta-rule kernels of qwen3_5
+    compute, and return, the state in float32). Falcon's new_decoder_architecture caches K/V
+    broadcast to every query head."""
 
     name: str = "transformers"
 

@@ -11,6 +11,11 @@ from kvcalc.spec import Kind, LayerCache
 
 from .base import FLOAT_KV, Engine, EngineOptions, cdiv
 
+# DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py): the indexer's keys as fp8
+# e4m3 plus one fp32 scale per 128 values, index_head_dim + index_head_dim / 128 x 4 bytes a token,
+# in its own MLAAttentionSpec of uint8 (same block size as the latent), whatever --kv-cache-dtype.
+INDEXER_FP8 = DType("fp8+scale", 8, "fp8 e4m3 + one fp32 scale per 128 values", block=128, meta_bytes=4)
+
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (vLLM 0.33.0).
 _NO_FP16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
 
@@ -82,13 +87,20 @@ class VLLM(Engine):
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         return self.blocks_held(cache, tokens) * self.block_size
 
+    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
+        return INDEXER_FP8
+
     def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """``_resolve_auto_dtype`` (since PR #18751): a float32 (or dtype-less) checkpoint runs in
         the platform's first supported dtype, bf16 on GPUs of compute capability 8.0 and newer
         (fp16 on older ones, fp32 for Gemma 2/3 and GLM-4 there); fp16 is never used for those
         model types. The KV cache (``cache_dtype="auto"``) and the Mamba state
         (``mamba_cache_dtype="auto"``) take that dtype (vllm/utils/torch_utils.py
-        ``kv_cache_dtype_str_to_dtype``)."""
+        ``kv_cache_dtype_str_to_dtype``), and so does the recurrent (SSM) state
+        (``mamba_ssm_cache_dtype="auto"``) except where vllm/model_executor/models/config.py sets it
+        from the config: ``NemotronHForCausalLMConfig`` (``mamba_ssm_cache_dtype``, float32 when
+        absent) and ``Qwen3_5ForConditionalGenerationConfig`` (``mamba_ssm_dtype``); the config
+        reader carries those as the state's ``recurrent_dtype``, which ``state_parts`` honours."""
         no_fp16 = model_type in _NO_FP16
         if config_dtype is None or config_dtype == FP32:
             what = "names no dtype" if config_dtype is None else "is float32"
