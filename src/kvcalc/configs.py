@@ -520,25 +520,28 @@ def _nas_attention(r: _Reader, base: AttentionCache, heads: int) -> list[LayerCa
 _GEMMA4 = "gemma4_text"
 
 
+def _family_layer_types(r: _Reader, layers: int, allowed: tuple[str, ...], family: str) -> list[str]:
+    """A family's own ``layer_types`` list: strings, one per layer, each one the family knows."""
+    listed = r.raw["layer_types"]
+    if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+        raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
+    if len(listed) != layers:
+        raise ConfigError(f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}")
+    unknown = sorted({t for t in listed if t not in allowed})
+    if unknown:
+        known = " and ".join(repr(t) for t in allowed)
+        raise ConfigError(
+            f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}; {family} layers are {known}"
+        )
+    return list(listed)
+
+
 def _gemma4_kinds(r: _Reader, layers: int) -> list[str]:
     """Gemma 4's layer kinds as Gemma4TextConfig.__post_init__ (transformers 5.24,
     models/gemma4/configuration_gemma4.py) derives them: ``layer_types``, else five sliding layers
     then one full (a fixed pattern of 6, whatever the file says), and the last layer forced full."""
     if r.raw.get("layer_types") is not None:
-        listed = r.raw["layer_types"]
-        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
-            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
-        if len(listed) != layers:
-            raise ConfigError(
-                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
-            )
-        unknown = sorted({t for t in listed if t not in ("sliding_attention", "full_attention")})
-        if unknown:
-            raise ConfigError(
-                f"config field '{r.where}layer_types' holds {unknown[0]!r}; gemma4 layers are "
-                "'sliding_attention' and 'full_attention'"
-            )
-        kinds = list(listed)
+        kinds = _family_layer_types(r, layers, ("sliding_attention", "full_attention"), "gemma4")
     else:
         r.notes.append(f"no '{r.where}layer_types': gemma4 keeps five sliding layers, then one full")
         kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)]
@@ -811,18 +814,9 @@ def _lfm2_kinds(r: _Reader, layers: int) -> list[str]:
     derives them: an explicit ``layer_types`` wins ("conv" or "full_attention"; full_attn_idxs is
     then unused); else ``full_attn_idxs`` lists the attention layers and every other one is "conv";
     with neither, every layer is attention (the class default)."""
-    listed = r.raw.get("layer_types")
-    if listed is not None:
+    if r.raw.get("layer_types") is not None:
         r.considered("full_attn_idxs")
-        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
-            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
-        if len(listed) != layers:
-            raise ConfigError(
-                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
-            )
-        unknown = sorted({t for t in listed if t not in ("conv", "full_attention")})
-        if unknown:
-            raise ConfigError(f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}")
+        listed = _family_layer_types(r, layers, ("conv", "full_attention"), "lfm2")
         return ["short_conv" if t == "conv" else "full_attention" for t in listed]
     if r.has("full_attn_idxs"):
         attention = set(r.int_list("full_attn_idxs"))
