@@ -362,17 +362,8 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         return _gemma4_kinds(r, layers)
     if r.model_type in _SHORT_CONV_TYPES:
         return _lfm2_kinds(r, layers)
-    if "layer_types" in r.raw and r.raw["layer_types"] is not None:
-        listed = r.raw["layer_types"]
-        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
-            raise ConfigError(f"config field '{r.where}layer_types' must be a list of strings")
-        if len(listed) != layers:
-            raise ConfigError(
-                f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}"
-            )
-        unknown = sorted({t for t in listed if t not in _LAYER_TYPE_ALIASES})
-        if unknown:
-            raise ConfigError(f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}")
+    if r.raw.get("layer_types") is not None:
+        listed = _family_layer_types(r, layers, tuple(_LAYER_TYPE_ALIASES), r.model_type)
         return [_LAYER_TYPE_ALIASES[t] for t in listed]
 
     mt = r.model_type
@@ -529,7 +520,7 @@ def _family_layer_types(r: _Reader, layers: int, allowed: tuple[str, ...], famil
         raise ConfigError(f"config field '{r.where}layer_types' lists {len(listed)} layers but the model has {layers}")
     unknown = sorted({t for t in listed if t not in allowed})
     if unknown:
-        known = " and ".join(repr(t) for t in allowed)
+        known = ", ".join(repr(t) for t in allowed)
         raise ConfigError(
             f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}; {family} layers are {known}"
         )
