@@ -610,6 +610,11 @@ def _checked_layers(r: _Reader, layers: int) -> int:
 
 
 def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
+    from .families import family_rule  # here: family modules import this one
+
+    rule = family_rule(r.model_type)
+    if rule is not None:
+        return rule(r)
     if r.model_type == "nemotron_h":
         # NemotronHConfig.num_hidden_layers is the length of the layer list, whatever the file says.
         kinds = _layer_kinds(r, 0)
@@ -892,3 +897,19 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
     caches: list[LayerCache] = [*([self_attn] * layers), *([cross_attn] * layers)]
     encoder_tokens = r.optional_positive_int("max_source_positions")  # Whisper: 1500 frames
     return caches, layers, heads, encoder_tokens
+
+
+# What family modules (kvcalc.families) build on: the reader and the generic entries, under public
+# names so that a family's module reads like the generic rules it extends.
+Reader = _Reader
+LAYER_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS = _LAYER_KEYS, _HEAD_KEYS, _HIDDEN_KEYS, _KV_HEAD_KEYS
+STATE_KINDS = _STATE_KINDS
+attention_entry = _attention_entry
+heads_and_head_dim = _heads_and_head_dim
+kv_heads = _kv_heads
+windowed = _windowed
+state_entry = _state_entry
+recurrent_dtype = _recurrent_dtype
+family_layer_types = _family_layer_types
+checked_layers = _checked_layers
+non_negative = _non_negative

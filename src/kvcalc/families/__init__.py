@@ -1,0 +1,33 @@
+"""One module per model family whose cache layout the generic reader cannot derive.
+
+The generic reader (``kvcalc.configs``) knows the common shapes: a ``layer_types`` list, sliding
+patterns, MLA, Mamba, encoder-decoder. A family with a layout of its own (cross-attention over
+image tokens, compressed attention, attention and a state in one layer, ...) gets a module here
+with one function, ``read(r: Reader) -> Layout``: the per-layer cache entries, the decoder's layer
+count and its query heads. Adding a family is one new module and one line in ``_MODULES``.
+
+Modules are imported only when a config of their model type is read, so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvcalc.spec import LayerCache
+
+    Layout = tuple[list[LayerCache], int, int | None]
+
+# model_type -> module in this package. A model type listed here is read by that module alone.
+_MODULES: dict[str, str] = {}
+
+
+def family_rule(model_type: str) -> Callable[[Any], Layout] | None:
+    """The ``read`` function of the module that owns ``model_type``, or None."""
+    module = _MODULES.get(model_type)
+    if module is None:
+        return None
+    rule: Callable[[Any], Layout] = import_module(f"{__name__}.{module}").read
+    return rule
