@@ -242,6 +242,8 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         caches, layers, heads, encoder_tokens = _encoder_decoder(reader)
     else:
         caches, layers, heads = _decoder_only(reader)
+        if reader.raw.get("per_layer_config") is not None:
+            caches = _per_layer_overrides(reader, caches, layers, heads)
 
     reader.considered("model_type", "torch_dtype", "dtype")  # read above, outside the reader
     spec = ModelSpec(
@@ -560,6 +562,19 @@ def _gemma4_entries(r: _Reader, base: AttentionCache | LatentCache, heads: int |
         window = window // 2 + 1
         r.notes.append(f"use_bidirectional_attention 'all': gemma4 sets the sliding window to {window} (half plus one)")
     k_eq_v = r.flag("attention_k_eq_v")
+    if r.raw.get("per_layer_config") is not None:
+        # Gemma4TextConfig.__post_init__ derives full-layer geometry from global_head_dim and
+        # num_global_key_value_heads only without per_layer_config (a config saved by transformers
+        # 5.24 writes the result there instead); the overrides are applied by _per_layer_overrides.
+        ignored = [k for k in ("global_head_dim", "num_global_key_value_heads") if r.has(k)]
+        if ignored:
+            r.notes.append(
+                f"'{r.where}per_layer_config' is given, so gemma4 ignores {' and '.join(ignored)} (Gemma4TextConfig)"
+            )
+        r.considered("global_head_dim", "num_global_key_value_heads")
+        full = AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim)
+        sliding = AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window)
+        return {"sliding_attention": sliding, "full_attention": full}
     global_dim = r.positive_int("global_head_dim", default=512)
     global_kv = r.optional_positive_int("num_global_key_value_heads")
     if global_kv is not None and not k_eq_v:
@@ -576,6 +591,85 @@ def _gemma4_entries(r: _Reader, base: AttentionCache | LatentCache, heads: int |
         "sliding_attention": AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window),
         "full_attention": AttentionCache(full_kv, global_dim, global_dim),
     }
+
+
+# Per-layer attributes of transformers' heterogeneous configs that kvcalc applies to a layer's K/V.
+_PER_LAYER_ATTENTION = ("num_key_value_heads", "head_dim", "sliding_window", "attention_chunk_size")
+
+
+def _per_layer_overrides(r: _Reader, caches: list[LayerCache], layers: int, heads: int | None) -> list[LayerCache]:
+    """Apply ``per_layer_config``: transformers 5.24's heterogeneous configs
+    (integrations/heterogeneity/configuration_utils.py), a sparse mapping from layer index ("05" or
+    5) to the attributes that differ on that layer. Saving a config writes per-layer geometry this
+    way (Gemma 4's full layers: ``{"head_dim": 512, "num_key_value_heads": 4}``); the cache layer
+    of each index takes its ``sliding_window`` or ``attention_chunk_size`` (cache_utils.py
+    get_layer_types_and_kwargs), and its attention its ``head_dim`` and ``num_key_value_heads``.
+    Other attributes are left to the guard, as any unread field is."""
+    overrides = r.raw["per_layer_config"]
+    where = f"{r.where}per_layer_config"
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"config field '{where}' must be an object mapping layer indices to overrides")
+    result = list(caches)
+    for key, layer_overrides in overrides.items():
+        index = _layer_index(str(key), layers, where)
+        field_where = f"{where}.{key}."
+        if not isinstance(layer_overrides, Mapping):
+            raise ConfigError(f"config field '{where}.{key}' must be an object of attribute overrides")
+        applied = {k: layer_overrides[k] for k in _PER_LAYER_ATTENTION if k in layer_overrides}
+        skipped = layer_overrides.get("skip")
+        if skipped:  # a sub-layer transformers would skip: kvcalc does not model what that removes
+            r.unmodelled.append(Unmodelled(f"{field_where}skip", skipped, "the per-layer layout"))
+        rest = {k: v for k, v in layer_overrides.items() if k not in applied and k != "skip"}
+        r.unmodelled += unmodelled(rest, set(), field_where)
+        if applied:
+            result[index] = _overridden(result[index], applied, heads, field_where)
+    return result
+
+
+def _layer_index(key: str, layers: int, where: str) -> int:
+    if not key.isdigit() or int(key) >= layers:
+        raise ConfigError(f"config field '{where}' has key {key!r}: not a layer index below {layers}")
+    return int(key)
+
+
+def _overridden(cache: LayerCache, applied: dict[str, Any], heads: int | None, where: str) -> LayerCache:
+    """One layer's K/V entry with its per-layer overrides applied."""
+    if not isinstance(cache, AttentionCache) or cache.tokens != "decoder":
+        raise ConfigError(
+            f"config field '{where}{next(iter(applied))}' overrides attention geometry on a {cache.kind.short} layer; "
+            "kvcalc cannot apply it there"
+        )
+    values: dict[str, int | None] = {}
+    for key, value in applied.items():
+        if value is None and key in ("sliding_window", "attention_chunk_size"):
+            values[key] = None  # the override removes the window or chunk on this layer
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_DIMENSION:
+            raise ConfigError(f"config field '{where}{key}' must be a positive integer, got {value!r}")
+        values[key] = value
+    kv = values.get("num_key_value_heads", cache.kv_heads)
+    assert kv is not None
+    if heads is not None and (kv > heads or heads % kv):
+        raise ConfigError(f"config field '{where}num_key_value_heads' ({kv}) must divide the {heads} query heads")
+    dim = values.get("head_dim")
+    if dim is not None and cache.k_head_dim != cache.v_head_dim:
+        raise ConfigError(
+            f"config field '{where}head_dim' overrides a layer whose K and V head dims differ "
+            f"({cache.k_head_dim}/{cache.v_head_dim}); kvcalc cannot tell which it sets"
+        )
+    window = values.get("sliding_window", cache.window)  # a None override removes the window
+    chunk = values.get("attention_chunk_size", cache.chunk)
+    if window is not None and chunk is not None:
+        raise ConfigError(f"config field '{where}' gives layer both a sliding window and an attention chunk")
+    return replace(
+        cache,
+        kv_heads=kv,
+        k_head_dim=dim or cache.k_head_dim,
+        v_head_dim=dim or cache.v_head_dim,
+        window=window,
+        chunk=chunk,
+        expanded_heads=None,
+    )
 
 
 def _llama4_kinds(r: _Reader, layers: int) -> list[str]:
