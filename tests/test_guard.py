@@ -27,9 +27,9 @@ NEW_ARCHITECTURES = {
     # DeepSeek-V3.2's indexer is modelled now (tests/test_indexer.py); MiniCPM4's InfLLM-v2 sparse
     # attention is not.
     "MiniCPM4 sparse": {"sparse_config": {"kernel_size": 32, "topk": 64}},
-    # Gemma 4's global_head_dim / num_global_key_value_heads are modelled now (tests/test_gemma4.py); an
-    # explicit per-layer override table (transformers' per_layer_config) is not.
-    "per-layer overrides": {"per_layer_config": {"5": {"head_dim": 512, "num_key_value_heads": 4}}},
+    # per_layer_config's head_dim / KV heads / window / chunk are applied (tests/test_per_layer_config.py);
+    # any other cache-shaping override is named with its path.
+    "per-layer overrides": {"per_layer_config.1.kv_lora_rank": 512},
     "Nemotron-H hybrid": {"hybrid_override_pattern": "M-M-M*-", "mamba_num_heads": 128, "mamba_head_dim": 64},
     "Kimi-Linear KDA": {"linear_attn_config": {"kda_layers": [1, 2], "head_dim": 128}},
     "mllama cross-attention": {"cross_attention_layers": [3, 8, 13]},
@@ -46,7 +46,10 @@ NEW_ARCHITECTURES = {
 @pytest.mark.parametrize("name", sorted(NEW_ARCHITECTURES))
 def test_unmodelled_fields_of_new_architectures_are_named(name: str) -> None:
     extra = NEW_ARCHITECTURES[name]
-    spec = read_config({**LLAMA, **extra}, name=name)
+    config = {**LLAMA, **extra}
+    if name == "per-layer overrides":  # a dotted path names a field inside per_layer_config
+        config = {**LLAMA, "per_layer_config": {"1": {"kv_lora_rank": 512}}}
+    spec = read_config(config, name=name)
     named = [w.split("'")[1] for w in spec.warnings]
     assert named == list(extra), spec.warnings
     assert all("this estimate may be wrong" in w for w in spec.warnings)
