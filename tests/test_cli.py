@@ -140,4 +140,6 @@ def test_shell_completion_offers_preset_names(tmp_path: Path) -> None:
         "deepseek-v3-base",
         "deepseek-v3.2",
         "deepseek-v3.2-exp",
+        "deepseek-v4",
+        "deepseek-v4-flash",
     ]

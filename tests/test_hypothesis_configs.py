@@ -178,7 +178,28 @@ def smallest_bound(spec: ModelSpec) -> int:
 
 
 def has_state(spec: ModelSpec) -> bool:
-    return any(isinstance(c, StateCache) for c in spec.caches)
+    return any(isinstance(c, StateCache) or c.is_state for c in spec.caches)
+
+
+def compresses(spec: ModelSpec) -> bool:
+    """DeepSeek-V4's compressed attention keeps the tokens of an unfinished window until it closes,
+    then one entry for them all: its cache steps down at every window boundary (the probe measures
+    that too, tests/test_deepseek_v4.py), so the laws of growth below do not hold for it."""
+    return any(c.compress_ratio > 1 for c in spec.caches)
+
+
+GROWING = [n for n in FIXTURE_NAMES if not compresses(SPECS[n])]
+
+
+def test_compressed_attention_steps_down_when_a_window_closes() -> None:
+    # DeepSeek-V4-Flash, theoretical, bf16: the 4th token closes the first CSA window. Its 21 CSA
+    # layers then drop 3 pending tokens of 5,120 B each (projection and gate, 2 x 512 elements x 2 B
+    # each, plus the indexer's two of 2 x 128 x 2 B) for one entry of 512 x 2 + 128 x 2 = 1,280 B:
+    # 21 x (15,360 - 1,280) = 295,680 B less, while every layer's window gains a row
+    # (43 x 512 x 2 = 44,032) and each HCA layer a pending token (20 x 2 x 512 x 2 = 40,960).
+    spec = SPECS["DeepSeek-V4-Flash.json"]
+    assert compresses(spec) and "DeepSeek-V4-Flash.json" not in GROWING
+    assert total(spec, 3, 1) - total(spec, 4, 1) == 295_680 - 44_032 - 40_960 == 210_688
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -194,7 +215,7 @@ def test_total_is_linear_in_batch(name: str, tokens: int, batch: int, factor: in
     assert total(spec, tokens, batch * factor, dtype) == factor * total(spec, tokens, batch, dtype)
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", GROWING)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data(), batch=st.integers(min_value=1, max_value=8))
 def test_total_is_linear_in_tokens_below_every_window(name: str, data: st.DataObject, batch: int) -> None:
@@ -215,7 +236,7 @@ def test_total_is_linear_in_tokens_below_every_window(name: str, data: st.DataOb
         assert total(spec, tokens, batch) == batch * tokens * per_token
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", GROWING)
 @settings(max_examples=10, deadline=None)
 @given(tokens=st.integers(min_value=1, max_value=2**20), batch=st.integers(min_value=1, max_value=64))
 def test_total_never_shrinks_with_more_tokens(name: str, tokens: int, batch: int) -> None:

@@ -9,6 +9,7 @@ from kvcalc.configs import read_config
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
 from kvcalc.errors import UsageError
+from kvcalc.presets import load_presets
 from kvcalc.estimator import Workload, estimate
 from kvcalc.spec import IndexerCache, Kind, LatentCache
 
@@ -74,3 +75,24 @@ def test_sglang_stores_fp8_keys_with_scales() -> None:
 def test_llamacpp_refuses() -> None:
     with pytest.raises(UsageError, match="indexer"):
         _estimate("llama.cpp")
+
+
+def test_pipeline_stages_keep_each_layer_with_its_indexer() -> None:
+    # DeepSeek-V3.2 at --pp 2: vLLM's get_pp_indices splits 61 layers 31 / 30. The first stage holds
+    # 31 latents (576 elements) and their 31 indexer keys (128): 31 x 704 x 2 B (bf16) x 1,000 tokens
+    # = 43,648,000 B. (Cut by entry index instead, one stage would hold all 61 latents:
+    # 61 x 1,152 x 1,000 = 70,272,000 B.)
+    spec = read_config(load_presets()["deepseek-v3.2"].config, name="deepseek-v3.2")
+    est = estimate(spec, Workload(tokens=1000, pp=2))
+    assert est.per_gpu_bytes == 31 * 704 * 2 * 1000 == 43_648_000
+
+
+def test_pipeline_stages_keep_each_decoder_layer_with_its_cross_attention() -> None:
+    # t5-small: 6 decoder layers of 8 heads x d_kv 64; the preset names no dtype, so fp16 (noted). At
+    # --pp 2 a stage holds 3 layers' self-attention (2 x 8 x 64 x 2 B = 2,048 B a token, 1,000
+    # tokens) and their cross-attention over 500 encoder tokens: 3 x 2,048 x 1,000 + 3 x 2,048 x 500
+    # = 9,216,000 B. (Cut by entry index, one stage would hold all 6 self-attention layers:
+    # 6 x 2,048 x 1,000 = 12,288,000 B.)
+    spec = read_config(load_presets()["t5-small"].config, name="t5-small")
+    est = estimate(spec, Workload(tokens=1000, encoder_tokens=500, pp=2))
+    assert est.per_gpu_bytes == 3 * 2_048 * 1_000 + 3 * 2_048 * 500 == 9_216_000

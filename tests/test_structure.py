@@ -12,7 +12,19 @@ from kvcalc.capacity import fit, vllm_plan
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, NoCache, SharedCache, StateCache
+from kvcalc.spec import (
+    AttentionCache,
+    CompressedCache,
+    CompressorBufferCache,
+    CompressorOverlapCache,
+    IndexerCache,
+    Kind,
+    KVWindowCache,
+    LatentCache,
+    NoCache,
+    SharedCache,
+    StateCache,
+)
 
 # --- the engine registry ------------------------------------------------------------------------------
 
@@ -61,6 +73,11 @@ EXAMPLES = [
     SharedCache(),
     NoCache(),
     IndexerCache(128),
+    AttentionCache(8, 128, 128, tokens="image"),
+    KVWindowCache(512, 128),
+    CompressedCache(512, 4),
+    CompressorBufferCache(4, 1280, 1280),
+    CompressorOverlapCache(4, 640),
 ]
 
 

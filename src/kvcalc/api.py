@@ -235,6 +235,27 @@ def _tokens(
     return tokens, encoder_tokens, notes
 
 
+def _images(spec: ModelSpec, images: int | None, image_tokens: int | None) -> dict[str, Any]:
+    """The workload's image fields: ``images`` per sequence of ``image_tokens`` tokens each (None:
+    the model's own count), for models with image cross-attention (Llama 3.2 Vision) only."""
+    for param, value in (("images", images), ("image_tokens", image_tokens)):
+        if value is not None and not spec.has_image_cross_attention:
+            raise UsageError(
+                f"{param} applies to models with image cross-attention (Llama 3.2 Vision); {spec.name} has none",
+                param=param,
+            )
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise UsageError(f"{param} must be a non-negative integer, got {value!r}", param=param)
+    if image_tokens == 0:
+        raise UsageError("image_tokens must be positive", param="image_tokens")
+    if images and image_tokens is None and spec.image_tokens is None:
+        raise UsageError(
+            f"{spec.name} does not say how many tokens an image has (no vision_config): give image_tokens",
+            param="image_tokens",
+        )
+    return {"images": images or 0, "image_tokens": image_tokens}
+
+
 def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(note for group in groups for note in group))
 
@@ -264,13 +285,17 @@ def estimate(
     dp: int = 1,
     shared_prefix: int = 0,
     encoder_tokens: int | None = None,
+    images: int | None = None,
+    image_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> Estimate:
     """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens (or ``prompt`` +
-    ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. The
-    estimate's ``notes`` hold every default applied, the model's first.
+    ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. ``images``
+    per sequence (of ``image_tokens`` tokens each; None: the model's own tiling) feed a Llama 3.2
+    Vision model's image cross-attention layers; none: a text-only prompt. The estimate's
+    ``notes`` hold every default applied, the model's first.
 
     >>> est = estimate("llama-3.1-8b", tokens=2048)
     >>> est.total_bytes
@@ -279,6 +304,7 @@ def estimate(
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
+    pictures = _images(spec, images, image_tokens)
     chosen = serving(
         spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
         residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
@@ -286,7 +312,7 @@ def estimate(
     )  # fmt: skip
     workload = Workload(
         tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
-        shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp,
+        shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,
     )  # fmt: skip
     result = estimate_spec(spec, workload, engine=chosen.engine)
     return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes))
@@ -459,13 +485,16 @@ def fit(
     pp: int = 1,
     dp: int = 1,
     max_model_len: int | None = None,
+    images: int | None = None,
+    image_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> FitReport:
     """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
     GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
-    ``weights`` in bytes (None: read from the model's safetensors, the Hub or the preset)."""
+    ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
+    from the model's safetensors, the Hub or the preset)."""
     from .capacity import Budget, BudgetLine
     from .capacity import fit as run_fit
     from .capacity import kv_budget as derive_budget
@@ -505,7 +534,7 @@ def fit(
         )
     workload = Workload(
         tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
-        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp,
+        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **_images(spec, images, image_tokens),
     )  # fmt: skip
     gpu_label = None
     if kv_budget is not None:
@@ -592,6 +621,8 @@ def probe_request(
     raw: bool = False,
     engine: str = "transformers",
     tolerance: str = "0",
+    images: int | None = None,
+    image_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
@@ -615,7 +646,10 @@ def probe_request(
     asked = _dtype(kv_dtype, DEFAULT_QUANT_GROUP, "kv_dtype")
     # The probe runs the model in its own dtype; a config without one builds in torch's float32.
     dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
-    est = estimate_spec(spec, Workload(tokens=tokens, batch=batch, kv_dtype=dtype), engine=chosen)
+    pictures = _images(spec, images, image_tokens)
+    # The whole model runs in that dtype, so a state layer's conv history is kept in it too.
+    run = Workload(tokens=tokens, batch=batch, kv_dtype=dtype, state_dtype=None if raw else dtype, **pictures)
+    est = estimate_spec(spec, run, engine=chosen)
     # Checked before any run, so a bad tolerance fails in a second, not after minutes of probing.
     allowed = parse_tolerance(tolerance, est.total_bytes)
     if raw:
@@ -641,6 +675,8 @@ def probe(
     tolerance: str = "0",
     from_result: str | Path | dict[str, Any] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    images: int | None = None,
+    image_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
@@ -653,7 +689,8 @@ def probe(
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
-        engine=engine, tolerance=tolerance, revision=revision, on_fetch=on_fetch, strict=strict,
+        engine=engine, tolerance=tolerance, images=images, image_tokens=image_tokens, revision=revision,
+        on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
         from .sources import RESULT_LIMIT, read_json_file

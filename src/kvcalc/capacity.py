@@ -17,7 +17,7 @@ from .engines.llamacpp import LlamaCpp
 from .engines.sglang import SGLang
 from .engines.vllm import VLLM
 from .errors import UsageError
-from .estimator import Estimate, Workload, estimate, pipeline_stages
+from .estimator import Estimate, Workload, estimate, stage_entries
 from .spec import LayerCache, ModelSpec
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
@@ -158,7 +158,7 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
     notes: list[str] = list(one.notes)  # the formats chosen, as estimate notes them
     per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups}
-    stages = pipeline_stages(len(spec.caches), w.pp)
+    stages = stage_entries(spec, w.pp)
     stage = max(stages, key=len)
 
     # Page bytes per layer (one block of block_size tokens, or one state), per vLLM spec.
@@ -331,15 +331,9 @@ def _sglang_tokens(probe: Estimate, budget: int, page_size: int, swa_ratio: floa
     """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
     layers the hybrid SWA pool gives them swa_full_tokens_ratio (0.8) of the full pool's tokens
     (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
-    full = sum(
-        g.layers * g.bytes_per_token
-        for g in probe.groups
-        if g.cache.tokens == "decoder" and g.cache.token_bound is None
-    )
+    full = sum(g.layers * g.bytes_per_token for g in probe.groups if g.grows_per_token and g.cache.token_bound is None)
     swa = sum(
-        g.layers * g.bytes_per_token
-        for g in probe.groups
-        if g.cache.tokens == "decoder" and g.cache.token_bound is not None
+        g.layers * g.bytes_per_token for g in probe.groups if g.grows_per_token and g.cache.token_bound is not None
     )
     tokens = int(budget / (full + swa_ratio * swa)) if full and swa else budget // (full + swa)
     return tokens // page_size * page_size

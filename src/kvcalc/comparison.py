@@ -99,6 +99,11 @@ def attention_variants(
     first = _attention_of(spec)
     if heads is None or first is None:
         raise UsageError(f"{spec.name} has no attention heads to vary (give --heads or a model with attention)")
+    if any(c.is_compressed_attention for c in spec.caches):
+        raise UsageError(
+            f"{spec.name} uses DeepSeek-V4 compressed attention (one K=V head, compressed entries): "
+            "it has no MHA/GQA/MQA variants to compare; compare it with other models instead"
+        )
     k_dim, v_dim = first.head_dims
     if k_dim is None or v_dim is None:  # only MLA entries can lack them
         raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")

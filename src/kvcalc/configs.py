@@ -153,6 +153,13 @@ class _Reader:
     notes: list[str] = field(default_factory=list)
     # Unmodelled fields found inside objects the reader consumed as a whole (NAS block_configs).
     unmodelled: list[Unmodelled] = field(default_factory=list)
+    # The whole config when the language model is nested in it (None: it is the whole config), so
+    # that a family can read a sibling such as Llama 3.2 Vision's vision_config.
+    outer: Mapping[str, Any] | None = None
+    # Tokens one image puts in each image cross-attention layer, set by a family that has them.
+    image_tokens: int | None = None
+    # The decoder layer of each cache entry, set by a family whose layers hold more than one.
+    entry_layers: list[int] = field(default_factory=list)
 
     def considered(self, *keys: str) -> None:
         """Keys a rule looked at and deliberately set aside (a disabled window, say): read."""
@@ -231,7 +238,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
-    reader = _Reader(_Recorded(text), where, model_type)
+    reader = _Reader(_Recorded(text), where, model_type, outer=raw if text is not raw else None)
     if text is not raw and not _model_type(text):
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
     dtype = _model_dtype(text, raw, reader.notes)
@@ -255,6 +262,8 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         dtype=dtype,
         notes=tuple(reader.notes),
         encoder_tokens=encoder_tokens,
+        image_tokens=reader.image_tokens,
+        entry_layers=tuple(reader.entry_layers),
         warnings=tuple(
             w.message() for w in [*reader.unmodelled, *unmodelled(reader.raw._data, reader.raw.seen, where)]
         ),
@@ -267,9 +276,15 @@ def _model_type(config: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
+# Wrappers whose text model is not Llama: MllamaConfig.sub_configs_defaults (transformers 5.24,
+# models/mllama/configuration_mllama.py) makes its text_config a MllamaTextConfig; MiniMaxM3VLConfig's
+# (models/minimax_m3_vl/configuration_minimax_m3_vl.py) a MiniMaxM3VLTextConfig.
+_NESTED_TEXT_TYPES = {"mllama": "mllama_text_model", "minimax_m3_vl": "minimax_m3_vl_text"}
+
+
 def _nested_default_type(top_type: str) -> str:
     # LlavaConfig and most vision-language wrappers default their text model to Llama.
-    return "llama" if top_type else ""
+    return _NESTED_TEXT_TYPES.get(top_type, "llama") if top_type else ""
 
 
 def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
@@ -773,7 +788,9 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
         # sizes the indexer's queries and index_topk the tokens attention reads: compute, not cache.
         r.considered("index_n_heads", "index_topk")
         indexer = IndexerCache(head_dim=r.positive_int("index_head_dim"))
-        caches += [indexer] * sum(1 for c in caches if c.is_latent)
+        latent_layers = [i for i, c in enumerate(caches) if c.is_latent]
+        caches += [indexer] * len(latent_layers)
+        r.entry_layers = [*range(layers), *latent_layers]
     return caches, layers, heads
 
 
@@ -989,6 +1006,7 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
     self_attn = AttentionCache(kv, head_dim, head_dim)
     cross_attn = AttentionCache(kv, head_dim, head_dim, tokens="encoder")
     caches: list[LayerCache] = [*([self_attn] * layers), *([cross_attn] * layers)]
+    r.entry_layers = [*range(layers), *range(layers)]  # decoder layer i holds entries i and layers + i
     encoder_tokens = r.optional_positive_int("max_source_positions")  # Whisper: 1500 frames
     return caches, layers, heads, encoder_tokens
 

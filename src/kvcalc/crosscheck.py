@@ -35,7 +35,7 @@ def model_request(
         raise UsageError("the model probe measures decoder-only language models")
     # The shrunk model keeps one layer of each kind: its cache is about one layer per group.
     expected = sum(g.bytes // max(1, g.layers) for g in est.groups)
-    return {
+    request: dict[str, Any] = {
         "mode": "model",
         "config": config,
         "prompt_tokens": w.tokens - decode,
@@ -46,6 +46,9 @@ def model_request(
         "expected_bytes": expected,
         "max_bytes": max_bytes,
     }
+    if w.images:  # Llama 3.2 Vision: images x tokens per image, fed once as cross-attention states
+        request["image_tokens"] = w.images * (w.image_tokens or est.model.image_tokens or 0)
+    return request
 
 
 def raw_request(est: Estimate, *, device: str, block_size: int | None = None) -> dict[str, Any]:
@@ -104,16 +107,72 @@ _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4
 
 
 def _indexer_bytes(rep: dict[str, Any]) -> int:
-    """Bytes of the indexer keys among a measured layer's tensors (0 when it has none)."""
+    """Bytes of the indexer keys among a measured layer's tensors (0 when it has none): transformers
+    5.24's DynamicIndexedLayer.indexer_keys (DeepSeek-V3.2, GLM-5) or MiniMaxM3VLSparseCacheLayer.idx_keys."""
+    return _tensor_bytes(rep, ("indexer_keys", "idx_keys"))
+
+
+def _tensor_bytes(rep: dict[str, Any], names: tuple[str, ...]) -> int:
+    """Bytes of a measured layer's tensors whose attribute is one of ``names`` (a dict of states,
+    ``conv_states.0``, counts under its attribute)."""
     total = 0
     for tensor in rep["tensors"]:
         shape = tensor.get("shape")
-        if tensor.get("name") != "indexer_keys" or not isinstance(shape, list):
+        if str(tensor.get("name")).split(".")[0] not in names or not isinstance(shape, list):
             continue
         if all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
             total += math.prod(shape) * _ITEMSIZE.get(str(tensor.get("dtype")), 0)
     measured: int = rep["tensor_bytes"]
     return min(total, measured)
+
+
+# transformers' layer types whose one cache layer holds K/V and a linear-attention (Mamba) state
+# (cache_utils.py LinearAttentionAndFullAttentionLayer and its sliding twin, transformers 5.24):
+# Falcon-H1's layers, Zamba2's hybrid layers. kvcalc reads them as two entries, the second one
+# appended after the per-layer entries.
+_HYBRID_LAYERS = ("hybrid", "hybrid_sliding")
+_STATE_TENSORS = ("conv_states", "recurrent_states")
+
+
+def _hybrid_split(spec: ModelSpec, layers: int, index: int, rep: dict[str, Any]) -> tuple[int, str, int] | None:
+    """For a transformers layer holding K/V and a state: (bytes of the layer's own kvcalc entry,
+    the kind of its appended partner entry, the partner's bytes); None when kvcalc has no partner."""
+    own = spec.caches[index]
+    partner = next((c for c in spec.caches[layers:] if c.is_state != own.is_state and c.kind is not Kind.INDEXER), None)
+    if partner is None:
+        return None
+    state = _tensor_bytes(rep, _STATE_TENSORS)
+    rest = rep["tensor_bytes"] - state
+    return (state, partner.kind, rest) if own.is_state else (rest, partner.kind, state)
+
+
+# DeepSeek-V4 (modeling_deepseek_v4.py, transformers 5.24): DeepseekV4HCACache / DeepseekV4CSACache
+# keep the compressed entries and the compressor state beside the K=V window, in dicts keyed
+# "compressor" and "indexer"; kvcalc sizes each as an entry of its own.
+_COMPRESSED_TENSORS: dict[str, Kind] = {
+    "compressed_kv.compressor": Kind.COMPRESSED,
+    "compressed_kv.indexer": Kind.INDEXER,
+    "buffer_kv": Kind.COMPRESSOR_BUFFER,
+    "buffer_gate": Kind.COMPRESSOR_BUFFER,
+    "overlap_kv": Kind.COMPRESSOR_OVERLAP,
+    "overlap_gate": Kind.COMPRESSOR_OVERLAP,
+}
+_COMPRESSED_KINDS = frozenset({Kind.COMPRESSED, Kind.COMPRESSOR_BUFFER, Kind.COMPRESSOR_OVERLAP})
+
+
+def _compressed_split(rep: dict[str, Any]) -> dict[Kind, int]:
+    """Bytes of a measured DeepSeek-V4 layer's compressed entries and compressor state, by kvcalc
+    kind (present but empty: 0 bytes); {} for any other layer."""
+    split: dict[Kind, int] = {}
+    for tensor in rep["tensors"]:
+        name, shape = str(tensor.get("name")), tensor.get("shape")
+        kind = _COMPRESSED_TENSORS.get(name, _COMPRESSED_TENSORS.get(name.split(".", 1)[0]))
+        if kind is None or not isinstance(shape, list):
+            continue
+        if all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            split[kind] = split.get(kind, 0) + math.prod(shape) * _ITEMSIZE.get(str(tensor.get("dtype")), 0)
+    measured: int = rep["tensor_bytes"]
+    return split if sum(split.values()) <= measured else {}
 
 
 def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> CrossCheck:
@@ -129,7 +188,11 @@ def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> Cross
     # Indexer keys (DeepSeek-V3.2) are extra kvcalc entries that transformers keeps inside the
     # attention layer's own cache layer (DynamicIndexedLayer.indexer_keys): split them out there.
     indexers = sum(1 for c in spec.caches if c.kind is Kind.INDEXER)
-    if len(hf_kinds) != len(spec.caches) - indexers:
+    # A layer holding K/V and a state counts twice in kvcalc only where kvcalc appended its partner entries.
+    appended = len(spec.caches) > len(hf_kinds) + indexers
+    hybrids = sum(1 for k in hf_kinds if k in _HYBRID_LAYERS) if appended else 0
+    compressed = sum(1 for c in spec.caches if c.kind in _COMPRESSED_KINDS)
+    if len(hf_kinds) != len(spec.caches) - indexers - hybrids - compressed:
         notes.append(f"transformers builds {len(hf_kinds)} layers, kvcalc reads {len(spec.caches)}")
     measured: dict[str, int] = {}
     storage = 0
@@ -138,7 +201,17 @@ def check_model(spec: ModelSpec, est: Estimate, result: dict[str, Any]) -> Cross
         kind = spec.caches[index].kind if index < len(spec.caches) else f"extra {hf_kind}"
         rep = by_kind[hf_kind]
         split = _indexer_bytes(rep) if indexers else 0
-        measured[kind] = measured.get(kind, 0) + rep["tensor_bytes"] - split
+        own = rep["tensor_bytes"] - split
+        for part, size in (_compressed_split(rep) if compressed else {}).items():
+            own -= size
+            measured[part] = measured.get(part, 0) + size
+            layers[part] = layers.get(part, 0) + 1
+        pair = _hybrid_split(spec, len(hf_kinds), index, rep) if hf_kind in _HYBRID_LAYERS else None
+        if pair is not None:
+            own, partner, partner_bytes = pair
+            measured[partner] = measured.get(partner, 0) + partner_bytes
+            layers[partner] = layers.get(partner, 0) + 1
+        measured[kind] = measured.get(kind, 0) + own
         if split:
             measured[Kind.INDEXER] = measured.get(Kind.INDEXER, 0) + split
             layers[Kind.INDEXER] = layers.get(Kind.INDEXER, 0) + 1

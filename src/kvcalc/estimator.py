@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
-from .spec import Kind, LayerCache, ModelSpec
+from .spec import IndexerCache, Kind, LayerCache, ModelSpec
 
 # More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
 MAX_PARALLEL = 2**16
+# More image tokens per sequence than any context holds (Llama 3.2 Vision: 6,404 per image).
+MAX_IMAGE_TOKENS = 2**32
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,9 @@ class Workload:
     ``batch`` resident sequences of ``tokens`` tokens each, the first ``shared_prefix`` of them
     identical and cached once. ``kv_dtype`` stores K (and V unless ``v_dtype``); with a
     quantized format the newest ``residual_tokens`` stay in the model dtype (transformers'
-    QuantizedCache). ``encoder_tokens`` feeds cross-attention. ``tp`` / ``pp`` / ``dp``: tensor
+    QuantizedCache). ``encoder_tokens`` feeds cross-attention; ``images`` of ``image_tokens``
+    tokens each (None: the model's own count) feed image cross-attention (Llama 3.2 Vision), none
+    by default: a text-only prompt. ``tp`` / ``pp`` / ``dp``: tensor
     and pipeline parallel sizes and data-parallel replicas (the batch is split across replicas).
     """
 
@@ -42,6 +46,8 @@ class Workload:
     encoder_tokens: int | None = None
     state_dtype: DType | None = None
     shared_prefix: int = 0
+    images: int = 0
+    image_tokens: int | None = None
     residual_tokens: int = 0
     tp: int = 1
     pp: int = 1
@@ -52,10 +58,14 @@ class Workload:
             _check_count(name, getattr(self, name), minimum=1)
         if self.encoder_tokens is not None:
             _check_count("encoder_tokens", self.encoder_tokens, minimum=1)
-        for name in ("shared_prefix", "residual_tokens"):
+        if self.image_tokens is not None:
+            _check_count("image_tokens", self.image_tokens, minimum=1)
+        for name in ("shared_prefix", "residual_tokens", "images"):
             _check_count(name, getattr(self, name), minimum=0)
         if self.shared_prefix > self.tokens:
             raise UsageError(f"shared prefix ({self.shared_prefix:,}) is longer than the {self.tokens:,} tokens")
+        if self.images * (self.image_tokens or 1) > MAX_IMAGE_TOKENS:
+            raise UsageError(f"{self.images:,} images are implausibly many (at most {MAX_IMAGE_TOKENS:,} image tokens)")
         for name in ("tp", "pp", "dp"):
             if getattr(self, name) > MAX_PARALLEL:
                 raise UsageError(f"{name} {getattr(self, name):,} is implausibly large (at most {MAX_PARALLEL:,})")
@@ -88,10 +98,22 @@ class GroupEstimate:
     kv_heads_per_gpu: int | None = None
     metadata_bytes: int = 0
     slots: int = 0
+    # Slots per sequence this layer holds for image tokens, whatever the text length (image
+    # cross-attention; SGLang's shared token pool gives them to every layer).
+    image_slots: int = 0
+    # Whether each text token takes a slot in this layer; None: the layer caches decoder tokens.
+    grows_with_tokens: bool | None = None
 
     @property
     def kind(self) -> Kind:
         return self.cache.kind
+
+    @property
+    def grows_per_token(self) -> bool:
+        """Whether one more text token adds a slot to every sequence in this layer."""
+        if self.grows_with_tokens is not None:
+            return self.grows_with_tokens
+        return self.cache.tokens == "decoder"
 
 
 @dataclass(frozen=True)
@@ -131,16 +153,23 @@ class Estimate:
         """Bytes one more decoder token adds to a sequence across all layers and GPUs of one
         replica, before any window: the figure papers quote."""
         w = self.workload
-        return sum(g.layers * g.bytes_per_token * w.tp for g in self.groups if g.cache.tokens == "decoder")
+        # A compressed layer's entry is shared by ratio tokens (token_share); a compressor's
+        # pending buffer adds nothing for good.
+        return sum(g.layers * g.cache.token_share(g.bytes_per_token) * w.tp for g in self.groups if g.grows_per_token)
 
     @property
     def fixed_bytes_per_sequence(self) -> int:
-        """Bytes per sequence that do not grow with decoder tokens: states and cross-attention."""
+        """Bytes per sequence that do not grow with decoder tokens: states, cross-attention over
+        the encoder output and over images."""
         w = self.workload
         return sum(
             g.layers
             * w.tp
-            * (g.state_bytes + (g.tokens_kept * g.bytes_per_token if g.cache.tokens == "encoder" else 0))
+            * (
+                g.state_bytes
+                + (g.tokens_kept * g.bytes_per_token if g.cache.tokens == "encoder" else 0)
+                + g.image_slots * g.bytes_per_token
+            )
             for g in self.groups
         )
 
@@ -161,6 +190,37 @@ def resolve_dtypes(spec: ModelSpec, workload: Workload, engine: Engine, notes: l
     return k_dtype, workload.v_dtype or k_dtype, compute
 
 
+def image_tokens(spec: ModelSpec, workload: Workload, notes: list[str]) -> int:
+    """Image tokens one sequence puts in each image cross-attention layer: images x tokens per
+    image (the workload's, else the model's own), 0 for a text-only prompt."""
+    w = workload
+    if not spec.has_image_cross_attention:
+        if w.images or w.image_tokens is not None:
+            raise UsageError(
+                f"images apply to models with image cross-attention (Llama 3.2 Vision); {spec.name} has none"
+            )
+        return 0
+    layers = sum(1 for c in spec.caches if c.tokens == "image")
+    if not w.images:
+        notes.append(
+            f"no images: a text-only prompt caches nothing in the {layers} image cross-attention layers "
+            "(set --images; --image-tokens for another tiling)"
+        )
+        return 0
+    per_image = w.image_tokens or spec.image_tokens
+    if per_image is None:
+        raise UsageError(f"{spec.name} does not say how many tokens an image has: give --image-tokens")
+    return w.images * per_image
+
+
+def _image_shape(engine: Engine, cache: LayerCache, images: int) -> tuple[int, bool | None]:
+    """(image slots a layer holds per sequence, whether it grows with text tokens) as the engine
+    lays them out (``Engine.layer_tokens``); encoder cross-attention keeps its own rule (None)."""
+    if cache.tokens == "encoder":
+        return 0, None
+    return engine.layer_tokens(cache, 0, images), engine.layer_tokens(cache, 1, 0) > 0
+
+
 def pipeline_stages(layers: int, pp: int) -> list[range]:
     """Layer ranges per pipeline stage, as vllm/distributed/utils.py get_pp_indices splits them:
     evenly, extra layers going to the stages just before the last one."""
@@ -172,6 +232,16 @@ def pipeline_stages(layers: int, pp: int) -> list[range]:
         stages.append(range(start, start + size))
         start += size
     return stages
+
+
+def stage_entries(spec: ModelSpec, pp: int) -> list[list[int]]:
+    """The cache entries each pipeline stage holds: every entry of the stage's layers
+    (``spec.entry_layers``) where a layer holds more than one; otherwise entries split as layers."""
+    if not spec.entry_layers:
+        return [list(stage) for stage in pipeline_stages(len(spec.caches), pp)]
+    return [
+        [i for i, layer in enumerate(spec.entry_layers) if layer in stage] for stage in pipeline_stages(spec.layers, pp)
+    ]
 
 
 def replica_batches(batch: int, dp: int) -> list[tuple[int, int]]:
@@ -199,6 +269,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
     """Compute the cache of ``spec`` for ``workload`` under ``engine``'s storage rules."""
     w = workload
     notes: list[str] = []
+    engine.check_model_type(spec.model_type)
     k_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
     for dtype in {k_dtype, v_dtype}:
         engine.check_dtype(dtype)
@@ -213,24 +284,34 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             "encoder tokens (set --encoder-tokens)"
         )
     residual = w.residual_tokens if not (k_dtype.is_plain and v_dtype.is_plain) else 0
+    images = image_tokens(spec, w, notes)
+    if spec.has_image_cross_attention and engine.layer_tokens(spec.caches[0], 1, 1) > 1:
+        notes.append(
+            f"{engine.name} keeps one token pool across all layers: image tokens take a cell in every layer, and "
+            "the image cross-attention layers take one for every text token"
+        )
 
     def layer_cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
         """(bytes, metadata bytes) of one layer on one GPU for ``batch`` sequences."""
-        tokens = encoder_tokens if cache.tokens == "encoder" else w.tokens
+        engine.check_layer(cache)
+        tokens = encoder_tokens if cache.tokens == "encoder" else engine.layer_tokens(cache, w.tokens, images)
         assert tokens is not None
         if cache.is_state:
             dtype = cache.state_dtype or w.state_dtype or compute_dtype
             # Tensor parallel splits the heads (and conv channels) of the state across ranks.
+            ranks = w.tp if cache.state_splits_across_ranks else 1
             per_seq = sum(
-                -(-elements // w.tp) * (part_dtype or dtype).bytes_per_element
+                -(-elements // ranks) * (part_dtype or dtype).bytes_per_element
                 for elements, part_dtype in engine.state_parts(cache)
             )
             g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, dtype)
             return batch * per_seq, 0, g
         if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
             return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
-        k_fmt = engine.indexer_dtype(k_dtype, compute_dtype) if cache.kind is Kind.INDEXER else k_dtype
-        k_row, v_row, heads = cache.rows(w.tp, engine.kv_heads(cache))
+        k_fmt = k_dtype
+        if isinstance(cache, IndexerCache):
+            k_fmt = engine.indexer_dtype(k_dtype, compute_dtype, cache.family)
+        k_row, v_row, heads = engine.rows(cache, w.tp)
         kept = engine.tokens_held(cache, tokens)
         slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)
         k_data, k_meta = k_fmt.row_bytes(k_row)
@@ -246,11 +327,14 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             meta -= full_slots * (k_meta + v_meta)
         if cache.token_bound is not None and tokens > kept:
             notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
-        g = GroupEstimate(cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots)
+        image_slots, grows = _image_shape(engine, cache, images)
+        g = GroupEstimate(
+            cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots, image_slots=image_slots, grows_with_tokens=grows
+        )
         return total, meta, g
 
     batches = replica_batches(w.batch, w.dp)
-    stages = pipeline_stages(len(spec.caches), w.pp) if w.pp > 1 else [range(len(spec.caches))]
+    stages = stage_entries(spec, w.pp) if w.pp > 1 else [list(range(len(spec.caches)))]
     costs: dict[tuple[LayerCache, int], tuple[int, int, GroupEstimate]] = {}
 
     def cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
@@ -272,7 +356,11 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
     busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
     per_gpu = max(sum(cost(spec.caches[i], busiest)[0] for i in stage) for stage in stages)
     per_gpu_token = max(
-        sum(cost(spec.caches[i], 1)[2].bytes_per_token for i in stage if spec.caches[i].tokens == "decoder")
+        sum(
+            spec.caches[i].token_share(cost(spec.caches[i], 1)[2].bytes_per_token)
+            for i in stage
+            if cost(spec.caches[i], 1)[2].grows_per_token
+        )
         for stage in stages
     )
     groups = []
@@ -290,6 +378,8 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
                 kv_heads_per_gpu=shape.kv_heads_per_gpu,
                 metadata_bytes=group_meta[cache],
                 slots=shape.slots,
+                image_slots=shape.image_slots,
+                grows_with_tokens=shape.grows_with_tokens,
             )
         )
     return Estimate(

@@ -88,6 +88,9 @@ NOT_SHAPING: dict[str, str] = {
     "num_nextn_predict_layers": "multi-token prediction, cached only with speculative decoding",
     "apply_residual_connection_post_layernorm": "block wiring",
     "for_llm_compressor": "a flag of the llm-compressor tool (quantized checkpoints)",
+    # quantization_config.ignored_layers (fp8 checkpoints: MiMo-V2.5): modules whose weights stay
+    # unquantized; it names weights, not what attention caches.
+    "ignored_layers": "weights a quantization recipe leaves unquantized",
 }
 
 # Name parts that mark a field as sizing weights or numerics only.

@@ -3,7 +3,8 @@
 A model is a tuple of per-layer cache entries. Every architecture kvcalc knows is one of five
 entry kinds, so the estimator has a single mechanism instead of a branch per model family:
 
-- ``AttentionCache``: K and V per token (full, sliding-window, chunked, or encoder cross-attention);
+- ``AttentionCache``: K and V per token (full, sliding-window, chunked, or cross-attention over an
+  encoder's output or over images);
 - ``LatentCache``: one compressed latent per token (MLA), no separate K and V;
 - ``StateCache``: a fixed-size state per sequence (linear attention, Mamba, LFM2's short
   convolution), nothing per token;
@@ -19,7 +20,7 @@ from typing import Any, Literal, cast
 
 from .dtypes import DType
 
-TokenSource = Literal["decoder", "encoder"]
+TokenSource = Literal["decoder", "encoder", "image"]
 
 # Bounds every way into a model (config, preset, hand geometry, API) shares. The largest real
 # models have a few hundred layers and dimensions of a few tens of thousands; past these a number
@@ -35,6 +36,7 @@ class Kind(StrEnum):
     SLIDING = "sliding_attention"
     CHUNKED = "chunked_attention"
     CROSS = "cross_attention"
+    VISION = "vision_cross_attention"
     MLA = "mla"
     LINEAR = "linear_attention"
     MAMBA = "mamba"
@@ -42,6 +44,10 @@ class Kind(StrEnum):
     SHARED = "kv_shared"
     NONE = "no_cache"
     INDEXER = "indexer"
+    KV_WINDOW = "sliding_kv_shared"
+    COMPRESSED = "compressed_attention"
+    COMPRESSOR_BUFFER = "compressor_buffer"
+    COMPRESSOR_OVERLAP = "compressor_overlap"
 
     @property
     def short(self) -> str:
@@ -55,14 +61,16 @@ class Kind(StrEnum):
 
 
 _SHORT = {
-    Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross",
+    Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross", Kind.VISION: "image-x",
     Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
     Kind.CONV: "conv", Kind.NONE: "none", Kind.INDEXER: "indexer",
+    Kind.KV_WINDOW: "sliding k=v", Kind.COMPRESSED: "compressed", Kind.COMPRESSOR_BUFFER: "pending",
+    Kind.COMPRESSOR_OVERLAP: "overlap",
 }  # fmt: skip
 _FEATURE = {
     Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
-    Kind.CONV: "short-conv", Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec",
-    Kind.INDEXER: "sparse indexer",
+    Kind.CONV: "short-conv", Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec", Kind.VISION: "image cross-attn",
+    Kind.INDEXER: "sparse indexer", Kind.KV_WINDOW: "sliding", Kind.COMPRESSED: "compressed",
 }  # fmt: skip
 
 
@@ -164,6 +172,34 @@ class _Layer:
         (``s`` bytes per element); None for a layer that stores nothing."""
         return None
 
+    @property
+    def compress_ratio(self) -> int:
+        """Tokens pooled into one cached entry (DeepSeek-V4's compressed attention); 1: a row per token."""
+        return 1
+
+    def entries(self, tokens: int) -> int:
+        """Rows a sequence of ``tokens`` tokens has produced in this layer, before any window or
+        engine rule: one per token, or one per ``compress_ratio`` tokens (whole windows only)."""
+        return tokens // self.compress_ratio
+
+    def token_share(self, row_bytes: int) -> int:
+        """Bytes one more token adds on average, given the bytes of one row (a per-token figure):
+        the row itself, or its share of a compressed entry (``row_bytes // compress_ratio``)."""
+        return row_bytes // self.compress_ratio
+
+    @property
+    def state_splits_across_ranks(self) -> bool:
+        """Whether tensor parallel splits a state layer's state across ranks (heads, channels)
+        rather than replicating it on each."""
+        return True
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        """Whether the entry belongs to DeepSeek-V4's compressed attention (its K=V window,
+        compressed entries, compressed indexer keys, compressor state): engines that do not model
+        that layout refuse it."""
+        return False
+
 
 @dataclass(frozen=True)
 class AttentionCache(_Layer):
@@ -171,8 +207,9 @@ class AttentionCache(_Layer):
 
     ``window`` bounds the tokens kept (sliding-window attention keeps the last W tokens);
     ``chunk`` bounds them by the attention chunk (tokens attend only inside their chunk).
-    ``tokens`` says whose tokens are cached: the decoder's own (self-attention) or the
-    encoder's (cross-attention, fixed by the encoder length).
+    ``tokens`` says whose tokens are cached: the decoder's own (self-attention), the
+    encoder's (cross-attention, fixed by the encoder length), or the images' (Llama 3.2 Vision's
+    cross-attention layers: a fixed count per image, none for a text-only prompt).
     """
 
     kv_heads: int
@@ -189,6 +226,8 @@ class AttentionCache(_Layer):
     def kind(self) -> Kind:
         if self.tokens == "encoder":
             return Kind.CROSS
+        if self.tokens == "image":
+            return Kind.VISION
         if self.window is not None:
             return Kind.SLIDING
         if self.chunk is not None:
@@ -240,6 +279,11 @@ class AttentionCache(_Layer):
     @property
     def expanded_kv_heads(self) -> int | None:
         return self.expanded_heads
+
+    def explain(self) -> str:
+        if self.tokens == "image":
+            return "cross-attention over image tokens: K and V of images x tokens per image, none per text token"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -299,13 +343,30 @@ class IndexerCache(_Layer):
     """A sparse-attention indexer's key cache (DeepSeek-V3.2's DSA): one ``head_dim`` key per
     token per MLA layer, single-head, no V, beside that layer's latent. The indexer scores every
     cached key to pick the ``index_topk`` tokens attention reads, so it keeps every token. Its
-    storage format is the engine's (``Engine.indexer_dtype``), not the KV format asked for."""
+    storage format is the engine's (``Engine.indexer_dtype``), not the KV format asked for.
+
+    ``ratio`` > 1: DeepSeek-V4's CSA indexer, whose keys are compressed like the layer's entries
+    (one key per ``ratio`` tokens, transformers 5.24 ``DeepseekV4Indexer``).
+
+    ``family`` names the indexer, since engines store their keys differently: ``"dsa"``, DeepSeek
+    Sparse Attention's (DeepSeek-V3.2, GLM-5); ``"msa"``, MiniMax Sparse Attention's (MiniMax-M3,
+    beside a GQA layer's K and V)."""
 
     head_dim: int
+    ratio: int = 1
+    family: Literal["dsa", "msa"] = "dsa"
 
     @property
     def kind(self) -> Kind:
         return Kind.INDEXER
+
+    @property
+    def compress_ratio(self) -> int:
+        return self.ratio
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        return self.ratio > 1
 
     @property
     def elements_per_token(self) -> int:
@@ -315,15 +376,22 @@ class IndexerCache(_Layer):
         return self.head_dim, 0, None  # one key, replicated on every rank
 
     def describe(self) -> tuple[str, str]:
-        return "indexer", str(self.head_dim)
+        return "indexer", str(self.head_dim) if self.ratio == 1 else f"{self.head_dim} per {self.ratio} tok"
 
     def fields(self) -> dict[str, Any]:
-        return {"index_head_dim": self.head_dim}
+        if self.ratio == 1:
+            return {"index_head_dim": self.head_dim}
+        return {"index_head_dim": self.head_dim, "compress_ratio": self.ratio}
 
     def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
         return f"{layers} x {batch:,} x {kept:,} x {self.head_dim} x {s}"
 
     def explain(self) -> str:
+        if self.ratio > 1:
+            return (
+                f"the sparse-attention indexer caches one compressed {self.head_dim}-element key per "
+                f"{self.ratio} tokens, no V"
+            )
         return f"the sparse-attention indexer caches one {self.head_dim}-element key per token, no V"
 
 
@@ -418,7 +486,207 @@ class NoCache(_Layer):
         return f"{self.block}: no attention, no state, so nothing cached, 0 bytes"
 
 
-LayerCache = AttentionCache | LatentCache | StateCache | SharedCache | NoCache | IndexerCache
+@dataclass(frozen=True)
+class KVWindowCache(_Layer):
+    """A sliding window whose one row per token is both the key and the value (DeepSeek-V4's
+    shared-KV MQA: one ``head_dim`` head, ``kv_proj`` read as K and V). Attention keeps the last
+    ``window`` tokens.
+
+    ``v_copy``: transformers 5.24 caches this layer through the generic
+    ``DynamicSlidingWindowLayer``, which concatenates the key and the value it is handed into two
+    tensors even when they are one (DeepSeek-V4's uncompressed layers); its compressed layers
+    (``DeepseekV4HCACache`` / ``DeepseekV4CSACache``) keep one. Only the transformers engine reads it.
+    """
+
+    head_dim: int
+    window: int
+    v_copy: bool = False
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.KV_WINDOW
+
+    @property
+    def token_bound(self) -> int | None:  # type: ignore[override]  # the window
+        return self.window
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.head_dim
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        return True
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.head_dim, 0, 1  # one head, replicated on every rank (base_model_tp_plan)
+
+    def describe(self) -> tuple[str, str]:
+        return "1 (k=v)", str(self.head_dim)
+
+    def fields(self) -> dict[str, Any]:
+        return {"kv_heads": 1, "head_dim": self.head_dim, "window": self.window, "k_equals_v": True}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x 1 x {self.head_dim} x {s}"
+
+    def explain(self) -> str:
+        return f"one {self.head_dim}-element row per token serves as key and value (no factor 2), last {self.window}"
+
+
+@dataclass(frozen=True)
+class CompressedCache(_Layer):
+    """DeepSeek-V4's compressed attention (CSA ``ratio`` 4, HCA ``ratio`` 128): every ``ratio``
+    tokens are pooled into one ``head_dim`` entry that serves as key and value, kept for the whole
+    sequence: floor(T / ratio) entries (transformers 5.24 ``DeepseekV4HCACache.compressed_kv``)."""
+
+    head_dim: int
+    ratio: int
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.COMPRESSED
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.head_dim
+
+    @property
+    def compress_ratio(self) -> int:
+        return self.ratio
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        return True
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.head_dim, 0, None  # one entry, replicated on every rank
+
+    def describe(self) -> tuple[str, str]:
+        return "1 (k=v)", f"{self.head_dim} per {self.ratio} tok"
+
+    def fields(self) -> dict[str, Any]:
+        return {"head_dim": self.head_dim, "compress_ratio": self.ratio}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} entries x {self.head_dim} x {s}"
+
+    def explain(self) -> str:
+        ratio = self.ratio
+        return f"one {self.head_dim}-element entry (key = value) per {ratio} tokens: floor(T / {ratio}) entries"
+
+
+@dataclass(frozen=True)
+class CompressorBufferCache(_Layer):
+    """Tokens a DeepSeek-V4 compressor has projected but not yet pooled: the T mod ``ratio``
+    newest tokens' ``kv_width`` projections and ``gate_width`` gate logits (transformers 5.24
+    ``buffer_kv`` / ``buffer_gate``; CSA's include its indexer's). Fewer than ``ratio`` tokens:
+    the entry never grows with the sequence."""
+
+    ratio: int
+    kv_width: int
+    gate_width: int
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.COMPRESSOR_BUFFER
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.kv_width + self.gate_width
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        return True
+
+    @property
+    def grows_without_bound(self) -> bool:
+        return False
+
+    def entries(self, tokens: int) -> int:
+        return tokens % self.ratio
+
+    def token_share(self, row_bytes: int) -> int:
+        return 0  # at most ratio - 1 tokens, emptied each time a window closes
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.kv_width, self.gate_width, None  # replicated on every rank
+
+    def describe(self) -> tuple[str, str]:
+        return "pending", f"{self.kv_width}+{self.gate_width}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"compress_ratio": self.ratio, "kv_width": self.kv_width, "gate_width": self.gate_width}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x ({self.kv_width} + {self.gate_width}) x {s}"
+
+    def explain(self) -> str:
+        return (
+            f"the T mod {self.ratio} tokens not yet pooled: {self.kv_width} projected + {self.gate_width} gate "
+            "elements each"
+        )
+
+
+@dataclass(frozen=True)
+class CompressorOverlapCache(_Layer):
+    """DeepSeek-V4 CSA's overlapping windows: entry w pools window w with the first half (Ca) of
+    window w - 1, so the compressor carries the last closed window's Ca projections and gate
+    logits, ``ratio`` x ``width`` each (``width``: the compressor's head_dim plus its indexer's;
+    transformers 5.24 ``DeepseekV4CSACache.overlap_kv`` / ``overlap_gate``). A fixed state per
+    sequence once one window has closed."""
+
+    ratio: int
+    width: int
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.COMPRESSOR_OVERLAP
+
+    @property
+    def is_state(self) -> bool:
+        return True
+
+    @property
+    def is_compressed_attention(self) -> bool:
+        return True
+
+    @property
+    def state_splits_across_ranks(self) -> bool:
+        return False  # one compressor per layer, replicated (DeepseekV4Config.base_model_tp_plan)
+
+    def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
+        # (projections, gate logits); an engine gives each its format (state_parts).
+        return self.ratio * self.width, self.ratio * self.width
+
+    def describe(self) -> tuple[str, str]:
+        return "state", f"2 x {self.ratio}x{self.width}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"compress_ratio": self.ratio, "width": self.width}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x 2 x {self.ratio} x {self.width} x {s}"
+
+    def explain(self) -> str:
+        return (
+            f"fixed state per sequence: the last closed window's {self.ratio} x {self.width} projections and gate "
+            "logits, carried into the next (overlapping) window"
+        )
+
+
+LayerCache = (
+    AttentionCache
+    | LatentCache
+    | StateCache
+    | SharedCache
+    | NoCache
+    | IndexerCache
+    | KVWindowCache
+    | CompressedCache
+    | CompressorBufferCache
+    | CompressorOverlapCache
+)
 
 
 @dataclass(frozen=True)
@@ -438,10 +706,34 @@ class ModelSpec:
     dtype: DType | None
     notes: tuple[str, ...] = ()
     encoder_tokens: int | None = None
+    # Tokens one image puts in each image cross-attention layer (Llama 3.2 Vision: tiles x patches
+    # per tile, from the vision config); None when the config does not say.
+    image_tokens: int | None = None
     # Config fields that may shape the cache but that kvcalc does not model (kvcalc.guard): each
     # a sentence saying the estimate may be wrong.
     warnings: tuple[str, ...] = ()
+    # The decoder layer of each entry of ``caches`` where some layer holds more than one (Falcon-H1:
+    # attention and a Mamba-2 state in every layer; Zamba2: K/V too in its hybrid layers; an
+    # indexer's keys; encoder-decoder cross-attention); empty: entry i is layer i. Pipeline
+    # parallel gives a stage every entry of its layers.
+    entry_layers: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A layout with more entries than layers must say whose they are, or pipeline stages would
+        # be cut through the wrong layers.
+        if self.entry_layers:
+            if len(self.entry_layers) != len(self.caches) or not all(0 <= i < self.layers for i in self.entry_layers):
+                raise ValueError(f"{self.name}: entry_layers must name a decoder layer for each of the cache entries")
+        elif len(self.caches) != self.layers:
+            raise ValueError(
+                f"{self.name}: {len(self.caches)} cache entries for {self.layers} layers need entry_layers"
+            )
 
     @property
     def is_encoder_decoder(self) -> bool:
         return any(c.tokens == "encoder" for c in self.caches)
+
+    @property
+    def has_image_cross_attention(self) -> bool:
+        """Whether some layers cache image tokens (Llama 3.2 Vision's cross-attention layers)."""
+        return any(c.tokens == "image" for c in self.caches)

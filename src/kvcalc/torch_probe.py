@@ -242,6 +242,8 @@ class ModelRequest:
     expected_bytes: int
     attention: str
     chunk: int | None
+    # Image tokens per sequence fed to image cross-attention layers (Llama 3.2 Vision), 0: none.
+    image_tokens: int = 0
 
 
 def check_model_request(request: Any) -> ModelRequest:
@@ -263,6 +265,7 @@ def check_model_request(request: Any) -> ModelRequest:
         expected_bytes=_key(request, "expected_bytes", 0, _MAX_BYTES, default=0),
         attention=_choice(request, "attention", _ATTENTIONS, "auto"),
         chunk=None if request.get("prefill_chunk") is None else _key(request, "prefill_chunk", 1, _MAX_TOKENS),
+        image_tokens=_key(request, "image_tokens", 0, _MAX_TOKENS, default=0),
     )
 
 
@@ -363,17 +366,42 @@ def _layer_kinds(text: Any) -> list[str]:
         raise ProbeError(f"the config's num_hidden_layers must be from 1 to {_MAX_LAYERS:,}, got {_show(count)}")
     kinds = getattr(text, "layer_types", None)
     if kinds:
-        return [str(k) for k in kinds]
+        return _with_indexer_types(text, [str(k) for k in kinds])
     blocks = getattr(text, "layers_block_type", None)  # Jamba-style hybrids
     if blocks:
         return [str(k) for k in blocks]
+    cross = getattr(text, "cross_attention_layers", None)
+    if isinstance(cross, list) and cross:  # Llama 3.2 Vision: cross-attention layers over images
+        return ["cross_attention" if i in cross else "full_attention" for i in range(count)]
     return ["full_attention"] * count
+
+
+def _with_indexer_types(text: Any, kinds: list[str]) -> list[str]:
+    """GLM-5's ``indexer_types`` (transformers 5.24 GlmMoeDsaConfig): a "shared" layer has no
+    indexer and caches no indexer keys, so it is a kind of its own and the shrunk model keeps one.
+    Only GLM-5's DSA layers (``indexed_attention``) are split; other models' kinds stay as they are."""
+    modes = getattr(text, "indexer_types", None)
+    if not isinstance(modes, list) or len(modes) != len(kinds):
+        return kinds
+    return [
+        f"{kind} (shared indexer)" if kind == "indexed_attention" and mode == "shared" else kind
+        for kind, mode in zip(kinds, modes, strict=True)
+    ]
+
+
+# Text configs AutoModelForCausalLM reaches only through their wrapper's config: transformers 5.24
+# maps MllamaConfig, not MllamaTextConfig, to MllamaForCausalLM (models/auto/modeling_auto.py).
+_TEXT_ONLY_CAUSAL_LM = {"mllama_text_model": "MllamaForCausalLM"}
+# Text configs whose special token ids must stay integers (MllamaTextConfig types bos_token_id as int).
+_INT_TOKEN_IDS = frozenset({"mllama_text_model"})
 
 
 def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
     """The class AutoModelForCausalLM builds for this text config, or a ProbeError saying there is none."""
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
 
+    if text.model_type in _TEXT_ONLY_CAUSAL_LM:  # mapped by its wrapper's config class only
+        return getattr(transformers, _TEXT_ONLY_CAUSAL_LM[text.model_type])
     try:
         return MODEL_FOR_CAUSAL_LM_MAPPING[type(text)]
     except KeyError:
@@ -429,6 +457,11 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # overrides by layer index ("05"): follow the kept layers, as the per-layer lists do.
         by_index = {int(k): v for k, v in per_layer.items()}
         data["per_layer_config"] = {new: by_index[old] for new, old in enumerate(keep) if old in by_index}
+    if isinstance(data.get("hybrid_layer_ids"), list):
+        # Zamba2 lists its hybrid layers by index (Zamba2Config keeps the file's list over the one it
+        # derives, and the shared blocks look their adapters up by it): follow the kept layers too.
+        hybrid = set(data["hybrid_layer_ids"])
+        data["hybrid_layer_ids"] = [new for new, old in enumerate(keep) if old in hybrid]
     if "attn_layer_period" in data and "attn_layer_offset" in data:
         # Jamba: rebuild the mamba/attention pattern for the kept layers (one of each kind).
         attention = [i for i, k in enumerate(kinds[j] for j in keep) if k in ("attention", "full_attention")]
@@ -446,7 +479,7 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     for key in _EXPERT_COUNTS:
         if isinstance(data.get(key), int) and data[key] > 4:
             data[key] = 4
-    for key in ("num_experts_per_tok", "experts_per_token"):
+    for key in ("num_experts_per_tok", "experts_per_token", "num_experts_per_token"):  # the last: Kimi-Linear
         if isinstance(data.get(key), int):
             data[key] = min(data[key], 2)
     for key in ("n_group", "topk_group"):
@@ -468,12 +501,17 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # Head dims are explicit, so the width is free; some configs still want it a multiple of heads.
         data["hidden_size"] = min(data["hidden_size"], heads * max(2, 256 // heads))
     vocab = data.get("vocab_size", _SMALL["vocab_size"])
+    outside = vocab - 1 if text.model_type in _INT_TOKEN_IDS else None  # what a token id outside the vocabulary becomes
     for key in _TOKEN_IDS:
         value = data.get(key)
         if isinstance(value, list):
-            data[key] = [v for v in value if isinstance(v, int) and v < vocab] or None
+            data[key] = [v for v in value if isinstance(v, int) and v < vocab] or outside
         elif isinstance(value, int) and value >= vocab:
-            data[key] = None
+            data[key] = outside
+    cross = data.get("cross_attention_layers")
+    if isinstance(cross, list) and cross:
+        # Llama 3.2 Vision: its cross-attention layers by their index among the kept layers.
+        data["cross_attention_layers"] = [new for new, old in enumerate(keep) if old in cross]
     for key in ("max_position_embeddings", "n_positions", "n_ctx"):
         # Learned position tables must reach the probe's length; positions do not shape the cache.
         if isinstance(data.get(key), int) and data[key] < positions:
@@ -533,7 +571,7 @@ def _no_sdpa(torch: Any) -> Iterator[None]:
 
 
 # Model classes whose indexer reads the attention mask (transformers 5.24).
-_MASKED_INDEXERS = ("DeepseekV32",)
+_MASKED_INDEXERS = ("DeepseekV32", "GlmMoeDsa")  # GLM-5: modeling_glm_moe_dsa.py, the same slice
 
 
 def _attention_for(model_class: Any, asked: str) -> str:
@@ -626,13 +664,24 @@ def _layer_bytes(layer: Any, torch: Any) -> dict[str, Any]:
     return {"tensor_bytes": total, "storage_bytes": sum(storages.values()), "tensors": tensors}
 
 
+def _image_states(torch: Any, req: ModelRequest, config: Any, dtype: Any, device: Any) -> dict[str, Any]:
+    """The first prefill pass's image input: random projected vision states of ``image_tokens``
+    per sequence for image cross-attention layers (MllamaTextCrossAttention projects K and V from
+    ``cross_attention_states`` and caches them once); {} without images."""
+    if not req.image_tokens:
+        return {}
+    if not getattr(config, "cross_attention_layers", None):
+        raise ProbeError("request key 'image_tokens' needs a model with image cross-attention layers")
+    width = int(config.hidden_size)
+    states = torch.randn(req.batch, req.image_tokens, width, dtype=dtype, device=device)
+    return {"cross_attention_states": states}
+
+
 def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any]:
     """Build the shrunk model, prefill and decode, and measure its cache layer by layer."""
     req = check_model_request(request)
     torch = _torch()
     transformers = _transformers()
-    from transformers import AutoModelForCausalLM
-
     transformers.logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
     device = _device(torch, req.common.device)
@@ -657,7 +706,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
     try:
         # The same model without storage first: a config with absurd widths is refused, not allocated.
         with torch.device("meta"):
-            shell = AutoModelForCausalLM.from_config(config, attn_implementation=implementation, dtype=dtype)
+            shell = model_class._from_config(config, attn_implementation=implementation, dtype=dtype)
         weights = sum(t.numel() * t.element_size() for t in (*shell.parameters(), *shell.buffers()))
         del shell
     except Exception:
@@ -665,7 +714,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
     hint = "the config's widths make even the one-layer model too large"
     _guard(torch, device, weights, req.common.max_bytes, hint)
     with _stage("building the model", req.config), torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation, dtype=dtype)
+        model = model_class._from_config(config, attn_implementation=implementation, dtype=dtype)
     model.eval()
     vocab = int(config.vocab_size)
     # Only eager attention computes real scores: the cache it leaves is the reference the others match.
@@ -685,8 +734,9 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         while done < prompt:
             step = min(chunk, prompt - done)
             ids = torch.randint(0, vocab, (batch, step), device=device)
+            images = _image_states(torch, req, config, dtype, device) if done == 0 else {}
             with _stage("in the prefill", req.config), no_scores():
-                cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+                cache = model(input_ids=ids, past_key_values=cache, use_cache=True, **images).past_key_values
             if first is None:
                 _cache_layers(cache, model, keep)
                 first = (step, _cache_storage_bytes(cache, torch))
@@ -748,6 +798,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         "batch": batch,
         "prompt_tokens": prompt,
         "decode_tokens": decode,
+        "image_tokens": req.image_tokens,
         "attention": attention,
         "prefill_chunk": chunk,
         "prefill_passes": math.ceil(prompt / chunk),

@@ -13,6 +13,8 @@ from .options import (
     BlockOpt,
     DpOpt,
     EngineOpt,
+    ImagesOpt,
+    ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
     KvDtypeOpt,
@@ -30,6 +32,7 @@ from .options import (
     UnitsOpt,
     VDtypeOpt,
     count,
+    count_or_zero,
     print_json,
     print_view,
     say_fetching,
@@ -64,6 +67,8 @@ def estimate(
             "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
         ),
     ] = None,
+    images: ImagesOpt = None,
+    image_tokens: ImageTokensOpt = None,
     kv_dtype: KvDtypeOpt = None,
     units_choice: UnitsOpt = UnitsName.both,
     explain: Annotated[
@@ -137,7 +142,8 @@ def estimate(
     if lengths is not None:
         ignored = {"--tokens": tokens is not None, "--prompt": prompt is not None, "--output": output is not None,
                    "--batch": batch != "1", "--explain": explain, "--vs-theoretical": vs_theoretical,
-                   "--dp": dp != 1}  # fmt: skip
+                   "--dp": dp != 1, "--images": images is not None,
+                   "--image-tokens": image_tokens is not None}  # fmt: skip
         given = [flag for flag, present in ignored.items() if present]
         if given:
             raise UsageError(f"--lengths gives every request its own length; {', '.join(given)} would be ignored")
@@ -171,12 +177,14 @@ def estimate(
     result = api.estimate(
         opened, tokens=count(tokens, "--tokens"), prompt=count(prompt, "--prompt"), output=count(output, "--output"),
         batch=count(batch, "--batch") or 1, encoder_tokens=count(encoder_tokens, "--encoder-tokens"),
+        images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         tp=tp, pp=pp, dp=dp, shared_prefix=prefix, **engine_flags,
     )  # fmt: skip
     theory = None
     if vs_theoretical:
         theory = api.estimate(opened, tokens=result.workload.tokens, batch=result.workload.batch,
                               encoder_tokens=result.workload.encoder_tokens, kv_dtype=result.workload.kv_dtype,
+                              images=result.workload.images or None, image_tokens=result.workload.image_tokens,
                               v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens,
                               tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
     if as_json:

@@ -13,6 +13,8 @@ from .options import (
     BlockOpt,
     DpOpt,
     EngineOpt,
+    ImagesOpt,
+    ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
     KvDtypeOpt,
@@ -29,6 +31,7 @@ from .options import (
     VDtypeOpt,
     complete_gpu,
     count,
+    count_or_zero,
     print_json,
     print_view,
     say_fetching,
@@ -106,6 +109,8 @@ def fit(
         str | None, typer.Option("--tokens", "-t", metavar="T", help="Tokens per request (default 4096; k = 1024).")
     ] = None,
     batch: BatchOpt = "1",
+    images: ImagesOpt = None,
+    image_tokens: ImageTokensOpt = None,
     kv_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "theoretical",
     k_dtype: KDtypeOpt = None,
@@ -146,6 +151,7 @@ def fit(
         gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=parse_size(overhead, what="--overhead"),
         tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
         max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching, strict=strict,
+        images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified),
     )  # fmt: skip

@@ -157,6 +157,26 @@ UbatchOpt = Annotated[
     int | None, typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).")
 ]
 UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
+ImagesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--images",
+        metavar="N",
+        help="Images per sequence, for models with image cross-attention (Llama 3.2 Vision): its "
+        "cross-attention layers cache a fixed number of tokens per image. Default 0, a text-only prompt: "
+        "those layers hold nothing.",
+    ),
+]
+ImageTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--image-tokens",
+        metavar="N",
+        help="Tokens one image puts in each image cross-attention layer. Default: the model's own tiling, "
+        "max_num_tiles x ((image_size // patch_size)^2 + 1) from its vision_config, as the processor pads every "
+        "image to max_num_tiles tiles (Llama 3.2 11B Vision: 4 x (40^2 + 1) = 6,404).",
+    ),
+]
 
 
 StrictOpt = Annotated[
@@ -215,6 +235,11 @@ def units(value: UnitsName | str) -> Units:
 
 def count(value: str | None, flag: str) -> int | None:
     return None if value is None else parse_count(value, what=flag)
+
+
+def count_or_zero(value: str | None, flag: str) -> int | None:
+    """A count that may be 0 (``--images 0``: a text-only prompt)."""
+    return 0 if value is not None and value.strip() == "0" else count(value, flag)
 
 
 def size(value: str | None, flag: str) -> int | None:

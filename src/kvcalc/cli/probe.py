@@ -11,12 +11,15 @@ from .app import app
 from .options import (
     BatchOpt,
     EngineOpt,
+    ImagesOpt,
+    ImageTokensOpt,
     JsonOpt,
     ModelArg,
     RevisionOpt,
     StrictOpt,
     complete_dtype,
     count,
+    count_or_zero,
     print_json,
     print_view,
     say_fetching,
@@ -35,6 +38,8 @@ def probe(
         str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
     ] = "512",
     batch: BatchOpt = "1",
+    images: ImagesOpt = None,
+    image_tokens: ImageTokensOpt = None,
     decode: Annotated[
         int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
     ] = 2,
@@ -101,6 +106,7 @@ def probe(
         "tokens": count(tokens, "--tokens"), "batch": count(batch, "--batch"), "decode": decode,
         "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
         "revision": revision, "on_fetch": say_fetching, "strict": strict,
+        "images": count_or_zero(images, "--images"), "image_tokens": count(image_tokens, "--image-tokens"),
     }  # fmt: skip
     if print_request:
         print_json(api.probe_request(model, **shape)[2])

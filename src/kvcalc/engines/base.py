@@ -65,10 +65,28 @@ class Engine:
     def check_dtype(self, dtype: DType) -> None:
         """Raise a UsageError for a KV format this engine cannot store."""
 
+    def check_layer(self, cache: LayerCache) -> None:
+        """Raise a UsageError for a layer kind this engine does not model (one line saying why)."""
+
+    def check_model_type(self, model_type: str) -> None:
+        """Raise a UsageError for an architecture this engine does not run at all (one line saying why)."""
+
+    def rows(self, cache: LayerCache, tp: int) -> tuple[int, int, int | None]:
+        """(K row, V row, KV heads) one token slot of ``cache`` stores on one tensor-parallel rank."""
+        return cache.rows(tp, self.kv_heads(cache))
+
+    def layer_tokens(self, cache: LayerCache, text: int, images: int) -> int:
+        """Tokens a sequence of ``text`` text tokens and ``images`` image tokens (Llama 3.2 Vision)
+        puts in this layer: image cross-attention layers cache the image tokens alone (a fixed count
+        per sequence), every other layer the text tokens. Encoder cross-attention is not asked."""
+        return images if cache.tokens == "image" else text
+
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
-        """Token slots one sequence of ``tokens`` tokens holds in this layer."""
+        """Token slots one sequence of ``tokens`` tokens holds in this layer (entries, for a
+        compressed layer: one per ``compress_ratio`` tokens)."""
+        entries = cache.entries(tokens)
         bound = cache.token_bound
-        return tokens if bound is None else min(tokens, bound)
+        return entries if bound is None else min(entries, bound)
 
     def shared_tokens(self, cache: LayerCache, tokens: int, prefix: int) -> int:
         """Of the slots held, how many are a shared prefix (stored once for the whole batch).
@@ -79,6 +97,10 @@ class Engine:
             return 0
         held = self.tokens_held(cache, tokens)
         shared = min(prefix, tokens) // self.granularity * self.granularity
+        if cache.compress_ratio > 1:
+            # A compressed layer keeps entries for the whole sequence: those of windows that lie
+            # wholly inside the prefix are the same in every sequence.
+            return min(held, cache.entries(shared))
         # Overlap of [0, shared) with the held range [tokens - held, tokens).
         return max(0, shared - max(0, tokens - held))
 
@@ -94,10 +116,11 @@ class Engine:
         conv, recurrent = cache.state_elements(whole_kernel=False)
         return (conv, cache.state_dtype), (recurrent, recurrent_dtype(cache) or cache.state_dtype)
 
-    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
-        """The format of a sparse-attention indexer's keys (spec.IndexerCache): theoretical keeps
-        them in the KV format, as the latent (the model dtype unless --kv-dtype says otherwise);
-        transformers' DynamicIndexedLayer caches them in the dtype the indexer computes them in."""
+    def indexer_dtype(self, kv: DType, compute: DType, family: str = "dsa") -> DType:
+        """The format of a sparse-attention indexer's keys (spec.IndexerCache, whose ``family`` is
+        "dsa" or "msa"): theoretical keeps them in the KV format, as the layer's own cache (the
+        model dtype unless --kv-dtype says otherwise); transformers' DynamicIndexedLayer (DSA) and
+        MiniMaxM3VLSparseCacheLayer.idx_keys (MSA) cache them in the dtype the indexer computes them in."""
         return kv
 
     def kv_heads(self, cache: LayerCache) -> int | None:

@@ -34,15 +34,38 @@ class SGLang(Engine):
         if dtype.name not in FLOAT_KV:
             raise UsageError(f"SGLang stores the KV cache as the model dtype or fp8, not {dtype.name}")
 
+    def check_model_type(self, model_type: str) -> None:
+        if model_type == "zamba2":
+            # sgl-project/sglang has python/sglang/srt/models/falcon_h1.py but no zamba2.py.
+            raise UsageError("SGLang has no zamba2 model (python/sglang/srt/models has none): not modelled")
+
+    def check_layer(self, cache: LayerCache) -> None:
+        if cache.is_compressed_attention:
+            raise UsageError(
+                "SGLang's DeepSeek-V4 cache (its dsv4 attention backend's compressed pools) is not modelled: "
+                "use --engine theoretical or transformers"
+            )
+
+    def layer_tokens(self, cache: LayerCache, text: int, images: int) -> int:
+        """One token pool whose cells span every layer (MHATokenToKVPool), and Llama 3.2 Vision's
+        image tokens live in it: ``MllamaForConditionalGeneration.pad_input_ids``
+        (srt/models/mllama.py @ 013902a8) puts images x tiles x patches pad tokens before the text,
+        and ``ScheduleBatch.prepare_encoder_info_extend`` (managers/schedule_batch.py @ fd3907ee)
+        splits one ``out_cache_loc`` allocation of them all into encoder and decoder locations. So
+        every layer, self- and cross-attention alike, holds a cell for every image and text token."""
+        return text + images
+
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         kept = super().tokens_held(cache, tokens)
         return pad(kept, self.page_size)
 
-    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
-        """NSATokenToKVPool (mem_cache/memory_pool.py): ``index_k_with_scale_buffer`` of uint8 holds
-        index_head_dim fp8 values + index_head_dim / quant_block_size (128) x 4 scale bytes a token,
-        as model_runner.py's cell size counts it."""
-        return INDEXER_FP8
+    def indexer_dtype(self, kv: DType, compute: DType, family: str = "dsa") -> DType:
+        """DSA: NSATokenToKVPool (mem_cache/memory_pool.py): ``index_k_with_scale_buffer`` of uint8
+        holds index_head_dim fp8 values + index_head_dim / quant_block_size (128) x 4 scale bytes a
+        token, as model_runner.py's cell size counts it. MSA (MiniMax-M3): MiniMaxSparseKVPool's
+        ``index_k_pool`` (an MHATokenToKOnlyPool of one head of idx_head_dim) takes ``index_dtype``,
+        which defaults to the KV cache dtype."""
+        return kv if family == "msa" else INDEXER_FP8
 
     def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """``_get_and_verify_dtype``: a float32 (or dtype-less) config runs in bf16 for Gemma model

@@ -10,7 +10,10 @@ from .base import Engine
 @dataclass(frozen=True)
 class Theoretical(Engine):
     """Every token of a full layer, W of a sliding window of W, at most one chunk of a chunked
-    layer, one latent per token for MLA, a fixed state for linear attention and Mamba."""
+    layer, one latent per token for MLA, a fixed state for linear attention and Mamba; for
+    DeepSeek-V4 one K = V row per window token, one entry (and indexer key) per ``ratio`` tokens,
+    the T mod ratio tokens not yet pooled (in the KV format) and CSA's overlap state (a state, in
+    the run dtype)."""
 
     name: str = "theoretical"
 

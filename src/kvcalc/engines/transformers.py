@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.dtypes import FP32, DType
-from kvcalc.spec import LayerCache
+from kvcalc.spec import KVWindowCache, LayerCache
 
 from .base import Engine
 
@@ -14,9 +14,12 @@ from .base import Engine
 class Transformers(Engine):
     """``DynamicSlidingWindowLayer`` keeps a view of the last W-1 tokens between steps (the step's
     own token is appended while attending); Llama 4's chunked layers are the same layer with W =
-    the chunk. Linear-attention and Mamba layers (``LinearAttentionLayer``) keep the conv state
-    for the whole kernel in the model dtype and the recurrent state in float32 (measured with
-    ``kvcalc probe``), whatever the config's ``mamba_ssm_dtype`` / ``mamba_ssm_cache_dtype`` say:
+    the chunk. DeepSeek-V4 (modeling_deepseek_v4.py): its CSA / HCA cache layers keep that window
+    as one K = V tensor, its uncompressed layers go through the generic layer (K and V stored
+    apart), and CSA's overlap gate logits are float32 (position_bias is kept in float32).
+    Linear-attention and Mamba layers (``LinearAttentionLayer``) keep the conv state for the whole
+    kernel in the model dtype and the recurrent state in float32 (measured with ``kvcalc probe``),
+    whatever the config's ``mamba_ssm_dtype`` / ``mamba_ssm_cache_dtype`` say:
     transformers 5.24 reads neither (the chunked and recurrent gated-delta-rule kernels of qwen3_5
     compute, and return, the state in float32). Falcon's new_decoder_architecture caches K/V
     broadcast to every query head."""
@@ -34,3 +37,11 @@ class Transformers(Engine):
 
     def kv_heads(self, cache: LayerCache) -> int | None:
         return cache.expanded_kv_heads
+
+    def rows(self, cache: LayerCache, tp: int) -> tuple[int, int, int | None]:
+        k_row, v_row, heads = super().rows(cache, tp)
+        if isinstance(cache, KVWindowCache) and cache.v_copy:
+            # DeepSeek-V4's uncompressed layers: DynamicSlidingWindowLayer.update concatenates the
+            # key and the value separately although attention passes one tensor as both.
+            v_row = k_row
+        return k_row, v_row, heads

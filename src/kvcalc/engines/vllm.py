@@ -53,6 +53,16 @@ class VLLM(Engine):
         if dtype.name not in FLOAT_KV:
             raise UsageError(f"vLLM stores the KV cache as the model dtype or fp8, not {dtype.name}")
 
+    def check_layer(self, cache: LayerCache) -> None:
+        if cache.is_compressed_attention:
+            # vllm/models/deepseek_v4/attention.py @ e6643eca: MLAAttentionSpec(compress_ratio=...,
+            # model_version="deepseek_v4") pages of block_size // ratio entries, fp8_ds_mla rows of
+            # 584 B, a DeepseekV4SWACache and compressor-state specs: a layout kvcalc does not size yet.
+            raise UsageError(
+                "vLLM's DeepSeek-V4 cache (compressed MLA pages, fp8_ds_mla rows, SWA and compressor-state "
+                "caches; vllm/models/deepseek_v4 @ e6643eca) is not modelled: use --engine theoretical or transformers"
+            )
+
     def blocks_held(
         self, cache: LayerCache, tokens: int, block_size: int | None = None, *, planning: bool = False
     ) -> int:
@@ -84,11 +94,25 @@ class VLLM(Engine):
             return f"{cache.kind.short}:{cache.token_bound}"
         return "full"
 
+    def layer_tokens(self, cache: LayerCache, text: int, images: int) -> int:
+        if cache.tokens == "image":
+            # PR #24907 removed V0's encoder-decoder runner, and with it MllamaForConditionalGeneration;
+            # vllm/model_executor/models/registry.py lists it in _PREVIOUSLY_SUPPORTED_MODELS as "0.10.2".
+            raise UsageError(
+                "vLLM no longer runs Llama 3.2 Vision (mllama): it was removed with V0's encoder-decoder support "
+                "after vLLM 0.10.2 (PR #24907); not modelled"
+            )
+        return super().layer_tokens(cache, text, images)
+
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         return self.blocks_held(cache, tokens) * self.block_size
 
-    def indexer_dtype(self, kv: DType, compute: DType) -> DType:
-        return INDEXER_FP8
+    def indexer_dtype(self, kv: DType, compute: DType, family: str = "dsa") -> DType:
+        """DSA: INDEXER_FP8 above. MSA (MiniMax-M3): ``MiniMaxM3IndexerCache``
+        (vllm/models/minimax_m3/common/indexer.py @ 0484480b) stores torch.bfloat16 for the default
+        ``indexer_kv_dtype="bf16"`` (vllm/config/attention.py), whatever --kv-cache-dtype; its fp8
+        option (e4m3, no scales) must be asked for."""
+        return BF16 if family == "msa" else INDEXER_FP8
 
     def model_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """``_resolve_auto_dtype`` (since PR #18751): a float32 (or dtype-less) checkpoint runs in

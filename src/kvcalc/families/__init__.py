@@ -21,7 +21,22 @@ if TYPE_CHECKING:
     Layout = tuple[list[LayerCache], int, int | None]
 
 # model_type -> module in this package. A model type listed here is read by that module alone.
-_MODULES: dict[str, str] = {}
+_MODULES: dict[str, str] = {
+    "deepseek_v4": "deepseek_v4",
+    "mllama": "mllama",
+    "mllama_text_model": "mllama",
+    "mimo_v2_flash": "mimo_v2_flash",
+    "mimo_v2": "mimo_v2_flash",
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5",
+    "falcon_h1": "falcon_h1",
+    "zamba2": "zamba2",
+    "kimi_linear": "kimi_linear",
+    "granitemoehybrid": "granitemoehybrid",
+    "glm_moe_dsa": "glm_moe_dsa",
+    "minimax_m3_vl_text": "minimax_m3",
+    "minimax_m3": "minimax_m3",
+}
 
 
 def family_rule(model_type: str) -> Callable[[Any], Layout] | None:

@@ -135,10 +135,15 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
     c = g.cache
     out: list[str] = []
     if c.caches_tokens and c.token_bound is not None:
-        label = "W" if c.kind is Kind.SLIDING else "chunk"
+        label = "chunk" if c.kind is Kind.CHUNKED else "W"
         out.append(f"T = min({w.tokens:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
+    elif c.caches_tokens and c.compress_ratio > 1:
+        out.append(f"entries = floor({w.tokens:,} / {c.compress_ratio}) = {g.tokens_kept:,}")
     elif c.tokens == "encoder":
         out.append(f"T = {g.tokens_kept:,} encoder tokens (cross-attention)")
+    elif c.tokens == "image":
+        per_image = w.image_tokens or est.model.image_tokens or 0
+        out.append(f"T = {w.images:,} image(s) x {per_image:,} tokens = {g.tokens_kept:,} image tokens")
     if c.explain():
         out.append(c.explain() + (f" in {g.dtype.name}" if c.is_state else ""))
     product = c.seed_product(g.layers, w.batch, g.tokens_kept, g.dtype.bytes_per_element)

@@ -47,6 +47,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "batch": w.batch,
         "tokens": w.tokens,
         "encoder_tokens": (w.encoder_tokens or est.model.encoder_tokens) if est.model.is_encoder_decoder else None,
+        **_images_json(est),
         "kv_dtype": est.kv_dtype.name,
         "v_dtype": (est.v_dtype or est.kv_dtype).name,
         "bytes_per_element": est.kv_dtype.bytes_per_element if est.kv_dtype.is_plain else None,
@@ -68,6 +69,15 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "groups": groups,
         "notes": [*est.model.notes, *est.notes],
     }
+
+
+def _images_json(est: Estimate) -> dict[str, Any]:
+    """Images per sequence and the tokens each puts in every image cross-attention layer (Llama 3.2
+    Vision); None for a model without image cross-attention."""
+    w, spec = est.workload, est.model
+    if not spec.has_image_cross_attention:
+        return {"images": None, "image_tokens_per_image": None}
+    return {"images": w.images, "image_tokens_per_image": w.image_tokens or spec.image_tokens}
 
 
 def lengths_json(summary: RequestSummary, notes: list[str]) -> dict[str, Any]:
@@ -162,6 +172,7 @@ def fit_json(
         "kv_budget_bytes": result.kv_budget,
         "tokens": result.tokens,
         "batch": result.batch,
+        "images": workload.images,
         "max_tokens": result.max_tokens,
         "max_concurrency": result.max_concurrency,
         "max_concurrency_exact": float(result.max_concurrency_exact)
