@@ -9,8 +9,8 @@ from kvcalc.configs import read_config
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
 from kvcalc.errors import UsageError
-from kvcalc.presets import load_presets
 from kvcalc.estimator import Workload, estimate
+from kvcalc.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache
 
 from .conftest import fixture_config
