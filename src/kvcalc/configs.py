@@ -98,7 +98,9 @@ _NEMOTRON_H_NO_CACHE = "an MLP or MoE block (Nemotron-H '-' / 'E')"
 _NAS_TYPES = frozenset({"nemotron-nas"})
 _NAS_NO_CACHE = "a NAS block whose attention is a no-op or a linear layer (block_configs)"
 # LFM2 (Liquid AI): gated short-convolution layers ("conv") between attention layers.
-_SHORT_CONV_TYPES = frozenset({"lfm2"})
+_SHORT_CONV_TYPES = frozenset({"lfm2", "lfm2_moe"})
+# LFM2's short-convolution fields: they size nothing when no layer is a convolution.
+_SHORT_CONV_KEYS = ("conv_L_cache", "conv_dim", "conv_dim_out", "conv_bias", "conv_use_xavier_init")
 # State kinds: a fixed state per sequence, nothing per token.
 _STATE_KINDS = ("mamba", "linear_attention", "short_conv")
 
@@ -380,8 +382,13 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
     if r.model_type in _SHORT_CONV_TYPES:
         return _lfm2_kinds(r, layers)
     if r.raw.get("layer_types") is not None:
-        listed = _family_layer_types(r, layers, tuple(_LAYER_TYPE_ALIASES), r.model_type)
-        return [_LAYER_TYPE_ALIASES[t] for t in listed]
+        aliases = _LAYER_TYPE_ALIASES
+        if r.model_type == "deepseek_v32":
+            # DeepseekV32Config.__post_init__ (transformers 5.24) names every layer
+            # "indexed_attention": MLA with the indexer's key cache (DynamicIndexedLayer).
+            aliases = {**aliases, "indexed_attention": "full_attention"}
+        listed = _family_layer_types(r, layers, tuple(aliases), r.model_type)
+        return [aliases[t] for t in listed]
 
     mt = r.model_type
     if mt in _MAMBA_TYPES:
@@ -759,6 +766,8 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     if not any(kind in _STATE_KINDS for kind in kinds):
         # The recurrent-state dtype (read by _recurrent_dtype) sizes nothing without a state layer.
         r.considered("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+    if "short_conv" not in kinds:
+        r.considered(*_SHORT_CONV_KEYS)  # an LFM2 with attention in every layer
     for kind in kinds:
         if gemma4 is not None:  # Gemma 4: each layer kind has its own geometry
             caches.append(gemma4[kind])
@@ -798,6 +807,9 @@ def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
     """The cache entry of a full-attention layer, and the number of query heads."""
     if r.has("kv_lora_rank"):  # MLA: DeepSeek-V2/V3, Kimi-K2, MiniCPM3 cache one latent
         r.considered(*_KV_HEAD_KEYS)  # the latent is shared by every head: KV heads size nothing
+        # transformers' DeepseekV3Config / DeepseekV32Config save head_dim (= qk_rope_head_dim) and
+        # qk_head_dim (= qk_nope + qk_rope): attention's query/key widths, not the latent's.
+        r.considered("head_dim", "qk_head_dim")
         heads = r.positive_int(_HEAD_KEYS)
         rope = r.positive_int("qk_rope_head_dim")
         nope = r.optional_positive_int("qk_nope_head_dim")
@@ -921,10 +933,16 @@ def _lfm2_kinds(r: _Reader, layers: int) -> list[str]:
     derives them: an explicit ``layer_types`` wins ("conv" or "full_attention"; full_attn_idxs is
     then unused); else ``full_attn_idxs`` lists the attention layers and every other one is "conv";
     with neither, every layer is attention (the class default)."""
+    if r.model_type == "lfm2_moe":
+        # Lfm2MoeConfig: num_dense_layers picks a dense MLP over MoE in the first layers (weights).
+        r.considered("num_dense_layers")
     if r.raw.get("layer_types") is not None:
         r.considered("full_attn_idxs")
-        listed = _family_layer_types(r, layers, ("conv", "full_attention"), "lfm2")
+        listed = _family_layer_types(r, layers, ("conv", "full_attention"), r.model_type)
         return ["short_conv" if t == "conv" else "full_attention" for t in listed]
+    if r.model_type == "lfm2_moe":
+        # Lfm2MoeConfig derives no list: its decoder layers index config.layer_types directly.
+        raise ConfigError(f"config field '{r.where}layer_types' is missing: an lfm2_moe config lists each layer's type")
     if r.has("full_attn_idxs"):
         attention = set(r.int_list("full_attn_idxs"))
         outside = sorted(i for i in attention if not 0 <= i < layers)

@@ -91,6 +91,10 @@ NOT_SHAPING: dict[str, str] = {
     # quantization_config.ignored_layers (fp8 checkpoints: MiMo-V2.5): modules whose weights stay
     # unquantized; it names weights, not what attention caches.
     "ignored_layers": "weights a quantization recipe leaves unquantized",
+    # DeepSeek-V3.2, MiniMax-M3, ... as transformers 5.24 saves them: "dense" or "sparse" (MoE) MLP per layer.
+    "mlp_layer_types": "the MLP of each layer (dense or MoE): weights",
+    # Gemma 3n / Gemma 4 E models: per-layer input embeddings added to the residual stream.
+    "hidden_size_per_layer_input": "per-layer input embeddings: weights",
 }
 
 # Name parts that mark a field as sizing weights or numerics only.

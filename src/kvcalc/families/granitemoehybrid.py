@@ -26,7 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvcalc.configs import (
+    HEAD_KEYS,
     HIDDEN_KEYS,
+    KV_HEAD_KEYS,
     LAYER_KEYS,
     attention_entry,
     checked_layers,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 
 # GraniteMoeHybridConfig's class defaults (transformers 5.24) for the Mamba-2 geometry.
 _DEFAULTS = {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2}
+# The Mamba-2 geometry's fields (the SSM dtype fields are the generic reader's).
+_MAMBA_KEYS = (*_DEFAULTS, "mamba_d_head", "mamba_ssm_dtype", "mamba_ssm_cache_dtype")
 # Layer names, legacy and current (configuration_utils._LEGACY_LAYER_TYPE_REMAP).
 _KINDS = {
     "mamba": "mamba",
@@ -65,7 +69,11 @@ def read(r: Reader) -> tuple[list[LayerCache], int, int | None]:
     heads: int | None = None
     if "full_attention" in kinds:
         attention, heads = _attention(r)
+    else:  # every layer Mamba-2 (the class default): the attention geometry sizes nothing
+        r.considered(*HEAD_KEYS, *KV_HEAD_KEYS, "head_dim")
     state = _mamba2_state(r) if "mamba" in kinds else None
+    if state is None:  # no Mamba-2 layer: its geometry sizes nothing
+        r.considered(*_MAMBA_KEYS)
     caches: list[LayerCache] = []
     for kind in kinds:
         entry = state if kind == "mamba" else attention

@@ -1,0 +1,81 @@
+"""Configs as transformers 5.24 saves them: ``SomeConfig(**fields).to_json_string()`` writes every
+derived attribute (``layer_types`` lists, DeepSeek's ``head_dim`` / ``qk_head_dim``, MLP layouts),
+which is what a user's ``save_pretrained`` checkpoint holds. Each must read exactly, with no false
+warning. Numbers are derived by hand next to them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kvcalc.configs import read_config
+from kvcalc.errors import ConfigError
+from kvcalc.estimator import Workload, estimate
+from kvcalc.spec import Kind
+
+transformers = pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
+
+
+def _saved(class_name: str, **fields: Any) -> dict[str, Any]:
+    config = getattr(transformers, class_name)(**fields)
+    saved: dict[str, Any] = json.loads(config.to_json_string())
+    return saved
+
+
+def test_deepseek_v32_indexed_attention_layers() -> None:
+    saved = _saved("DeepseekV32Config")
+    # DeepseekV32Config.__post_init__ writes layer_types = ["indexed_attention"] x 61, plus head_dim
+    # (= qk_rope_head_dim 64) and qk_head_dim (128 + 64 = 192), which size queries, not the latent.
+    assert set(saved["layer_types"]) == {"indexed_attention"} and saved["qk_head_dim"] == 192
+    spec = read_config(saved, name="v32")
+    # 61 MLA layers of 512 + 64 and 61 indexer keys of 128; no dtype in the file: fp16 (noted).
+    # 61 x (576 + 128) x 2 B = 85,888 B per token.
+    assert sum(c.kind is Kind.MLA for c in spec.caches) == 61
+    assert sum(c.kind is Kind.INDEXER for c in spec.caches) == 61
+    assert estimate(spec, Workload(tokens=1000)).per_token_bytes == 61 * 704 * 2 == 85_888
+    assert spec.warnings == ()
+
+
+def test_granite_hybrid_default_is_all_mamba2() -> None:
+    spec = read_config(_saved("GraniteMoeHybridConfig"), name="granite")
+    # 32 Mamba-2 layers, no attention: d_inner = mamba_expand 2 x hidden 4096 = 8,192; conv over
+    # 8,192 + 2 x 1 group x 256 = 8,704 channels x (4 - 1) = 26,112; SSM 128 heads x (8,192 / 128 =
+    # 64) x 256 = 2,097,152. (26,112 + 2,097,152) x 2 B = 4,246,528 B a layer; x 32 = 135,888,896.
+    est = estimate(spec, Workload(tokens=1000))
+    assert est.per_token_bytes == 0
+    assert est.fixed_bytes_per_sequence == 32 * 4_246_528 == 135_888_896
+    assert spec.warnings == ()  # the attention fields size nothing without attention layers
+
+
+def test_lfm2_with_attention_everywhere_reads_no_conv_fields() -> None:
+    spec = read_config(_saved("Lfm2Config"), name="lfm2")
+    # Lfm2Config(): full_attn_idxs = every layer. 32 layers x 2 x 8 KV heads x (2,560 / 32 = 80)
+    # x 2 B = 81,920 B per token; conv_L_cache sizes nothing.
+    assert estimate(spec, Workload(tokens=1000)).per_token_bytes == 32 * 2 * 8 * 80 * 2 == 81_920
+    assert spec.warnings == ()
+
+
+def test_lfm2_moe_short_convolutions() -> None:
+    kinds = ["conv", "conv", "full_attention", "conv", "conv", "full_attention"]
+    spec = read_config(_saved("Lfm2MoeConfig", num_hidden_layers=6, layer_types=kinds), name="lfm2-moe")
+    # Attention: 2 layers x 2 x 8 KV heads x (2,048 / 32 = 64) x 2 B = 4,096 B per token.
+    # Short conv: 4 layers x 2,048 channels x (3 - 1) x 2 B = 32,768 B per sequence.
+    est = estimate(spec, Workload(tokens=1000))
+    assert (est.per_token_bytes, est.fixed_bytes_per_sequence) == (4_096, 32_768)
+    assert spec.warnings == ()  # num_dense_layers sizes MLPs
+
+
+def test_lfm2_moe_needs_its_layer_list() -> None:
+    with pytest.raises(ConfigError, match="'layer_types' is missing: an lfm2_moe config"):
+        read_config(_saved("Lfm2MoeConfig"), name="lfm2-moe")
+
+
+@pytest.mark.parametrize(
+    "class_name",
+    ["FalconH1Config", "Zamba2Config", "KimiLinearConfig", "MllamaConfig", "DeepseekV4Config", "GlmMoeDsaConfig",
+     "MiniMaxM3VLConfig", "MiMoV2FlashConfig", "Qwen3_5Config", "Qwen3_5MoeConfig", "NemotronHConfig", "Gemma4Config"],
+)  # fmt: skip
+def test_class_defaults_raise_no_false_alarm(class_name: str) -> None:
+    assert read_config(_saved(class_name), name=class_name).warnings == ()
