@@ -79,3 +79,25 @@ def test_lfm2_moe_needs_its_layer_list() -> None:
 )  # fmt: skip
 def test_class_defaults_raise_no_false_alarm(class_name: str) -> None:
     assert read_config(_saved(class_name), name=class_name).warnings == ()
+
+
+def test_qwen2_saved_with_layer_types_and_the_fields_that_derived_it() -> None:
+    saved = _saved("Qwen2Config")
+    # Saved with layer_types (32 x full_attention) and max_window_layers 28, which only derives the
+    # list when it is absent. 32 layers x 2 x 32 KV heads x (4,096 / 32 = 128) x 2 B = 524,288 B.
+    assert saved["layer_types"] == ["full_attention"] * 32 and saved["max_window_layers"] == 28
+    spec = read_config(saved, name="qwen2")
+    assert estimate(spec, Workload(tokens=1000)).per_token_bytes == 32 * 2 * 32 * 128 * 2 == 524_288
+    assert spec.warnings == ()
+
+
+@pytest.mark.parametrize(
+    "class_name",
+    ["Qwen3Config", "Qwen2MoeConfig", "Exaone4Config", "FalconConfig", "GPT2Config", "GPTBigCodeConfig",
+     "GraniteConfig", "Llama4TextConfig", "JambaConfig"],
+)  # fmt: skip
+def test_numerics_and_derivation_fields_raise_no_false_alarm(class_name: str) -> None:
+    # Query/score scalings (attention_multiplier, scale_attn_weights, attn_scale), kernel choices
+    # (use_mamba_kernels), a KV-head count an MQA flag overrides, and pattern fields beside an
+    # explicit layer_types list: none changes what is cached.
+    assert read_config(_saved(class_name), name=class_name).warnings == ()

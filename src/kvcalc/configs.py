@@ -104,6 +104,12 @@ _SHORT_CONV_KEYS = ("conv_L_cache", "conv_dim", "conv_dim_out", "conv_bias", "co
 # State kinds: a fixed state per sequence, nothing per token.
 _STATE_KINDS = ("mamba", "linear_attention", "short_conv")
 
+# Fields whose only role is to derive the per-layer kinds when no layer_types list is given.
+_PATTERN_KEYS = (
+    "max_window_layers", "use_sliding_window", "sliding_window_pattern", "full_attention_interval",
+    "attn_layer_period", "attn_layer_offset",
+)  # fmt: skip
+
 _LAYER_TYPE_ALIASES = {
     "full_attention": "full_attention",
     "attention": "full_attention",
@@ -353,6 +359,10 @@ def _kv_heads(r: _Reader, heads: int) -> int:
     elif r.flag("multi_query_attention"):  # ChatGLM
         kv = r.positive_int(("multi_query_group_num",))
     elif r.flag("multi_query"):  # Falcon-7B, GPT-BigCode (SantaCoder, StarCoder)
+        # Both cache one K/V head whatever a KV-head count says (modeling_falcon.py: num_kv_heads
+        # only with new_decoder_architecture or without multi_query; modeling_gpt_bigcode.py:
+        # kv_heads = 1 if multi_query), and transformers saves such a count.
+        r.considered(*_KV_HEAD_KEYS)
         if "multi_query" not in r.raw:
             r.notes.append(f"'{r.where}multi_query' not in config; {r.model_type} defaults to MQA")
         kv = 1
@@ -388,6 +398,10 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
             # "indexed_attention": MLA with the indexer's key cache (DynamicIndexedLayer).
             aliases = {**aliases, "indexed_attention": "full_attention"}
         listed = _family_layer_types(r, layers, tuple(aliases), r.model_type)
+        # These fields only derive layer_types when it is absent (Qwen2Config, Exaone4Config,
+        # Qwen3NextConfig, JambaConfig __post_init__, transformers 5.24), which is why a config
+        # saved by transformers holds both: with the list given they decide nothing.
+        r.considered(*_PATTERN_KEYS)
         return [aliases[t] for t in listed]
 
     mt = r.model_type

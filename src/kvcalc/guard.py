@@ -95,6 +95,16 @@ NOT_SHAPING: dict[str, str] = {
     "mlp_layer_types": "the MLP of each layer (dense or MoE): weights",
     # Gemma 3n / Gemma 4 E models: per-layer input embeddings added to the residual stream.
     "hidden_size_per_layer_input": "per-layer input embeddings: weights",
+    # Scalings of queries or scores (Granite's muP attention_multiplier, GPT-2's scale_attn_weights,
+    # GPT-BigCode's softmax precision, Llama 4's attention temperature): numerics, not what is kept.
+    "attention_multiplier": "numerics of scores",
+    "scale_attn_weights": "numerics of scores",
+    "attention_softmax_in_fp32": "numerics of scores",
+    "scale_attention_softmax_in_fp32": "numerics of scores",
+    "attn_scale": "numerics of queries",
+    "attn_temperature_tuning": "numerics of queries",
+    # Mamba hybrids (Jamba, Zamba, ...): the kernels used, not the state they keep.
+    "use_mamba_kernels": "which kernels run the scan",
 }
 
 # Name parts that mark a field as sizing weights or numerics only.
