@@ -101,3 +101,42 @@ def test_numerics_and_derivation_fields_raise_no_false_alarm(class_name: str) ->
     # (use_mamba_kernels), a KV-head count an MQA flag overrides, and pattern fields beside an
     # explicit layer_types list: none changes what is cached.
     assert read_config(_saved(class_name), name=class_name).warnings == ()
+
+
+def _bamba() -> dict[str, Any]:
+    # Bamba (IBM) names its attention layers by index: ibm-ai-platform/Bamba-9B has 32 layers with
+    # attention at 9, 18 and 27 (as quoted in public test code); a shorter stack keeps the probe fast.
+    saved = _saved("BambaConfig", num_hidden_layers=8, attn_layer_indices=[3, 7])
+    saved.pop("time_step_limit")  # saved as [0.0, inf], which JSON cannot hold and transformers then refuses
+    return saved
+
+
+def test_bamba_attention_by_index_and_mamba2_elsewhere() -> None:
+    spec = read_config(_bamba(), name="bamba")
+    assert [c.kind for c in spec.caches] == [Kind.MAMBA] * 3 + [Kind.FULL] + [Kind.MAMBA] * 3 + [Kind.FULL]
+    # No dtype in the file: fp16 (noted). Attention: 2 layers x 2 x 8 KV heads x (4,096 / 32 = 128)
+    # x 2 B = 8,192 B per token. Mamba-2: d_inner 2 x 4,096 = 8,192; conv (8,192 + 2 x 1 x 256) x
+    # (4 - 1) = 26,112; SSM 128 heads x 64 x 256 = 2,097,152; (26,112 + 2,097,152) x 2 B x 6 layers
+    # = 25,479,168 B per sequence.
+    est = estimate(spec, Workload(tokens=1000))
+    assert (est.per_token_bytes, est.fixed_bytes_per_sequence) == (8_192, 6 * 4_246_528)
+    assert spec.warnings == ()
+    # Without the list every layer is Mamba-2 (BambaConfig.layers_block_type), noted.
+    no_list = {k: v for k, v in _bamba().items() if k != "attn_layer_indices"}
+    spec = read_config(no_list, name="bamba")
+    assert {c.kind for c in spec.caches} == {Kind.MAMBA} and any("attn_layer_indices" in n for n in spec.notes)
+    with pytest.raises(ConfigError, match="'attn_layer_indices' must list layer indices below 8"):
+        read_config({**_bamba(), "attn_layer_indices": [8]}, name="bamba")
+
+
+def test_probe_bamba_matches(run_cli, tmp_path) -> None:
+    pytest.importorskip("torch", reason="the probe extra (torch) is not installed")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_bamba()))
+    result = run_cli("probe", str(path), "--tokens", "100", "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    # The probe runs the dtype-less model in fp32 and keeps transformers' semantics (the whole conv
+    # kernel, 4 x 8,704): 6 x (34,816 + 2,097,152) x 4 B + 100 tokens x 2 x 2 x 8 x 128 x 4 B
+    # = 51,167,232 + 1,638,400 = 52,805,632 B.
+    assert report["measured_bytes"] == report["estimated_bytes"] == 52_805_632

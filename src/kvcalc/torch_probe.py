@@ -457,11 +457,13 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # overrides by layer index ("05"): follow the kept layers, as the per-layer lists do.
         by_index = {int(k): v for k, v in per_layer.items()}
         data["per_layer_config"] = {new: by_index[old] for new, old in enumerate(keep) if old in by_index}
-    if isinstance(data.get("hybrid_layer_ids"), list):
-        # Zamba2 lists its hybrid layers by index (Zamba2Config keeps the file's list over the one it
-        # derives, and the shared blocks look their adapters up by it): follow the kept layers too.
-        hybrid = set(data["hybrid_layer_ids"])
-        data["hybrid_layer_ids"] = [new for new, old in enumerate(keep) if old in hybrid]
+    for key in ("hybrid_layer_ids", "attn_layer_indices"):
+        # Layers listed by index follow the kept layers too: Zamba2's hybrid layers (Zamba2Config
+        # keeps the file's list over the one it derives, and the shared blocks look their adapters
+        # up by it), Bamba's attention layers.
+        if isinstance(data.get(key), list):
+            listed = set(data[key])
+            data[key] = [new for new, old in enumerate(keep) if old in listed]
     if "attn_layer_period" in data and "attn_layer_offset" in data:
         # Jamba: rebuild the mamba/attention pattern for the kept layers (one of each kind).
         attention = [i for i, k in enumerate(kinds[j] for j in keep) if k in ("attention", "full_attention")]

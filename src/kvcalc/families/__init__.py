@@ -33,6 +33,7 @@ _MODULES: dict[str, str] = {
     "zamba2": "zamba2",
     "kimi_linear": "kimi_linear",
     "granitemoehybrid": "granitemoehybrid",
+    "bamba": "granitemoehybrid",
     "glm_moe_dsa": "glm_moe_dsa",
     "minimax_m3_vl_text": "minimax_m3",
     "minimax_m3": "minimax_m3",

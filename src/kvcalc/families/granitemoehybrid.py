@@ -83,6 +83,8 @@ def read(r: Reader) -> tuple[list[LayerCache], int, int | None]:
 
 
 def _kinds(r: Reader, layers: int) -> list[str]:
+    if r.model_type == "bamba":
+        return _bamba_kinds(r, layers)
     key = r.first_key(("layer_types", "layers_block_type"))
     if key is None:
         r.notes.append(f"no '{r.where}layer_types': GraniteMoeHybridConfig makes every layer Mamba-2")
@@ -96,6 +98,21 @@ def _kinds(r: Reader, layers: int) -> list[str]:
             f"{layers} layers"
         )
     return [_KINDS[t] for t in listed]
+
+
+def _bamba_kinds(r: Reader, layers: int) -> list[str]:
+    """Bamba (transformers 5.24 models/bamba/configuration_bamba.py), the same Mamba-2 and attention
+    layers as Granite-4.0-H: its layer list is a property, attention exactly at
+    ``attn_layer_indices`` and Mamba-2 elsewhere (every layer without the list)."""
+    if not r.has("attn_layer_indices"):
+        r.notes.append(f"no '{r.where}attn_layer_indices': BambaConfig makes every layer Mamba-2")
+        return ["mamba"] * layers
+    indices = r.raw["attn_layer_indices"]
+    if not isinstance(indices, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in indices
+    ):
+        raise ConfigError(f"config field '{r.where}attn_layer_indices' must list layer indices below {layers}")
+    return ["full_attention" if i in indices else "mamba" for i in range(layers)]
 
 
 def _attention(r: Reader) -> tuple[AttentionCache, int]:
