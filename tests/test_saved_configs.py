@@ -140,3 +140,15 @@ def test_probe_bamba_matches(run_cli, tmp_path) -> None:
     # kernel, 4 x 8,704): 6 x (34,816 + 2,097,152) x 4 B + 100 tokens x 2 x 2 x 8 x 128 x 4 B
     # = 51,167,232 + 1,638,400 = 52,805,632 B.
     assert report["measured_bytes"] == report["estimated_bytes"] == 52_805_632
+
+
+def test_mamba2_heads_cover_its_channels() -> None:
+    saved = _saved("Mamba2Config")
+    spec = read_config(saved, name="mamba2")
+    # 64 layers; d_inner = 2 x 4,096 = 8,192 = 128 heads x 64; conv (8,192 + 2 x 8 groups x 128)
+    # x (4 - 1) = 30,720; SSM 128 x 64 x 128 = 1,048,576; (30,720 + 1,048,576) x 2 B (fp16, noted)
+    # x 64 = 138,149,888 B per sequence.
+    assert estimate(spec, Workload(tokens=10)).fixed_bytes_per_sequence == 64 * 1_079_296 * 2 == 138_149_888
+    assert spec.warnings == ()
+    with pytest.raises(ConfigError, match=r"'num_heads' \(100\) x head_dim \(64\) must equal expand x hidden_size"):
+        read_config({**saved, "num_heads": 100}, name="mamba2")

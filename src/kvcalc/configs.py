@@ -900,6 +900,8 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         d_inner = r.positive_int("intermediate_size")
     else:
         d_inner = r.positive_int(("mamba_expand", "expand")) * r.positive_int(_HIDDEN_KEYS)
+    if r.model_type == "mamba2":
+        _mamba2_heads(r, d_inner)
     return StateCache(
         family="mamba",
         conv_channels=d_inner + 2 * groups * d_state,
@@ -907,6 +909,20 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
         recurrent_elements=d_inner * d_state,
         recurrent_dtype=_recurrent_dtype(r),
     )
+
+
+def _mamba2_heads(r: _Reader, d_inner: int) -> None:
+    """Mamba2Mixer (transformers 5.24 models/mamba2/modeling_mamba2.py) keeps the SSM state as
+    (num_heads, head_dim, state_size) and reshapes its expand x hidden_size channels into those heads,
+    so the heads must cover them exactly; chunk_size only tiles the scan over the prompt."""
+    r.considered("chunk_size")
+    heads = r.optional_positive_int("num_heads")
+    head_dim = r.optional_positive_int("head_dim")
+    if heads is not None and head_dim is not None and heads * head_dim != d_inner:
+        raise ConfigError(
+            f"config field '{r.where}num_heads' ({heads}) x head_dim ({head_dim}) must equal expand x hidden_size "
+            f"({d_inner}), the Mamba-2 channels the heads split"
+        )
 
 
 # The model types whose recurrent-state dtype field vLLM reads (vllm/model_executor/models/config.py):
