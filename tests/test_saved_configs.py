@@ -152,3 +152,15 @@ def test_mamba2_heads_cover_its_channels() -> None:
     assert spec.warnings == ()
     with pytest.raises(ConfigError, match=r"'num_heads' \(100\) x head_dim \(64\) must equal expand x hidden_size"):
         read_config({**saved, "num_heads": 100}, name="mamba2")
+
+
+def test_a_window_with_no_sliding_layer_sizes_nothing() -> None:
+    # dots.llm1 as saved: layer_types all full_attention beside a sliding_window value; the window
+    # applies only to sliding layers (cache_utils.get_layer_types_and_kwargs), so it is not flagged.
+    saved = _saved("Dots1Config")
+    assert set(saved["layer_types"]) == {"full_attention"} and saved["sliding_window"]
+    assert read_config(saved, name="dots1").warnings == ()
+    # The same value beside a sliding layer is read: the first layer keeps that many tokens.
+    layers = len(saved["layer_types"])
+    spec = read_config({**saved, "layer_types": ["sliding_attention"] + ["full_attention"] * (layers - 1)}, name="d")
+    assert spec.caches[0].token_bound == saved["sliding_window"]

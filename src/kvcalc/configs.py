@@ -402,7 +402,14 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         # Qwen3NextConfig, JambaConfig __post_init__, transformers 5.24), which is why a config
         # saved by transformers holds both: with the list given they decide nothing.
         r.considered(*_PATTERN_KEYS)
-        return [aliases[t] for t in listed]
+        kinds = [aliases[t] for t in listed]
+        # A window or chunk size applies only to the layers of that kind (cache_utils.py
+        # get_layer_types_and_kwargs); with none listed it sizes nothing.
+        if "sliding_attention" not in kinds:
+            r.considered("sliding_window", "sliding_window_size", "attention_window_size")
+        if "chunked_attention" not in kinds:
+            r.considered("attention_chunk_size")
+        return kinds
 
     mt = r.model_type
     if mt in _MAMBA_TYPES:
