@@ -1,13 +1,14 @@
 """llama.cpp's KV cache (src/llama-context.cpp after PR #17046, src/llama-kv-cache.cpp,
-src/llama-kv-cache-iswa.cpp, common/common.h; llama.cpp 0c1e570)."""
+src/llama-kv-cache-iswa.cpp, src/models/*.cpp, common/common.h, tools/server/server.cpp;
+llama.cpp 0c1e570, the copy llama-cpp-python 0.3.36 vendors)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcalc.dtypes import FP16, FP32, DType
 from kvcalc.errors import UsageError
-from kvcalc.spec import LayerCache
+from kvcalc.spec import AttentionCache, LayerCache, ModelSpec
 
 from .base import Engine, EngineOptions, pad
 
@@ -19,6 +20,39 @@ _NO_ARCH = {
     "zamba2": "src/llama-arch.cpp @ 0c1e570 lists none, and convert_hf_to_gguf converts none",
 }
 
+# Model types whose sliding window llama.cpp 0c1e570 does not apply: the llama.cpp architecture
+# convert_hf_to_gguf.py (conversion/__init__.py) converts them to, and why that architecture keeps
+# every token. Every other architecture with a window reads it in its src/models/<arch>.cpp
+# load_arch_hparams (gemma2, gemma3, gemma3n, gemma4, cohere2, gpt-oss, exaone4, mimo2, ...).
+_WINDOW_DROPPED = {
+    "mistral": (
+        "llama",
+        "MistralForCausalLM converts as LlamaModel (conversion/llama.py), which writes no sliding window",
+    ),
+    "mixtral": (
+        "llama",
+        "MixtralForCausalLM converts as LlamaModel (conversion/llama.py), which writes no sliding window",
+    ),
+    "phi3": ("phi3", "src/models/phi3.cpp sets n_swa = 0: 'Phi SWA is currently disabled' (PR #13676)"),
+    "qwen2": ("qwen2", "src/models/qwen2.cpp reads no sliding window"),
+    "qwen2_moe": ("qwen2moe", "src/models/qwen2moe.cpp reads no sliding window"),
+    "qwen3": ("qwen3", "src/models/qwen3.cpp reads no sliding window"),
+    "qwen3_moe": ("qwen3moe", "src/models/qwen3moe.cpp reads no sliding window"),
+    "starcoder2": ("starcoder2", "src/models/starcoder2.cpp reads no sliding window"),
+}
+
+# Model types whose window llama.cpp 0c1e570 keeps (src/models/<arch>.cpp sets swa_type STANDARD).
+_WINDOW_KEPT = {
+    "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "gemma3n": "gemma3n", "gemma3n_text": "gemma3n",
+    "gemma4": "gemma4", "gemma4_text": "gemma4", "cohere2": "cohere2", "gpt_oss": "gpt-oss", "exaone4": "exaone4",
+    "mimo_v2_flash": "mimo2", "mimo_v2": "mimo2",
+}  # fmt: skip
+
+# src/models/llama4.cpp load_arch_hparams: ``hparams.n_swa = 8192`` for the chunked layers,
+# whatever attention_chunk_size the config gives (convert_hf_to_gguf writes none).
+LLAMA4_CHUNK = 8192
+_LLAMA4_TYPES = ("llama4", "llama4_text")
+
 
 @dataclass(frozen=True)
 class LlamaCpp(Engine):
@@ -26,16 +60,64 @@ class LlamaCpp(Engine):
     streams (the default once -np is given) each sequence gets ``pad(n_ctx / B, 256)`` cells in
     every full layer, and sliding layers ``pad(min(cells, W + n_ubatch), 256)``; a unified cache
     (``--kv-unified``) is one stream of n_ctx cells with ``pad(min(n_ctx, W x B + n_ubatch), 256)``
-    in sliding layers. K and V each have their own ggml type; a quantized V needs flash attention."""
+    in sliding layers; ``swa_full`` gives sliding layers the full cells. n_ubatch is llama.cpp's
+    effective one: ``min(n_ctx, n_batch, n_ubatch)`` (src/llama-context.cpp). K and V each have
+    their own ggml type; a quantized V needs flash attention.
+
+    The defaults are those of llama.cpp's command-line tools (common/common.h: n_batch 2048,
+    n_ubatch 512, swa_full false, one stream per slot); ``llama_context_default_params()`` (the C
+    API, llama-cpp-python) sets swa_full true."""
 
     name: str = "llama.cpp"
     n_ubatch: int = 512
     unified: bool = False
     cell_padding: int = 256
+    n_batch: int = 2048
+    swa_full: bool = False
+    mla: bool = False
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
-        return cls(n_ubatch=options.n_ubatch or 512, unified=options.kv_unified), []
+        return cls(
+            n_ubatch=options.n_ubatch or 512,
+            unified=options.kv_unified,
+            n_batch=options.n_batch or 2048,
+            swa_full=bool(options.swa_full),
+            mla=options.uses_mla,
+        ), []
+
+    def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
+        """The model as llama.cpp builds it: windows only where its architecture has one, Llama 4's
+        chunk fixed at 8192; and the K/V types it accepts for it."""
+        if self.mla and k_dtype != v_dtype:
+            # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v.
+            raise UsageError(
+                f"llama.cpp refuses different K ({k_dtype.name}) and V ({v_dtype.name}) cache types for an MLA model "
+                "('model does not support different K and V cache types'): give one --kv-dtype"
+            )
+        _check_blocks(spec, k_dtype, v_dtype)
+        notes: list[str] = []
+        mt = spec.model_type
+        caches = spec.caches
+        if mt in _WINDOW_DROPPED and any(_windowed(c) for c in caches):
+            arch, why = _WINDOW_DROPPED[mt]
+            caches = tuple(_without_window(c) for c in caches)
+            notes.append(
+                f"llama.cpp runs {mt} as its '{arch}' architecture with no sliding window ({why}): "
+                "every layer keeps the whole context"
+            )
+        elif mt not in _WINDOW_KEPT and any(_windowed(c) for c in caches):
+            notes.append(f"kvcalc assumes llama.cpp keeps {mt}'s sliding window (not checked against its src/models/)")
+        if mt in _LLAMA4_TYPES and any(_chunk(c) not in (None, LLAMA4_CHUNK) for c in caches):
+            given = next(_chunk(c) for c in caches if _chunk(c) not in (None, LLAMA4_CHUNK))
+            caches = tuple(_with_chunk(c, LLAMA4_CHUNK) for c in caches)
+            notes.append(
+                f"llama.cpp fixes Llama 4's attention chunk at {LLAMA4_CHUNK:,} tokens (src/models/llama4.cpp), "
+                f"not the config's {given:,}"
+            )
+        if self.swa_full and any(c.token_bound is not None and c.tokens == "decoder" for c in caches):
+            notes.append("--swa-full: llama.cpp gives sliding and chunked layers full-size caches (n_ctx cells)")
+        return (replace(spec, caches=caches) if caches != spec.caches else spec), notes
 
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in _GGML_KV:
@@ -53,13 +135,20 @@ class LlamaCpp(Engine):
         if model_type in _NO_ARCH:
             raise UsageError(f"llama.cpp has no {model_type} architecture ({_NO_ARCH[model_type]}): not modelled")
 
+    def ubatch(self, n_ctx: int) -> int:
+        """src/llama-context.cpp: ``n_batch = min(n_ctx, n_batch)`` (causal attention), then
+        ``n_ubatch = min(n_batch, n_ubatch)``, both before n_ctx is padded."""
+        return min(n_ctx, self.n_batch, self.n_ubatch)
+
     def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
         n_ctx = pad(batch * tokens, self.cell_padding)
         streams, cells = (1, n_ctx) if self.unified else (batch, pad(n_ctx // batch, self.cell_padding))
         bound = cache.token_bound if cache.tokens == "decoder" else None
-        if bound is not None:
+        if bound is not None and not self.swa_full:
+            # src/llama-kv-cache-iswa.cpp: size_swa = pad(min(size_base, n_swa x (unified ? n_seq_max : 1)
+            # + n_ubatch), 256); swa_full: size_swa = size_base.
             window = bound * (batch if self.unified else 1)
-            cells = pad(min(cells, window + self.n_ubatch), self.cell_padding)
+            cells = pad(min(cells, window + self.ubatch(batch * tokens)), self.cell_padding)
         return cells * streams
 
     def layer_tokens(self, cache: LayerCache, text: int, images: int) -> int:
@@ -93,3 +182,57 @@ class LlamaCpp(Engine):
         """src/llama-model.cpp ``create_memory``: recurrent memory (r_l, s_l) is GGML_TYPE_F32."""
         conv, recurrent = cache.state_elements(whole_kernel=False)
         return (conv, FP32), (recurrent, FP32)
+
+
+@dataclass(frozen=True)
+class LlamaServer(LlamaCpp):
+    """``llama-server -c N`` with no ``-np``: tools/server/server.cpp turns n_parallel auto (-1,
+    common/arg.cpp) into 4 slots sharing one unified cache (kv_unified = true); swa_full false
+    (common/common.h). ``--batch 4 --tokens N/4`` is that server; another --batch models
+    ``-np B -kvu``."""
+
+    name: str = "llama-server"
+    unified: bool = True
+
+    @classmethod
+    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+        engine, notes = LlamaCpp.configure(options)
+        assert isinstance(engine, LlamaCpp)
+        fields = {k: getattr(engine, k) for k in ("n_ubatch", "n_batch", "swa_full", "mla")}
+        return cls(unified=True, **fields), notes
+
+
+def _windowed(cache: LayerCache) -> bool:
+    return isinstance(cache, AttentionCache) and cache.window is not None and cache.tokens == "decoder"
+
+
+def _chunk(cache: LayerCache) -> int | None:
+    return cache.chunk if isinstance(cache, AttentionCache) and cache.tokens == "decoder" else None
+
+
+def _without_window(cache: LayerCache) -> LayerCache:
+    return replace(cache, window=None) if isinstance(cache, AttentionCache) and _windowed(cache) else cache
+
+
+def _with_chunk(cache: LayerCache, chunk: int) -> LayerCache:
+    return replace(cache, chunk=chunk) if isinstance(cache, AttentionCache) and _chunk(cache) is not None else cache
+
+
+# ggml's quantized cache types store blocks of 32 elements (QK4_0 ... QK8_0, QK4_NL).
+_BLOCK = 32
+
+
+def _check_blocks(spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> None:
+    """src/llama-context.cpp llama_init_from_model: a quantized K (V) type whose block does not
+    divide a layer's K (V) head dim is refused ("K cache type ... does not divide n_embd_head_k")."""
+    for part, dtype, index in (("K", k_dtype, 0), ("V", v_dtype, 1)):
+        if dtype.is_plain:
+            continue
+        for cache in spec.caches:
+            dims = cache.head_dims if not cache.is_latent else (sum(cache.latent_shape or (0, 0)), None)
+            dim = dims[index]
+            if dim and dim % _BLOCK:
+                raise UsageError(
+                    f"llama.cpp refuses {part} cache type {dtype.name} for {spec.name}: its blocks of {_BLOCK} do not "
+                    f"divide the {part} head dim {dim}"
+                )

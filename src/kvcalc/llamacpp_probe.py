@@ -1,0 +1,557 @@
+"""``kvcalc probe MODEL --engine llama.cpp``: what the real llama.cpp allocates for a model's KV cache.
+
+The probe writes a GGUF holding the metadata convert_hf_to_gguf.py would write for the model's
+llama.cpp architecture (layers, heads, KV heads, K and V head dims, sliding window or its absence,
+MLA latent dims) with a tiny vocabulary and feed-forward, and no tensor data: llama.cpp's own
+``llama_model_init_from_user`` creates the architecture's tensors from that metadata (left
+unset: no token is ever decoded, a context is only created). It then creates real llama.cpp
+contexts (``llama_init_from_model``) with the user's n_ctx, sequences, unified cache, n_batch,
+n_ubatch, K/V types and swa_full, and reads what llama.cpp logs as it allocates each KV cache
+(``llama_kv_cache: size = ... (N cells, L layers, S/T seqs), K (type): ..., V (type): ...``,
+src/llama-kv-cache.cpp) and the per-layer K/V widths it loaded (``print_info: n_embd_k_gqa``).
+The bytes are rebuilt from those figures with llama.cpp's own ``ggml_row_size`` and must print as
+llama.cpp's MiB figures do, to the last digit.
+
+llama.cpp runs in a child process (``python -m kvcalc.llamacpp_probe REQUEST.json``), so an abort
+inside it cannot take kvcalc down, and a time-out kills it. llama_cpp (``pip install
+'kvcalc[llamacpp]'``) and gguf are imported only there and in ``write_gguf``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .spec import AttentionCache, LatentCache, ModelSpec
+
+INSTALL_HINT = "the llama.cpp probe needs llama-cpp-python and gguf: pip install 'kvcalc[llamacpp]'"
+
+# The tiny parts of the model: none of them shapes the KV cache.
+TINY_EMBD = 64
+TINY_FF = 64
+TINY_VOCAB = 32
+TINY_EXPERTS = 2
+
+# HF model_type -> the llama.cpp architecture convert_hf_to_gguf.py (conversion/__init__.py,
+# llama.cpp 0c1e570) writes, and whether it writes ``sliding_window`` for it.
+ARCHITECTURES: dict[str, tuple[str, bool]] = {
+    "llama": ("llama", False),
+    "mistral": ("llama", False),  # MistralForCausalLM -> LlamaModel: no window written
+    "mixtral": ("llama", False),
+    "qwen2": ("qwen2", False),
+    "qwen3": ("qwen3", False),
+    "starcoder2": ("starcoder2", False),
+    "phi3": ("phi3", True),  # conversion/phi.py writes it; src/models/phi3.cpp disables it
+    "gemma2": ("gemma2", True),
+    "gemma3": ("gemma3", True),
+    "gemma3_text": ("gemma3", True),
+    "cohere2": ("cohere2", True),
+    "gpt_oss": ("gpt-oss", True),
+    "llama4": ("llama4", False),  # chunk 8192 fixed in src/models/llama4.cpp
+    "llama4_text": ("llama4", False),
+    "deepseek_v2": ("deepseek2", False),
+    "deepseek_v3": ("deepseek2", False),
+}
+
+# Architectures whose graphs project Q (and the attention output) from n_embd to n_embd
+# (src/models/phi3.cpp wo {n_embd, n_embd}; qwen2, starcoder2, cohere2 likewise): their embedding
+# length must be n_head x head_dim, the model's own hidden size.
+_FULL_WIDTH = ("qwen2", "qwen3", "phi3", "starcoder2", "cohere2")
+
+# ggml type names as llama.cpp logs them, from kvcalc's names.
+GGML_TYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
+              "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}  # fmt: skip
+
+DEFAULT_TIMEOUT = 600
+# Caches up to this size are allocated for real; larger ones are sized by llama.cpp with no_alloc.
+ALLOCATE_LIMIT = 2**30
+
+
+class LlamaCppProbeError(Exception):
+    """The probe could not run llama.cpp (missing package, failed load, time-out)."""
+
+
+# --- the GGUF ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GgufPlan:
+    """What convert_hf_to_gguf.py would write for the model's attention, as GGUF metadata:
+    (key, gguf value type name, value) in order."""
+
+    arch: str
+    keys: tuple[tuple[str, str, Any], ...]
+    weights_bytes: int = 0  # at most, in float32: what the tiny model's tensors take
+
+
+def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
+    """The GGUF metadata of ``spec``'s attention geometry; a UsageError for a model the probe
+    cannot build (one line saying why)."""
+    mt = spec.model_type
+    if mt not in ARCHITECTURES:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise UsageError(f"the llama.cpp probe cannot build a {mt} model (it builds {known})")
+    arch, writes_window = ARCHITECTURES[mt]
+    caches = spec.caches
+    if len(caches) != spec.layers:
+        raise UsageError(f"the llama.cpp probe builds one cache entry per layer; {spec.name} has {len(caches)}")
+    keys: list[tuple[str, str, Any]] = [
+        ("general.architecture", "string", arch),
+        ("general.name", "string", f"kvcalc probe of {spec.name}"),
+        (f"{arch}.context_length", "uint32", n_ctx_train),
+        (f"{arch}.embedding_length", "uint32", TINY_EMBD),
+        (f"{arch}.feed_forward_length", "uint32", TINY_FF),
+        (f"{arch}.block_count", "uint32", spec.layers),
+        (f"{arch}.vocab_size", "uint32", TINY_VOCAB),
+        (f"{arch}.attention.layer_norm_rms_epsilon", "float32", 1e-5),
+        (f"{arch}.attention.layer_norm_epsilon", "float32", 1e-5),
+        ("tokenizer.ggml.model", "string", "none"),
+    ]
+    heads = spec.query_heads
+    width = TINY_EMBD
+    first = caches[0]
+    if arch in _FULL_WIDTH and isinstance(first, AttentionCache):
+        width = (heads or first.kv_heads) * first.k_head_dim
+        keys = [(k, kind, width if k.endswith(".embedding_length") else v) for k, kind, v in keys]
+    if all(isinstance(c, LatentCache) for c in caches):
+        keys += _mla_keys(arch, caches[0], heads)  # type: ignore[arg-type]  # all latent, checked above
+    elif all(isinstance(c, AttentionCache) and c.tokens == "decoder" for c in caches):
+        keys += _attention_keys(arch, spec, writes_window)
+    else:
+        kinds = ", ".join(sorted({c.kind.value for c in caches}))
+        raise UsageError(f"the llama.cpp probe builds plain attention or MLA layers; {spec.name} has {kinds}")
+    keys += _family_keys(arch, spec)
+    return GgufPlan(arch, tuple(keys), _weights_bytes(spec, width))
+
+
+def _weights_bytes(spec: ModelSpec, width: int) -> int:
+    """An upper bound of the tiny model's tensors in float32: per layer the Q, K, V and output
+    projections and three feed-forward matrices of ``width`` rows."""
+    per_layer = 0
+    heads = spec.query_heads or 1
+    for cache in spec.caches:
+        k_dim, v_dim = cache.head_dims
+        projection = heads * ((k_dim or 0) + (v_dim or 0)) * 2
+        per_layer = max(per_layer, width * (projection + 3 * TINY_FF * TINY_EXPERTS + 1024))
+    return 4 * spec.layers * per_layer
+
+
+def _attention_keys(arch: str, spec: ModelSpec, writes_window: bool) -> list[tuple[str, str, Any]]:
+    caches = [c for c in spec.caches if isinstance(c, AttentionCache)]
+    first = caches[0]
+    if any((c.kv_heads, c.k_head_dim, c.v_head_dim) != (first.kv_heads, first.k_head_dim, first.v_head_dim)
+           for c in caches):  # fmt: skip
+        raise UsageError(f"the llama.cpp probe builds layers of one K/V geometry; {spec.name}'s differ by layer")
+    heads = spec.query_heads or first.kv_heads
+    keys: list[tuple[str, str, Any]] = [
+        (f"{arch}.attention.head_count", "uint32", heads),
+        (f"{arch}.attention.head_count_kv", "uint32", first.kv_heads),
+        (f"{arch}.attention.key_length", "uint32", first.k_head_dim),
+        (f"{arch}.attention.value_length", "uint32", first.v_head_dim),
+        (f"{arch}.rope.dimension_count", "uint32", first.k_head_dim),
+    ]
+    windows = {c.window for c in caches if c.window is not None}
+    if writes_window and windows:
+        if len(windows) > 1:
+            raise UsageError(f"the llama.cpp probe builds one sliding window; {spec.name} has {sorted(windows)}")
+        keys.append((f"{arch}.attention.sliding_window", "uint32", windows.pop()))
+    elif arch == "llama4" and not any(c.chunk is not None for c in caches):
+        # conversion/llama.py Llama4Model: all layers full -> sliding_window 0 (no chunks).
+        keys.append((f"{arch}.attention.sliding_window", "uint32", 0))
+    return keys
+
+
+def _mla_keys(arch: str, cache: LatentCache, heads: int | None) -> list[tuple[str, str, Any]]:
+    """conversion/deepseek.py: MLA converts to MQA (head_count_kv 1) of key_length kv_lora_rank +
+    rope dims and value_length kv_lora_rank; the decompressed dims as key/value_length_mla."""
+    k_mla = cache.k_head_dim or cache.latent_dim
+    v_mla = cache.v_head_dim or cache.latent_dim
+    return [
+        (f"{arch}.attention.head_count", "uint32", heads or 1),
+        (f"{arch}.attention.head_count_kv", "uint32", 1),
+        (f"{arch}.attention.kv_lora_rank", "uint32", cache.latent_dim),
+        (f"{arch}.attention.q_lora_rank", "uint32", TINY_EMBD),
+        (f"{arch}.attention.key_length", "uint32", cache.latent_dim + cache.rope_dim),
+        (f"{arch}.attention.value_length", "uint32", cache.latent_dim),
+        (f"{arch}.attention.key_length_mla", "uint32", k_mla),
+        (f"{arch}.attention.value_length_mla", "uint32", v_mla),
+        (f"{arch}.rope.dimension_count", "uint32", cache.rope_dim),
+    ]
+
+
+def _family_keys(arch: str, spec: ModelSpec) -> list[tuple[str, str, Any]]:
+    """Keys an architecture's load_arch_hparams requires that size no cache: experts (a tiny
+    MoE), Llama 4's MoE interleave, DeepSeek-2's dense lead, Cohere 2's logit scale."""
+    moe = {
+        "gpt-oss": [],
+        "llama4": [(f"{arch}.interleave_moe_layer_step", "uint32", 1)],
+        "deepseek2": [
+            (f"{arch}.leading_dense_block_count", "uint32", spec.layers),
+            (f"{arch}.expert_shared_count", "uint32", 0),
+        ],
+    }
+    if arch in moe:
+        return [
+            (f"{arch}.expert_count", "uint32", TINY_EXPERTS),
+            (f"{arch}.expert_used_count", "uint32", 1),
+            (f"{arch}.expert_feed_forward_length", "uint32", TINY_FF),
+            *moe[arch],
+        ]
+    if arch == "cohere2":
+        return [(f"{arch}.logit_scale", "float32", 1.0)]
+    return []
+
+
+def write_gguf(plan: GgufPlan, path: Path) -> None:
+    """The metadata-only GGUF of ``plan`` at ``path``, written with the gguf package."""
+    try:
+        gguf: Any = import_module("gguf")
+    except ImportError:
+        raise LlamaCppProbeError(INSTALL_HINT) from None
+    writer = gguf.GGUFWriter(str(path), plan.arch)
+    kinds = {
+        "string": gguf.GGUFValueType.STRING,
+        "uint32": gguf.GGUFValueType.UINT32,
+        "float32": gguf.GGUFValueType.FLOAT32,
+    }
+    for key, kind, value in plan.keys:
+        if key == "general.architecture":
+            continue  # GGUFWriter writes it from its arch
+        writer.add_key_value(key, value, kinds[kind])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+# --- running llama.cpp (in the child process) -------------------------------------------------------------
+
+_SIZE_LINE = re.compile(
+    r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
+    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
+)
+_SWA_LINE = re.compile(r"llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, size = (\d+) cells")
+_INFO_LINE = re.compile(r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_layer|n_swa|is_swa_any) += (.+)")
+_CPARAM_LINE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max) += (\d+)")
+_ERROR_LINE = re.compile(r"llama_init_from_model: (.+)")
+
+
+def _per_layer(text: str, layers: int) -> list[int]:
+    """print_info's per-layer figure: one number for every layer, or ``[a, b, ...]``."""
+    text = text.strip()
+    if text.startswith("["):
+        return [int(v) for v in text.strip("[]").split(",")]
+    return [int(text)] * layers
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Load the GGUF once and create each context of ``request["contexts"]`` (in this process)."""
+    import ctypes
+
+    lc: Any = import_module("llama_cpp")
+    log: list[str] = []
+
+    def append(level: int, text: bytes | None, user_data: Any) -> None:
+        log.append((text or b"").decode("utf-8", errors="replace"))
+
+    capture = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(append)
+    lc.llama_log_set(capture, None)
+    lc.llama_backend_init()
+    lib = lc.llama_cpp._lib
+
+    class GgufInitParams(ctypes.Structure):
+        _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.c_void_p)]
+
+    lib.gguf_init_from_file.argtypes = [ctypes.c_char_p, GgufInitParams]
+    lib.gguf_init_from_file.restype = ctypes.c_void_p
+    lib.gguf_free.argtypes = [ctypes.c_void_p]
+    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ggml_row_size.restype = ctypes.c_size_t
+    lib.ggml_type_name.argtypes = [ctypes.c_int]
+    lib.ggml_type_name.restype = ctypes.c_char_p
+    # ggml.h enum ggml_type ids of the cache types, checked against ggml's own names.
+    type_ids = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+    for name, number in type_ids.items():
+        if lib.ggml_type_name(number) != name.encode():
+            return {"error": f"this ggml numbers its types differently: {number} is not {name}"}
+
+    metadata = lib.gguf_init_from_file(request["gguf"].encode(), GgufInitParams(True, None))
+    if not metadata:
+        return {"error": f"llama.cpp could not read {request['gguf']}"}
+    unset = lc.llama_model_set_tensor_data_t(lambda tensor, user_data: None)
+    model_params = lc.llama_model_default_params()
+    model_params.n_gpu_layers = 0  # cache sizes do not depend on the device; keep the probe on the CPU
+    model_params.no_alloc = bool(request.get("no_alloc", False))
+    model = lc.llama_model_init_from_user(metadata, unset, None, model_params)
+    if not model:
+        lib.gguf_free(metadata)
+        return {"error": "llama.cpp could not build the model: " + _last_error(log)}
+    info = _model_info(log)
+    results = []
+    for asked in request["contexts"]:
+        start = len(log)
+        params = lc.llama_context_default_params()
+        params.n_ctx = asked["n_ctx"]
+        params.n_seq_max = asked["n_seq_max"]
+        params.n_batch = asked["n_batch"]
+        params.n_ubatch = asked["n_ubatch"]
+        params.kv_unified = asked["kv_unified"]
+        params.swa_full = asked["swa_full"]
+        params.type_k = type_ids[asked["type_k"]]
+        params.type_v = type_ids[asked["type_v"]]
+        params.n_threads = params.n_threads_batch = 1
+        ctx = lc.llama_init_from_model(model, params)
+        text = "".join(log[start:])
+        if not ctx:
+            results.append({"error": _last_error(log[start:])})
+            continue
+        lc.llama_free(ctx)
+        results.append(_context_result(text, info, type_ids, lib.ggml_row_size))
+    lc.llama_model_free(model)
+    lib.gguf_free(metadata)
+    return {"results": results, "model": info}
+
+
+def _model_info(log: list[str]) -> dict[str, Any]:
+    found = dict(_INFO_LINE.findall("".join(log)))
+    layers = int(found["n_layer"])
+    return {
+        "n_layer": layers,
+        "n_swa": int(found.get("n_swa", "0")),
+        "n_embd_k_gqa": _per_layer(found["n_embd_k_gqa"], layers),
+        "n_embd_v_gqa": _per_layer(found["n_embd_v_gqa"], layers),
+    }
+
+
+def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], row_size: Any) -> dict[str, Any]:
+    """Each KV cache llama.cpp created (its cells, layers, streams, types) with its bytes rebuilt
+    from them and llama.cpp's ggml_row_size, and whether they print as llama.cpp printed its MiB."""
+    labels = [kind for kind, _ in _SWA_LINE.findall(text)]
+    caches = []
+    for i, m in enumerate(_SIZE_LINE.finditer(text)):
+        _, cells, layers, seqs, streams, k_type, k_mib, v_type, v_mib = m.groups()
+        side = "swa" if labels and i < len(labels) and labels[i] == "SWA" else "full"
+        widths_k, widths_v = info["n_embd_k_gqa"], info["n_embd_v_gqa"]
+        n = int(layers)
+        # Every layer of one side has one geometry (gguf_plan checks), so any of its widths serves.
+        k_row = row_size(type_ids[k_type], widths_k[0])
+        v_row = row_size(type_ids[v_type], widths_v[0]) if float(v_mib) > 0 else 0
+        k_bytes = n * int(cells) * int(streams) * k_row
+        v_bytes = n * int(cells) * int(streams) * v_row
+        caches.append({
+            "side": side, "cells": int(cells), "layers": n, "seqs": int(seqs), "streams": int(streams),
+            "k_type": k_type, "v_type": v_type, "k_bytes": k_bytes, "v_bytes": v_bytes,
+            "k_mib": k_mib, "v_mib": v_mib,
+            "prints_as_logged": f"{k_bytes / 2**20:.2f}" == k_mib and f"{v_bytes / 2**20:.2f}" == v_mib,
+        })  # fmt: skip
+    cparams = {k: int(v) for k, v in _CPARAM_LINE.findall(text)}
+    return {"caches": caches, "cparams": cparams}
+
+
+def _last_error(lines: list[str]) -> str:
+    errors = _ERROR_LINE.findall("".join(lines))
+    text = "".join(lines).strip().splitlines()
+    return (errors[-1] if errors else (text[-1] if text else "no message")).strip()
+
+
+# --- the comparison ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupCheck:
+    """One of llama.cpp's KV caches beside kvcalc's groups of the same layers (layers, cells x
+    streams per layer, bytes): ``full`` (its base cache) or ``swa`` (the SWA cache of
+    llama_kv_cache_iswa: sliding or chunked layers)."""
+
+    side: str
+    estimated_layers: int
+    estimated_cells: int
+    estimated_bytes: int
+    measured_layers: int
+    measured_cells: int
+    measured_bytes: int
+    streams: int = 1
+    prints_as_logged: bool = True
+
+    @property
+    def match(self) -> bool:
+        return (
+            self.prints_as_logged
+            and self.estimated_layers == self.measured_layers
+            and self.estimated_cells == self.measured_cells
+            and self.estimated_bytes == self.measured_bytes
+        )
+
+
+def context_request(engine: Any, tokens: int, batch: int, k_type: str, v_type: str) -> dict[str, Any]:
+    """The llama_context_params of ``batch`` sequences of ``tokens`` under a LlamaCpp engine's
+    settings: n_ctx = B x T (llama.cpp pads it), n_seq_max = B."""
+    return {
+        "n_ctx": tokens * batch, "n_seq_max": batch, "n_batch": engine.n_batch, "n_ubatch": engine.n_ubatch,
+        "kv_unified": engine.unified, "swa_full": engine.swa_full,
+        "type_k": GGML_TYPES[k_type], "type_v": GGML_TYPES[v_type],
+    }  # fmt: skip
+
+
+def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
+    """kvcalc's groups (an Estimate under llama.cpp's rules) side by side with llama.cpp's caches."""
+    estimated: dict[str, list[int]] = {}
+    for g in estimate.groups:
+        side = "swa" if g.cache.token_bound is not None and g.cache.tokens == "decoder" else "full"
+        layers, cells, total = estimated.get(side, [0, 0, 0])
+        estimated[side] = [layers + g.layers, max(cells, g.slots), total + g.bytes]
+    found = {c["side"]: c for c in measured["caches"]}
+    checks = []
+    for side in ("full", "swa"):
+        if side not in estimated and side not in found:
+            continue
+        e = estimated.get(side, [0, 0, 0])
+        c = found.get(side)
+        checks.append(
+            GroupCheck(
+                side,
+                e[0],
+                e[1],
+                e[2],
+                c["layers"] if c else 0,
+                c["cells"] * c["streams"] if c else 0,
+                c["k_bytes"] + c["v_bytes"] if c else 0,
+                c["streams"] if c else 1,
+                c["prints_as_logged"] if c else True,
+            )
+        )
+    return tuple(checks)
+
+
+@dataclass(frozen=True)
+class LlamaCppProbe:
+    """A probe's request, what llama.cpp allocated and the estimate beside it."""
+
+    name: str
+    estimate: Any
+    request: dict[str, Any]
+    checks: tuple[GroupCheck, ...]
+    cparams: dict[str, int]
+    notes: tuple[str, ...] = ()
+    allocated: bool = True
+
+    @property
+    def measured_bytes(self) -> int:
+        return sum(c.measured_bytes for c in self.checks)
+
+    @property
+    def match(self) -> bool:
+        return all(c.match for c in self.checks) and self.measured_bytes == self.estimate.total_bytes
+
+
+def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
+    return {
+        "model": report.name,
+        "engine": report.estimate.engine,
+        "llama_cpp": "0c1e570 (llama-cpp-python 0.3.36)",
+        "request": report.request,
+        "llama_context": report.cparams,
+        "groups": [
+            {
+                "group": c.side,
+                "layers": {"measured": c.measured_layers, "estimated": c.estimated_layers},
+                "cells": {"measured": c.measured_cells, "estimated": c.estimated_cells, "streams": c.streams},
+                "bytes": {"measured": c.measured_bytes, "estimated": c.estimated_bytes},
+                "prints_as_logged": c.prints_as_logged,
+                "match": c.match,
+            }
+            for c in report.checks
+        ],
+        "measured_bytes": report.measured_bytes,
+        "estimated_bytes": report.estimate.total_bytes,
+        "match": report.match,
+        "allocated": report.allocated,
+        "notes": list(report.notes),
+    }
+
+
+def probe_lines(report: LlamaCppProbe) -> list[str]:
+    """The probe's table as plain text lines."""
+    r = report.request
+    streams = "one unified stream" if r["kv_unified"] else f"{r['n_seq_max']} streams"
+    head = (
+        f"llama.cpp 0c1e570 allocated for {report.name}: n_ctx {r['n_ctx']:,} asked ({r['n_seq_max']} x "
+        f"{r['n_ctx'] // r['n_seq_max']:,}), {streams}, K {r['type_k']}, V {r['type_v']}, n_batch {r['n_batch']}, "
+        f"n_ubatch {r['n_ubatch']}, swa_full {'on' if r['swa_full'] else 'off'}"
+    )
+    header = f"{'group':<8} {'layers':>13} {'cells (all streams)':>23} {'llama.cpp bytes':>17} {'kvcalc bytes':>15}"
+    rows = [header + "  match"]
+    for c in report.checks:
+        rows.append(
+            f"{c.side:<8} {c.measured_layers:>6} / {c.estimated_layers:<5} {c.measured_cells:>11,} / "
+            f"{c.estimated_cells:<9,} {c.measured_bytes:>17,} {c.estimated_bytes:>15,}  {'yes' if c.match else 'NO'}"
+        )
+    total = f"{'total':<8} {'':>13} {'':>23} {report.measured_bytes:>17,} {report.estimate.total_bytes:>15,}"
+    verdict = "matches byte for byte" if report.match else "DIFFERS from llama.cpp"
+    lines = [head, "layers and cells: llama.cpp / kvcalc", "", *rows, total, "",
+             f"kvcalc estimate --engine {report.estimate.engine} {verdict}"]  # fmt: skip
+    context = ", ".join(f"{k} {v:,}" for k, v in report.cparams.items())
+    lines.append(f"llama.cpp's context: {context}")
+    if not report.allocated:
+        lines.append(
+            f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB: llama.cpp sized its tensors with no_alloc "
+            "(as it would allocate them) without allocating them"
+        )
+    return lines + [f"note: {n}" for n in report.notes]
+
+
+# --- running the child --------------------------------------------------------------------------------------
+
+
+def llama_cpp_available() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("llama_cpp") is not None and find_spec("gguf") is not None
+
+
+def measure(
+    plan: GgufPlan, contexts: list[dict[str, Any]], *, timeout: float = DEFAULT_TIMEOUT, no_alloc: bool = False
+) -> dict[str, Any]:
+    """Write ``plan``'s GGUF and create ``contexts`` with llama.cpp in a child process. ``no_alloc``
+    (llama_model_params.no_alloc): llama.cpp sizes every tensor as it would allocate it but
+    allocates none, for caches larger than this machine's memory."""
+    if not llama_cpp_available():
+        raise LlamaCppProbeError(INSTALL_HINT)
+    with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
+        path = Path(tmp) / "model.gguf"
+        write_gguf(plan, path)
+        request = Path(tmp) / "request.json"
+        request.write_text(json.dumps({"gguf": str(path), "contexts": contexts, "no_alloc": no_alloc}))
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        command = [sys.executable, "-m", "kvcalc.llamacpp_probe", str(request)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        except subprocess.TimeoutExpired:  # subprocess.run kills the child before raising
+            raise LlamaCppProbeError(f"llama.cpp did not finish within {timeout:g} s") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()
+        raise LlamaCppProbeError(f"llama.cpp failed (exit {done.returncode}): {tail[-1] if tail else 'no output'}")
+    answer: dict[str, Any] = json.loads(lines[-1])
+    if "error" in answer:
+        raise LlamaCppProbeError(str(answer["error"]))
+    return answer
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[1]).read_text())
+    print(json.dumps(run_request(request)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
