@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from .comparison import Comparison
     from .crosscheck import CrossCheck
     from .engines import Engine
+    from .llamacpp_probe import LlamaCppProbe
     from .presets import Preset
     from .workloads import Request, RequestSummary
 
@@ -164,6 +165,8 @@ def serving(
     max_batched_tokens: int | None = None,
     ubatch: int | None = None,
     kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
 ) -> Serving:
     """Resolve the engine (by registry name) and the formats; ``None`` / ``"auto"`` formats are
     the engine's own default for the model, decided by the estimator."""
@@ -171,7 +174,7 @@ def serving(
     from .engines import make_engine
 
     for param, value in (("block_size", block_size), ("max_batched_tokens", max_batched_tokens),
-                         ("ubatch", ubatch), ("quant_group", quant_group)):  # fmt: skip
+                         ("ubatch", ubatch), ("quant_group", quant_group), ("n_batch", n_batch)):  # fmt: skip
         if value is not None and (isinstance(value, bool) or value <= 0):
             raise UsageError(f"{param} must be positive, got {value}", param=param)
     if residual_tokens is not None and residual_tokens < 0:
@@ -186,6 +189,8 @@ def serving(
             max_num_batched_tokens=max_batched_tokens,
             n_ubatch=ubatch,
             kv_unified=kv_unified,
+            n_batch=n_batch,
+            swa_full=swa_full,
             uses_mla=any(c.is_latent for c in spec.caches),
         )
         notes += engine_notes
@@ -280,6 +285,8 @@ def estimate(
     max_batched_tokens: int | None = None,
     ubatch: int | None = None,
     kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
     tp: int = 1,
     pp: int = 1,
     dp: int = 1,
@@ -308,7 +315,7 @@ def estimate(
     chosen = serving(
         spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
         residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
     )  # fmt: skip
     workload = Workload(
         tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
@@ -349,6 +356,8 @@ def estimate_requests(
     max_batched_tokens: int | None = None,
     ubatch: int | None = None,
     kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
     tp: int = 1,
     pp: int = 1,
     shared_prefix: int = 0,
@@ -366,7 +375,7 @@ def estimate_requests(
     chosen = serving(
         spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
         residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
     )  # fmt: skip
     longest = max(r.tokens for r in listed) if listed else 1
     workload = Workload(
@@ -481,6 +490,8 @@ def fit(
     max_batched_tokens: int | None = None,
     ubatch: int | None = None,
     kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
     tp: int | None = None,
     pp: int = 1,
     dp: int = 1,
@@ -521,7 +532,7 @@ def fit(
     chosen = serving(
         spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
         residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
     )  # fmt: skip
     notes = list(chosen.notes)
     if tokens is None:
@@ -709,6 +720,114 @@ def probe(
     return ProbeReport(
         opened, est, request, result, allowed, check, _merge(notes, check.notes, result.get("notes", []))
     )
+
+
+def probe_llamacpp(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    engine: str = "llama.cpp",
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    ubatch: int | None = None,
+    n_batch: int | None = None,
+    kv_unified: bool = False,
+    swa_full: bool | None = None,
+    timeout: float = 600,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> LlamaCppProbe:
+    """Create a real llama.cpp context for ``batch`` sequences of ``tokens`` over a GGUF of the
+    model's attention geometry and set its KV caches beside ``estimate`` under the same llama.cpp
+    settings (kvcalc.llamacpp_probe.LlamaCppProbe; ``.match`` is byte-for-byte agreement)."""
+    from .engines import engine_entry
+    from .llamacpp_probe import (
+        ALLOCATE_LIMIT,
+        LlamaCppProbeError,
+        compare,
+        context_request,
+        gguf_plan,
+        measure,
+    )
+
+    if engine_entry(engine).module != "llamacpp":
+        raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    est = estimate(
+        opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
+        ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full,
+    )  # fmt: skip
+    chosen = serving(opened.spec, engine=engine, ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
+                     swa_full=swa_full).engine  # fmt: skip
+    plan = gguf_plan(opened.spec, tokens * batch)
+    k_type = est.kv_dtype.name
+    request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)
+    # Allocated for real when cache and tiny weights fit easily; else sized by llama.cpp unallocated.
+    allocated = max(est.total_bytes, plan.weights_bytes) <= ALLOCATE_LIMIT
+    try:
+        answer = measure(plan, [request], timeout=timeout, no_alloc=not allocated)
+    except LlamaCppProbeError as exc:
+        raise UsageError(str(exc)) from None
+    result = answer["results"][0]
+    if "error" in result:
+        raise UsageError(f"llama.cpp refused the context: {result['error']}")
+    checks = compare(est, result)
+    from .llamacpp_probe import LlamaCppProbe
+
+    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], est.notes, allocated)
+
+
+def probe_vllm(
+    model: str | ModelSpec | Model,
+    *,
+    max_model_len: int = 4096,
+    kv_budget: int | None = None,
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    python: str | None = None,
+    timeout: float = 300,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> Any:
+    """Start the real vLLM (its own Python: ``python``, $KVCALC_VLLM_PYTHON, or this one) on a
+    random-weight model of the model's geometry with ``max_model_len``, ``block_size``,
+    ``max_batched_tokens`` (None: vLLM's defaults) and ``kv_budget`` bytes of KV cache (None: 64 MiB), and set the
+    KV cache config it built and the capacity it logged beside ``fit`` under the same release and
+    platform (kvcalc.vllm_compare.VllmProbe; ``.match`` when every figure agrees)."""
+    import re
+
+    from .vllm_compare import VllmProbe, compare, run_probe, vllm_python
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    config = opened.source.config if opened.source is not None else None
+    if not isinstance(config, dict):
+        raise UsageError("the vLLM probe needs a model's JSON config (a preset, file or repo id)")
+    if kv_budget is None:
+        kv_budget = 64 * 2**20  # room for a few requests of a small model; the figures scale with it
+    for param, value in (("max_model_len", max_model_len), ("kv_budget", kv_budget), ("timeout", timeout)):
+        if isinstance(value, bool) or value <= 0:
+            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
+    serving(opened.spec, engine="vllm", block_size=block_size, max_batched_tokens=max_batched_tokens)
+    request = {
+        "config": config, "max_model_len": max_model_len, "kv_cache_memory_bytes": kv_budget,
+        "block_size": block_size, "max_num_batched_tokens": max_batched_tokens, "dtype": "auto", "seed": 0,
+    }  # fmt: skip
+    result = run_probe(vllm_python(python), request, timeout)
+    platform = "vllm-cpu" if result.get("device") == "cpu" else "vllm"
+    # "0.32.0", "0.33.0+cu129", "0.19.1rc1.dev301+g60995c05b": the release's major.minor.patch.
+    release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
+    engine = f"{platform}@{release.group(0) if release else result.get('vllm_version')}"
+    report = fit(
+        opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine,
+        block_size=block_size, max_batched_tokens=max_batched_tokens,
+    )  # fmt: skip
+    checks = compare(result, report.result)
+    return VllmProbe(opened.name, engine, request, result, checks, report.notes)
 
 
 # --- presets ------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from fractions import Fraction
 from .engines import Engine, cdiv
 from .engines.llamacpp import LlamaCpp
 from .engines.sglang import SGLang
-from .engines.vllm import VLLM
+from .engines.vllm import VLLM, version_text
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate, stage_entries
 from .spec import LayerCache, ModelSpec
@@ -106,11 +106,21 @@ class VllmPlan:
 
     @property
     def cache_tokens(self) -> int:
-        """The "GPU KV cache size: N tokens" vLLM logs: num_blocks // groups x smallest block."""
+        """The "GPU KV cache size: N tokens" vLLM up to 0.20.0 logs: num_blocks // groups x smallest
+        block (kv_cache_utils.py ``_report_kv_cache_config``, vLLM 0.11.0 to 0.20.0)."""
         # Mamba specs use max_model_len-sized "blocks" (one state per request), so the smallest
         # block is an attention one whenever attention is present.
         attention = [k.block_size for k in self.kinds if not k.cache.is_state] or [k.block_size for k in self.kinds]
         return self.num_blocks // self.num_groups * min(attention)
+
+    def logged_tokens(self, max_model_len: int) -> int:
+        """The "KV cache size: N tokens" the engine's release logs for ``max_model_len``: from
+        0.20.1 ``int(max_concurrency x max_model_len)`` (``get_kv_cache_capacity``), before that
+        ``cache_tokens``. In floats, as vLLM computes it (num_blocks / blocks per request is a
+        Python float), so the figure rounds exactly as the log does."""
+        if not self.engine.logs_concurrency_capacity:
+            return self.cache_tokens
+        return int(self.num_blocks / self.blocks_per_request(max_model_len) * max_model_len)
 
     def blocks_per_request(self, tokens: int, encoder_tokens: int = 0) -> int:
         """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes),
@@ -153,6 +163,8 @@ def _largest(fits: Callable[[int], bool], limit: int) -> int | None:
 def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
     """Group the layers of the most loaded worker as vLLM does and count its blocks."""
     w = workload
+    # Batches in flight grow with pipeline stages (VllmConfig.max_concurrent_batches).
+    engine = replace(engine, pipeline_stages=w.pp)
     # Page sizes come from the estimator itself: one token of one sequence, per layer and GPU, so
     # fit and estimate share the formats, heads per GPU and state sizes.
     one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
@@ -194,11 +206,14 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     page_of = {kind: p[0] for kind, p in pages.items()}
     states = [k for k in page_of if first[k].is_state]
     if states:
-        # HybridAttentionMambaModelConfig: attention blocks grow (in steps of 16 tokens) until an
-        # attention page holds a mamba state; the mamba page is padded to the attention page.
+        # Platform._align_hybrid_block_size (vllm/platforms/interface.py, 0.32): attention blocks
+        # grow, in steps of max(kernel block, block_size) tokens, until an attention page holds a
+        # mamba state, and never shrink below block_size; the mamba page is padded to the attention
+        # page. Steps of 16 on CUDA's default 16-token blocks; 128 on the CPU build's.
         attention = [k for k in page_of if k not in states]
         per_token = max(page_of[k] // engine.block_size for k in attention)
-        size = 16 * cdiv(max(page_of[k] for k in states), 16 * per_token)
+        step = max(16, engine.block_size)
+        size = max(engine.block_size, step * cdiv(max(page_of[k] for k in states), step * per_token))
         for k in attention:
             block[k] = size
             page_of[k] = page_of[k] // engine.block_size * size
@@ -270,20 +285,31 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
         if dtype is not None:
             engine.check_dtype(dtype)
     if isinstance(engine, VLLM):
+        engine, cpu_notes = engine.for_max_model_len(context_limit or w.tokens, any(c.is_latent for c in spec.caches))
         plan = vllm_plan(spec, w, engine, budget)
-        notes = list(plan.notes)
-        if any(c.token_bound is not None for c in spec.caches):
+        notes = [*plan.notes, *cpu_notes]
+        windowed = any(c.token_bound is not None for c in spec.caches)
+        if windowed:
+            notes.append(plan.engine.in_flight_note())
+        if windowed and not plan.engine.logs_concurrency_capacity:
             notes.append(
                 "vLLM's token count assumes every layer stored every token (num_blocks // groups x block); "
                 "windowed layers keep far fewer, so one request can run longer than that count"
             )
         encoder = w.encoder_tokens or spec.encoder_tokens or 0
         exact = plan.max_concurrency(w.tokens, encoder)
+        logged_len = context_limit or w.tokens
+        if plan.engine.logs_concurrency_capacity and plan.logged_tokens(logged_len) != plan.cache_tokens:
+            # Said only where the formulas differ (windows, several groups, a length off the block grid).
+            notes.append(
+                f"vLLM {version_text(plan.engine.version)} logs its KV cache size as max concurrency x max_model_len "
+                f"({logged_len:,}{'' if context_limit else ' = --tokens; set --max-model-len'}), rounded down"
+            )
         return Fit(
             kv_budget=budget,
             tokens=w.tokens,
             batch=w.batch,
-            max_tokens=plan.cache_tokens,
+            max_tokens=plan.logged_tokens(logged_len),
             max_concurrency=int(exact) * w.dp,
             max_context=plan.max_context(cdiv(w.batch, w.dp), context_limit),
             engine=engine.name,

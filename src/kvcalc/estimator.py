@@ -273,6 +273,8 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
     k_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
     for dtype in {k_dtype, v_dtype}:
         engine.check_dtype(dtype)
+    spec, engine_notes = engine.prepare(spec, k_dtype, v_dtype)
+    notes += engine_notes
     if w.pp > spec.layers:
         raise UsageError(f"--pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}")
     _check_parallel(spec, w.tp)

@@ -19,11 +19,13 @@ from .options import (
     KDtypeOpt,
     KvDtypeOpt,
     ModelArg,
+    NBatchOpt,
     PpOpt,
     QuantGroupOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
+    SwaFullOpt,
     TokensOpt,
     TpOpt,
     UbatchOpt,
@@ -112,6 +114,8 @@ def estimate(
     max_batched_tokens: BatchedOpt = None,
     ubatch: UbatchOpt = None,
     kv_unified: UnifiedOpt = False,
+    n_batch: NBatchOpt = None,
+    swa_full: SwaFullOpt = False,
     lengths: Annotated[
         str | None,
         typer.Option(
@@ -161,7 +165,7 @@ def estimate(
         opened = api.open_model(model, revision=revision, on_fetch=say_fetching, strict=strict)
     warn(opened.spec.warnings)
     engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                                 max_batched_tokens, ubatch, kv_unified)  # fmt: skip
+                                 max_batched_tokens, ubatch, kv_unified, n_batch, swa_full)  # fmt: skip
     prefix = count(shared_prefix, "--shared-prefix") or 0
     if lengths is not None:
         summary = api.estimate_requests(opened, lengths, tp=tp, pp=pp, shared_prefix=prefix, **engine_flags)

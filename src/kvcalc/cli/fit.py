@@ -19,11 +19,13 @@ from .options import (
     KDtypeOpt,
     KvDtypeOpt,
     ModelArg,
+    NBatchOpt,
     PpOpt,
     QuantGroupOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
+    SwaFullOpt,
     UbatchOpt,
     UnifiedOpt,
     UnitsName,
@@ -124,6 +126,8 @@ def fit(
     max_batched_tokens: BatchedOpt = None,
     ubatch: UbatchOpt = None,
     kv_unified: UnifiedOpt = False,
+    n_batch: NBatchOpt = None,
+    swa_full: SwaFullOpt = False,
     max_model_len: Annotated[
         str | None, typer.Option("--max-model-len", metavar="N", help="Cap for the longest-context search.")
     ] = None,
@@ -153,7 +157,7 @@ def fit(
         max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching, strict=strict,
         images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                        max_batched_tokens, ubatch, kv_unified),
+                        max_batched_tokens, ubatch, kv_unified, n_batch, swa_full),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:

