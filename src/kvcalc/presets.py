@@ -20,8 +20,29 @@ _REPO_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 @dataclass(frozen=True)
+class PresetWeights:
+    """The checkpoint's weights as stored: exact bytes of every tensor (the safetensors index's
+    ``metadata.total_size``, or a per-tensor count from the real config), with where that came from.
+
+    ``unloaded_bytes`` are checkpoint tensors a serving engine does not load by default (an MTP /
+    next-token module), so ``loaded_bytes`` is what lands on the GPUs."""
+
+    bytes: int
+    parameters: int
+    format: str
+    source: str
+    unloaded_bytes: int = 0
+    note: str | None = None
+
+    @property
+    def loaded_bytes(self) -> int:
+        return self.bytes - self.unloaded_bytes
+
+
+@dataclass(frozen=True)
 class Preset:
-    """One bundled model: its names, where its config came from, and the config itself."""
+    """One bundled model: its names, where its config came from, the config itself, and its
+    checkpoint's weights."""
 
     name: str
     aliases: tuple[str, ...]
@@ -29,7 +50,11 @@ class Preset:
     hf_repo: str
     source: str
     config: dict[str, Any]
-    parameters: int | None = None
+    weights: PresetWeights | None = None
+
+    @property
+    def parameters(self) -> int | None:
+        return self.weights.parameters if self.weights is not None else None
 
 
 _FIELDS: dict[str, tuple[type, bool]] = {
@@ -39,7 +64,16 @@ _FIELDS: dict[str, tuple[type, bool]] = {
     "hf_repo": (str, True),
     "source": (str, True),
     "config": (dict, True),
-    "parameters": (int, False),
+    "weights": (dict, False),
+}
+
+_WEIGHT_FIELDS: dict[str, tuple[type, bool]] = {
+    "bytes": (int, True),
+    "parameters": (int, True),
+    "format": (str, True),
+    "source": (str, True),
+    "unloaded_bytes": (int, False),
+    "note": (str, False),
 }
 
 
@@ -82,9 +116,6 @@ def parse_preset(data: Any, *, filename: str) -> Preset:
         raise PresetError(f"preset {filename}: hf_repo {data['hf_repo']!r} is not an org/name id")
     if not isinstance(data["config"].get("model_type"), str):
         raise PresetError(f"preset {filename}: config needs a model_type")
-    parameters = data.get("parameters")
-    if parameters is not None and parameters <= 0:
-        raise PresetError(f"preset {filename}: parameters must be positive")
     return Preset(
         name=name,
         aliases=tuple(aliases),
@@ -92,8 +123,34 @@ def parse_preset(data: Any, *, filename: str) -> Preset:
         hf_repo=data["hf_repo"],
         source=data["source"],
         config=data["config"],
-        parameters=parameters,
+        weights=_parse_weights(data.get("weights"), filename),
     )
+
+
+def _parse_weights(data: dict[str, Any] | None, filename: str) -> PresetWeights | None:
+    if data is None:
+        return None
+    unknown = sorted(set(data) - set(_WEIGHT_FIELDS))
+    if unknown:
+        raise PresetError(f"preset {filename}: unknown field 'weights.{unknown[0]}'")
+    for key, (kind, required) in _WEIGHT_FIELDS.items():
+        if key not in data:
+            if required:
+                raise PresetError(f"preset {filename}: missing field 'weights.{key}'")
+            continue
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise PresetError(f"preset {filename}: field 'weights.{key}' must be a {kind.__name__}")
+    for key in ("bytes", "parameters"):
+        if data[key] <= 0:
+            raise PresetError(f"preset {filename}: weights.{key} must be positive")
+    unloaded = data.get("unloaded_bytes", 0)
+    if not 0 <= unloaded < data["bytes"]:
+        raise PresetError(f"preset {filename}: weights.unloaded_bytes must be at least 0 and below weights.bytes")
+    return PresetWeights(
+        bytes=data["bytes"], parameters=data["parameters"], format=data["format"], source=data["source"],
+        unloaded_bytes=unloaded, note=data.get("note"),
+    )  # fmt: skip
 
 
 def _parse_yaml(path: Path) -> Any:

@@ -580,8 +580,9 @@ def weights_bytes(
 
     A local config: ``model.safetensors.index.json`` beside it (``metadata.total_size``) or a
     single ``model.safetensors`` (its header's tensor extents). A Hub repo (id or URL):
-    huggingface_hub's safetensors metadata (parameter counts per dtype). A preset: parameters x
-    its dtype. ``on_fetch`` is called right before the Hub is asked, as in resolve().
+    huggingface_hub's safetensors metadata (parameter counts per dtype). A preset: its checkpoint's
+    bytes as the preset records them (less what engines do not load). ``on_fetch`` is called right
+    before the Hub is asked, as in resolve().
     """
     path = _local_path(model)
     if path is not None:
@@ -599,11 +600,11 @@ def weights_bytes(
         return _hub_weights_bytes(repo_id, _merge_revision(model, url_revision, revision), on_fetch)
     preset = _find_preset(model)
     if preset is not None:
-        if preset.parameters is None:
-            raise SourceError(f"preset {preset.name} has no parameter count: give --weights SIZE")
-        size = 2 if spec_dtype is None else spec_dtype.bytes_per_element
-        name = "fp16" if spec_dtype is None else spec_dtype.name
-        return preset.parameters * size, f"{preset.parameters:,} parameters x {size} B ({name}), preset"
+        if preset.weights is None:
+            raise SourceError(f"preset {preset.name} has no weights figure: give --weights SIZE")
+        w = preset.weights
+        unloaded = f", less {w.unloaded_bytes:,} B not loaded" if w.unloaded_bytes else ""
+        return w.loaded_bytes, f"{w.format} checkpoint, {w.parameters:,} parameters{unloaded}, preset"
     return _hub_weights_bytes(model, revision, on_fetch)
 
 

@@ -8,8 +8,9 @@ from typing import Any
 from .console import Block
 from .table import Column, Grid
 
-SHOWN_FIELDS = ("name", "aliases", "family", "hf_repo", "source", "parameters", "layers",
-                "query_heads", "kv_heads", "head_dim", "latent_dim", "attention")  # fmt: skip
+SHOWN_FIELDS = ("name", "aliases", "family", "hf_repo", "source", "parameters", "weights_bytes",
+                "weights_format", "weights_source", "layers", "query_heads", "kv_heads", "head_dim", "latent_dim",
+                "attention")  # fmt: skip
 
 
 def presets_view(rows: list[dict[str, Any]]) -> list[Block]:
@@ -39,7 +40,8 @@ def preset_show_view(data: dict[str, Any], config: dict[str, Any]) -> list[Block
         value = data[key]
         if value is None or value == []:
             continue
-        lines.append(f"{key:<20}{', '.join(value) if isinstance(value, list) else value}")
+        shown = f"{value:,}" if isinstance(value, int) and key != "layers" else value
+        lines.append(f"{key:<20}{', '.join(value) if isinstance(value, list) else shown}")
     lines.append(f"{'bytes/token (bf16)':<20}{data['bytes_per_token_bf16']:,}")
     lines.append("config:")
     lines += yaml.safe_dump(config, sort_keys=False).rstrip().split("\n")
