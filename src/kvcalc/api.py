@@ -26,12 +26,13 @@ from .spec import MAX_DIMENSION, MAX_LAYERS, AttentionCache, ModelSpec
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from fractions import Fraction
 
-    from .capacity import Budget, Fit
+    from .capacity import Budget, Fit, Verdict
     from .comparison import Comparison
     from .crosscheck import CrossCheck
     from .engines import Engine
     from .llamacpp_probe import LlamaCppProbe
     from .presets import Preset
+    from .runtime import Runtime
     from .workloads import Request, RequestSummary
 
 OnFetch = Callable[[str], None] | None
@@ -466,6 +467,10 @@ class FitReport:
     workload: Workload
     gpu_label: str | None
     notes: tuple[str, ...] = field(default=())
+    # The longest request the context answer considers (max_model_len, else the model's limit).
+    context_limit: int | None = None
+    verdict: Verdict | None = None
+    engine: Engine | None = None  # the engine the answers follow, with its options
 
 
 def fit(
@@ -475,9 +480,9 @@ def fit(
     gpu_memory: int | None = None,
     kv_budget: int | None = None,
     gpus: int | None = None,
-    utilization: float | Fraction = 0.9,
+    utilization: float | Fraction | None = None,
     weights: int | None = None,
-    overhead: int = 2 * 2**30,
+    overhead: int | None = None,
     tokens: int | None = None,
     batch: int = 1,
     kv_dtype: DTypeLike = None,
@@ -496,19 +501,23 @@ def fit(
     pp: int = 1,
     dp: int = 1,
     max_model_len: int | None = None,
+    context_cap: bool = True,
+    max_num_seqs: int | None = None,
+    enforce_eager: bool = False,
     images: int | None = None,
     image_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
+    verdict: bool = True,
 ) -> FitReport:
     """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
     GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
     ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
     from the model's safetensors, the Hub or the preset)."""
-    from .capacity import Budget, BudgetLine
+    call = dict(locals())  # the request as given, to try the remedies of the verdict with
+    from .capacity import Budget, BudgetLine, derive_budget
     from .capacity import fit as run_fit
-    from .capacity import kv_budget as derive_budget
     from .gpus import find_gpu
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -517,9 +526,15 @@ def fit(
         raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
     from fractions import Fraction
 
-    share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
-    if not 0 < share <= 1:
-        raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
+    share: Fraction | None = None
+    if utilization is not None:
+        share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
+        if not 0 < share <= 1:
+            raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
+    for param, value in (("overhead", overhead), ("max_num_seqs", max_num_seqs)):
+        if value is not None and (isinstance(value, bool) or value < (0 if param == "overhead" else 1)):
+            raise UsageError(f"{param} must be {'zero or more' if param == 'overhead' else 'positive'}, got {value}",
+                             param=param)  # fmt: skip
     for param, value in (("pp", pp), ("dp", dp), ("tp", tp), ("gpus", gpus)):
         if value is not None and value < 1:
             raise UsageError(f"{param} must be a positive whole number, got {value}", param=param)
@@ -543,6 +558,8 @@ def fit(
             f"tokens {tokens:,} is longer than max_model_len {max_model_len:,}: an engine refuses such requests",
             param=("tokens", "max_model_len"),
         )
+    context_limit, limit_notes = _context_limit(spec, tokens, max_model_len, context_cap)
+    notes += limit_notes
     workload = Workload(
         tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
         residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **_images(spec, images, image_tokens),
@@ -559,6 +576,7 @@ def fit(
     else:
         if gpu is not None and gpu_memory is not None:
             raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
+        found = None
         if gpu_memory is not None:
             if gpu_memory <= 0:
                 raise UsageError(f"gpu_memory must be positive, got {gpu_memory}", param="gpu_memory")
@@ -571,19 +589,112 @@ def fit(
         else:
             raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
         if weights is None:
-            weights_bytes, weights_label = _weights(opened, revision, on_fetch)
+            weights_bytes, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
+            notes += weight_notes
         else:
             weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
-        budget = derive_budget(
-            gpu_bytes=gpu_bytes, utilization=share, weights_bytes=weights_bytes, overhead_bytes=overhead,
-            shards=tp * pp, weights_label=weights_label,
+        runtime, engine_now, runtime_notes = _runtime(
+            opened, chosen.engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=share, overhead=overhead,
+            max_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
+            n_ctx=tokens * cdiv_int(batch, dp), n_seq=cdiv_int(batch, dp), k_dtype=chosen.k_dtype,
+            v_dtype=chosen.v_dtype,
         )  # fmt: skip
-    result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=max_model_len)
-    return FitReport(opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes))
+        chosen = replace(chosen, engine=engine_now)
+        notes += runtime_notes
+        budget = derive_budget(
+            gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
+            runtime=runtime,
+        )  # fmt: skip
+    result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
+    if context_limit is not None and max_model_len is None and result.max_context == context_limit:
+        notes.append(
+            f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
+            "--no-context-cap searches past it"
+        )
+    report = FitReport(
+        opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes), context_limit,
+        engine=chosen.engine,
+    )  # fmt: skip
+    if verdict:
+        report = replace(report, verdict=_verdict(report, {**call, "model": opened}))
+    return report
 
 
-def _weights(model: Model, revision: str | None, on_fetch: OnFetch) -> tuple[int, str]:
-    """Weights bytes of an opened model: beside its config file, from the Hub, or its preset."""
+def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
+    """Fits or not, the headroom, and when it does not fit what to change, in this order: an fp8
+    KV cache, twice the tensor parallelism, a shorter context, fewer sequences, each with its figure."""
+    from .capacity import Remedy, Verdict, workload_bytes
+
+    result, w, engine = report.result, report.workload, report.engine
+    assert engine is not None
+    needed = workload_bytes(report.model.spec, w, engine, result)
+    if needed <= result.kv_budget:
+        return Verdict(True, needed, result.kv_budget)
+
+    def headroom(change: str, **changed: Any) -> Remedy | None:
+        try:
+            alt = fit(**{**call, **changed, "verdict": False})
+        except UsageError:
+            return None  # the engine cannot do it (fp8 KV on this engine), or nothing is left
+        assert alt.engine is not None
+        alt_needed = workload_bytes(alt.model.spec, alt.workload, alt.engine, alt.result)
+        room = alt.result.kv_budget - alt_needed
+        return Remedy(change, room >= 0, f"headroom {room:,} B per GPU")
+
+    remedies: list[Remedy | None] = []
+    kv = w.kv_dtype or report.model.spec.dtype
+    if kv is None or (kv.block == 1 and kv.bits > 8):
+        remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", kv_dtype="fp8", k_dtype=None, v_dtype=None))
+    remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
+    if result.max_context:
+        remedies.append(
+            Remedy("shorter context (--tokens)", True, f"up to {result.max_context:,} tokens at batch {w.batch:,}")
+        )
+    if result.max_concurrency:
+        remedies.append(
+            Remedy("fewer sequences (--batch)", True, f"up to {result.max_concurrency:,} at {w.tokens:,} tokens each")
+        )
+    return Verdict(False, needed, result.kv_budget, tuple(r for r in remedies if r is not None))
+
+
+def cdiv_int(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _context_limit(
+    spec: ModelSpec, tokens: int, max_model_len: int | None, context_cap: bool
+) -> tuple[int | None, list[str]]:
+    """The longest request fit considers: max_model_len when given, else the model's own limit
+    (what vLLM takes as its default max_model_len), else none."""
+    notes: list[str] = []
+    limit = spec.max_context
+    if max_model_len is not None:
+        if limit is not None and max_model_len > limit:
+            notes.append(
+                f"max_model_len {max_model_len:,} is past the model's own limit ({spec.max_context_key}): vLLM "
+                "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and positions past it were never trained"
+            )
+        return max_model_len, notes
+    if limit is None:
+        notes.append("the config gives no context limit (max_position_embeddings or kin): context is not capped")
+        return None, notes
+    if tokens > limit:
+        notes.append(
+            f"requests of {tokens:,} tokens are past the model's own limit ({spec.max_context_key}); "
+            "engines refuse them by default"
+        )
+    if not context_cap:
+        notes.append(f"context not capped at the model's limit ({spec.max_context_key}): --no-context-cap")
+        return None, notes
+    return max(limit, tokens), notes
+
+
+def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFetch) -> tuple[int, str, list[str]]:
+    """Weights bytes of an opened model as the engine holds them (beside its config file, from the
+    Hub, or its preset), with notes: a preset's own remark, and vLLM's or SGLang's 16-bit load of
+    a float32 checkpoint."""
+    from .engines.sglang import SGLang
+    from .engines.vllm import VLLM
     from .sources import weights_bytes
 
     source = model.source
@@ -592,7 +703,123 @@ def _weights(model: Model, revision: str | None, on_fetch: OnFetch) -> tuple[int
     where = source.preset.name if source.preset is not None else source.label
     if source.kind == "file":
         where = str(Path(source.label).parent)
-    return weights_bytes(where, spec_dtype=model.spec.dtype, revision=revision, on_fetch=on_fetch)
+    size, label = weights_bytes(where, spec_dtype=model.spec.dtype, revision=revision, on_fetch=on_fetch)
+    notes: list[str] = []
+    preset_weights = source.preset.weights if source.preset is not None else None
+    if preset_weights is not None:
+        notes.append(f"weights: {preset_weights.source}")
+        if preset_weights.note:
+            notes.append(f"weights: {preset_weights.note}")
+    dtype = model.spec.dtype
+    if isinstance(engine, VLLM | SGLang) and dtype is not None and dtype.name == "fp32":
+        # vllm/config/model.py _resolve_auto_dtype (SGLang likewise): a float32 checkpoint runs in
+        # 16 bits unless --dtype float32 is asked for; every float32 tensor is loaded at half size.
+        size //= 2
+        label += ", loaded in 16 bits"
+        notes.append(f"{engine.name} loads a float32 checkpoint in 16 bits (--dtype auto): weights halved")
+    return size, label, notes
+
+
+def _runtime(
+    model: Model,
+    engine: Engine,
+    *,
+    gpu_bytes: int,
+    gpu: Any,
+    tp: int,
+    pp: int,
+    share: Fraction | None,
+    overhead: int | None,
+    max_batched_tokens: int | None,
+    max_num_seqs: int | None,
+    enforce_eager: bool,
+    n_ctx: int = 4096,
+    n_seq: int = 1,
+    k_dtype: DType | None = None,
+    v_dtype: DType | None = None,
+) -> tuple[Runtime, Engine, list[str]]:
+    """The engine's share of each GPU and what its runtime takes from it (kvcalc.runtime), the
+    engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces the model."""
+    from fractions import Fraction
+
+    from .dims import read_dims
+    from .engines.llamacpp import LlamaCpp
+    from .engines.sglang import SGLang
+    from .engines.vllm import VLLM
+    from .runtime import given_runtime, sglang_runtime, vllm_batch_defaults, vllm_runtime, vllm_utilization
+
+    notes: list[str] = []
+    if isinstance(engine, VLLM) and engine.platform == "cpu":
+        raise UsageError(
+            "vLLM's CPU build sizes its cache from VLLM_CPU_KVCACHE_SPACE, not a GPU share: give kv_budget",
+            param=("kv_budget", "gpu"),
+        )
+    if isinstance(engine, VLLM):
+        tokens, seqs, why = vllm_batch_defaults(gpu_bytes, gpu.name if gpu is not None else None)
+        if max_batched_tokens is None:
+            engine = replace(engine, max_num_batched_tokens=tokens)
+            notes.append(
+                f"vllm serve defaults for this GPU ({why}): max_num_batched_tokens {tokens:,}, max_num_seqs "
+                f"{max_num_seqs or seqs:,} (engine/arg_utils.py get_batch_defaults; the LLM class may take more)"
+            )
+        seqs = max_num_seqs or seqs
+    if overhead is not None:
+        if isinstance(engine, SGLang):
+            default = share if share is not None else Fraction(88, 100)
+            label = f"x mem_fraction_static {float(default):g}"
+        elif isinstance(engine, VLLM):
+            default = share if share is not None else vllm_utilization(engine.version)
+            label = f"x gpu_memory_utilization {float(default):g}"
+        else:
+            default = share if share is not None else (Fraction(1) if isinstance(engine, LlamaCpp) else Fraction(9, 10))
+            label = f"x utilization {float(default):g}"
+        return given_runtime(overhead, engine.name, default, label), engine, notes
+    if isinstance(engine, SGLang):
+        smi = gpu.smi_mib if gpu is not None else gpu_bytes // 2**20
+        if gpu is None:
+            notes.append("SGLang sizes its defaults from nvidia-smi's total: --gpu-memory taken as that total")
+        runtime = sglang_runtime(smi, tp, pp, share)
+        return runtime, engine, [*notes, *runtime.notes]
+    if isinstance(engine, VLLM):
+        source = model.source
+        dims = read_dims(source.config) if source is not None else None
+        if dims is None:
+            raise UsageError(
+                "vLLM's activation peak needs the model's hidden size, layers and vocabulary, and this model does "
+                "not give them: give overhead (bytes per GPU)",
+                param="overhead",
+            )
+        dtype = model.spec.dtype
+        b = 2 if dtype is None or dtype.name == "fp32" else max(1, dtype.bits // 8)
+        runtime = vllm_runtime(
+            dims, version=engine.version, tp=tp, dtype_bytes=b, max_num_batched_tokens=engine.max_num_batched_tokens,
+            max_num_seqs=seqs, utilization=share, enforce_eager=enforce_eager,
+        )  # fmt: skip
+        return runtime, engine, [*notes, *runtime.notes]
+    if isinstance(engine, LlamaCpp):
+        source = model.source
+        dims = read_dims(source.config) if source is not None else None
+        if dims is None or not dims.heads:
+            raise UsageError(
+                "llama.cpp's compute buffer needs the model's hidden size, heads and vocabulary, and this model does "
+                "not give them: give overhead (bytes per GPU)",
+                param="overhead",
+            )
+        from .runtime import llamacpp_runtime
+
+        quantized = any(d is not None and d.bits < 16 for d in (k_dtype, v_dtype))
+        runtime = llamacpp_runtime(
+            dims, n_ctx=n_ctx, n_ubatch=engine.n_ubatch, n_batch=engine.n_batch, n_seq=n_seq,
+            unified=engine.unified, quantized_kv=quantized, share=share,
+        )  # fmt: skip
+        return runtime, engine, [*notes, *runtime.notes]
+    default = share if share is not None else Fraction(9, 10)
+    runtime = given_runtime(2 * 2**30, engine.name, default, f"x utilization {float(default):g}")
+    notes.append(
+        f"the {engine.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the runtime "
+        "(--overhead sets it)"
+    )
+    return runtime, engine, notes
 
 
 # --- probe --------------------------------------------------------------------------------------------

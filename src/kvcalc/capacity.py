@@ -18,6 +18,7 @@ from .engines.sglang import SGLang
 from .engines.vllm import VLLM, version_text
 from .errors import UsageError
 from .estimator import Estimate, Workload, estimate, stage_entries
+from .runtime import Runtime, given_runtime
 from .spec import LayerCache, ModelSpec
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
@@ -28,14 +29,21 @@ SEARCH_LIMIT = 2**40
 class BudgetLine:
     label: str
     bytes: int
+    detail: str = ""  # the arithmetic behind a runtime term, with its inputs
+    low: int | None = None  # the range a term (or the budget) may fall in, when it is not exact
+    high: int | None = None
 
 
 @dataclass(frozen=True)
 class Budget:
-    """Bytes per GPU left for the KV cache, with every step that led there."""
+    """Bytes per GPU left for the KV cache, with every step that led there; ``kv_low`` and
+    ``kv_high`` bound it when a runtime term is a range."""
 
     kv_bytes: int
     lines: tuple[BudgetLine, ...]
+    kv_low: int | None = None
+    kv_high: int | None = None
+    runtime: Runtime | None = None
 
 
 def kv_budget(
@@ -47,26 +55,48 @@ def kv_budget(
     shards: int,
     weights_label: str,
 ) -> Budget:
-    """total x utilization - weights / shards - overhead, per GPU, as vLLM's worker computes it
-    (vllm/v1/worker/gpu_worker.py determine_available_memory: requested memory minus weights,
-    peak activations and non-torch memory)."""
-    usable = int(gpu_bytes * utilization)
+    """total x utilization - weights / shards - a fixed overhead, per GPU."""
+    runtime = given_runtime(overhead_bytes, "any", utilization, f"x utilization {float(utilization):g}")
+    budget = derive_budget(gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=shards,
+                           weights_label=weights_label, runtime=runtime)  # fmt: skip
+    return budget
+
+
+def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_label: str, runtime: Runtime) -> Budget:
+    """The engine's share of a GPU minus weights / shards minus its runtime terms, per GPU, as
+    vLLM's worker computes it (vllm/v1/worker/gpu_worker.py determine_available_memory: requested
+    memory minus weights, peak activations and non-torch memory) or SGLang's model runner
+    (free memory x mem_fraction_static minus weights)."""
+    lines = [BudgetLine("GPU memory", gpu_bytes)]
+    base, base_low, base_high = gpu_bytes, gpu_bytes, gpu_bytes
+    for term in runtime.before_share:
+        low, high = term.range
+        lines.append(BudgetLine(f"- {term.label}", term.bytes, term.detail, low, high))
+        base, base_low, base_high = base - term.bytes, base_low - high, base_high - low
+    share = Fraction(runtime.share)
+    usable = int(base * share)
+    usable_low, usable_high = int(base_low * share), int(base_high * share)
+    lines.append(BudgetLine(runtime.share_label, usable))
     weights = cdiv(weights_bytes, shards)
-    kv = usable - weights - overhead_bytes
-    lines = (
-        BudgetLine("GPU memory", gpu_bytes),
-        BudgetLine(f"x utilization {float(utilization):g}", usable),
-        BudgetLine(f"- weights ({weights_label}{f', / {shards} GPUs' if shards > 1 else ''})", weights),
-        BudgetLine("- activations and runtime allowance", overhead_bytes),
-        BudgetLine("= KV cache budget per GPU", kv),
+    split = f"{weights_bytes:,} B / {shards} GPUs; " if shards > 1 else ""
+    lines.append(BudgetLine("- weights", weights, f"{split}{weights_label}"))
+    for term in runtime.terms:
+        low, high = term.range
+        lines.append(BudgetLine(f"- {term.label}", term.bytes, term.detail, low, high))
+    kv = usable - weights - runtime.bytes
+    kv_low = usable_low - weights - runtime.high
+    kv_high = usable_high - weights - runtime.low
+    ranged = (kv_low, kv_high) != (kv, kv)
+    lines.append(
+        BudgetLine("= KV cache budget per GPU", kv, low=kv_low if ranged else None, high=kv_high if ranged else None)
     )
     if kv <= 0:
         raise UsageError(
-            f"nothing is left for the KV cache: {gpu_bytes:,} x {float(utilization):g} = {usable:,} bytes, minus "
-            f"{weights:,} of weights and {overhead_bytes:,} of overhead is {kv:,} (use more GPUs, --tp, or a "
-            "smaller model)"
+            f"nothing is left for the KV cache: {gpu_bytes:,} B per GPU leaves {usable:,} to the engine "
+            f"({runtime.share_label.removeprefix('x ')}), minus {weights:,} of weights and {runtime.bytes:,} of "
+            f"runtime is {kv:,} (use more GPUs, --tp, or a smaller model)"
         )
-    return Budget(kv, lines)
+    return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime)
 
 
 @dataclass(frozen=True)
@@ -363,3 +393,48 @@ def _sglang_tokens(probe: Estimate, budget: int, page_size: int, swa_ratio: floa
     )
     tokens = int(budget / (full + swa_ratio * swa)) if full and swa else budget // (full + swa)
     return tokens // page_size * page_size
+
+
+def workload_bytes(spec: ModelSpec, workload: Workload, engine: Engine, result: Fit) -> int:
+    """KV bytes per GPU the requested workload holds at once (``batch`` requests of ``tokens``,
+    split over the replicas): vLLM's whole blocks when the answer came from its plan, else the
+    engine's exact estimate."""
+    w = workload
+    per_replica = cdiv(w.batch, w.dp)
+    plan = result.vllm
+    if plan is not None:
+        encoder = w.encoder_tokens or spec.encoder_tokens or 0
+        return per_replica * plan.blocks_per_request(w.tokens, encoder) * plan.page_bytes * plan.group_size
+    if isinstance(engine, VLLM):  # not reached: vLLM answers always carry their plan
+        raise AssertionError("vLLM fit without a plan")
+    one = replace(w, batch=per_replica, dp=1, shared_prefix=min(w.shared_prefix, w.tokens))
+    return estimate(spec, one, engine=engine).per_gpu_bytes
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One change to the workload or the deployment, and what it gives."""
+
+    change: str
+    fits: bool
+    figure: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the requested workload fits, by how much, and what to change first when it does not
+    (``remedies`` in the order tried; the first that fits is the one to take)."""
+
+    fits: bool
+    needed_bytes: int
+    kv_budget: int
+    remedies: tuple[Remedy, ...] = ()
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Budget left over (negative: the shortfall)."""
+        return self.kv_budget - self.needed_bytes
+
+    @property
+    def first_remedy(self) -> Remedy | None:
+        return next((r for r in self.remedies if r.fits), None)

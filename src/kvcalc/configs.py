@@ -261,6 +261,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
             caches = _per_layer_overrides(reader, caches, layers, heads)
 
     reader.considered("model_type", "torch_dtype", "dtype")  # read above, outside the reader
+    max_context, max_context_key = context_limit(reader.raw, model_type)
     spec = ModelSpec(
         name=name,
         caches=tuple(caches),
@@ -272,11 +273,55 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         encoder_tokens=encoder_tokens,
         image_tokens=reader.image_tokens,
         entry_layers=tuple(reader.entry_layers),
+        max_context=max_context,
+        max_context_key=max_context_key,
         warnings=tuple(
             w.message() for w in [*reader.unmodelled, *unmodelled(reader.raw._data, reader.raw.seen, where)]
         ),
     )
     return spec, reader
+
+
+# Keys a config may give its longest sequence in, as vLLM 0.32 reads them
+# (transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key): the smallest wins,
+# except that model_max_length (Command-R) overrides the rest.
+_CONTEXT_KEYS = (
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+)  # fmt: skip
+# RoPE types whose max_position_embeddings is already the scaled length (vLLM 0.32 config/model.py
+# _get_and_verify_max_len); any other type with a factor ("linear", "dynamic") multiplies it.
+_ROPE_ALREADY_SCALED = {"default", "su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+
+
+def context_limit(text: Mapping[str, Any], model_type: str) -> tuple[int | None, str | None]:
+    """The longest sequence the model's config allows and how it was found, as vLLM derives its
+    default max_model_len from the config: (None, None) when no key says."""
+    found = [(text[k], k) for k in _CONTEXT_KEYS if _is_count(text.get(k))]
+    if not found:
+        return None, None
+    limit, key = min(found)
+    if _is_count(text.get("model_max_length")):
+        limit, key = text["model_max_length"], "model_max_length"
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    groups = [rope] if isinstance(rope, Mapping) and "factor" in rope else []
+    if isinstance(rope, Mapping) and not groups:  # per layer type: {"full_attention": {...}, ...}
+        groups = [g for g in rope.values() if isinstance(g, Mapping)]
+    for params in groups:
+        kind = params.get("rope_type", params.get("type", "default"))
+        factor = params.get("factor")
+        if not isinstance(kind, str) or kind in _ROPE_ALREADY_SCALED or "gemma3" in model_type:
+            continue
+        if (
+            isinstance(factor, int | float) and not isinstance(factor, bool) and 1 < factor < 2**20
+        ):  # all layer types share one factor in vLLM's reading; the first one applies
+            return int(limit * factor), f"{key} {limit:,} x RoPE {kind} factor {factor:g}"
+    return int(limit), f"{key} {limit:,}"
+
+
+def _is_count(value: Any) -> bool:
+    # Past 2^40 tokens a "limit" limits nothing: read as no limit.
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**40
 
 
 def _model_type(config: Mapping[str, Any]) -> str:
@@ -293,6 +338,12 @@ _NESTED_TEXT_TYPES = {"mllama": "mllama_text_model", "minimax_m3_vl": "minimax_m
 def _nested_default_type(top_type: str) -> str:
     # LlavaConfig and most vision-language wrappers default their text model to Llama.
     return _NESTED_TEXT_TYPES.get(top_type, "llama") if top_type else ""
+
+
+def text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """The mapping that describes the language model, like ``get_text_config(decoder=True)``, and
+    the prefix that names its fields in messages."""
+    return _text_config(raw)
 
 
 def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:

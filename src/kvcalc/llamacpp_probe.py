@@ -243,6 +243,8 @@ _SWA_LINE = re.compile(r"llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, 
 _INFO_LINE = re.compile(r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_layer|n_swa|is_swa_any) += (.+)")
 _CPARAM_LINE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max) += (\d+)")
 _ERROR_LINE = re.compile(r"llama_init_from_model: (.+)")
+# sched_reserve's "<buffer type> compute buffer size = X MiB": the graph's scratch per backend.
+_COMPUTE_LINE = re.compile(r"\w+: +(\S+) compute buffer size = +([\d.]+) MiB")
 
 
 def _per_layer(text: str, layers: int) -> list[int]:
@@ -308,6 +310,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         params.swa_full = asked["swa_full"]
         params.type_k = type_ids[asked["type_k"]]
         params.type_v = type_ids[asked["type_v"]]
+        if "flash_attn" in asked:  # llama_flash_attn_type: 0 disabled, 1 enabled (default -1: auto)
+            params.flash_attn_type = 1 if asked["flash_attn"] else 0
         params.n_threads = params.n_threads_batch = 1
         ctx = lc.llama_init_from_model(model, params)
         text = "".join(log[start:])
@@ -354,7 +358,8 @@ def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], r
             "prints_as_logged": f"{k_bytes / 2**20:.2f}" == k_mib and f"{v_bytes / 2**20:.2f}" == v_mib,
         })  # fmt: skip
     cparams = {k: int(v) for k, v in _CPARAM_LINE.findall(text)}
-    return {"caches": caches, "cparams": cparams}
+    compute = {buffer: mib for buffer, mib in _COMPUTE_LINE.findall(text)}
+    return {"caches": caches, "cparams": cparams, "compute_mib": compute}
 
 
 def _last_error(lines: list[str]) -> str:

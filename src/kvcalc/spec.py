@@ -717,6 +717,10 @@ class ModelSpec:
     # indexer's keys; encoder-decoder cross-attention); empty: entry i is layer i. Pipeline
     # parallel gives a stage every entry of its layers.
     entry_layers: tuple[int, ...] = ()
+    # The longest sequence the config allows (max_position_embeddings or its kin, times a RoPE
+    # factor that extends it) and the words saying where it came from; None when it does not say.
+    max_context: int | None = None
+    max_context_key: str | None = None
 
     def __post_init__(self) -> None:
         # A layout with more entries than layers must say whose they are, or pipeline stages would

@@ -71,13 +71,15 @@ def fit(
         ),
     ] = None,
     utilization: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--utilization",
             metavar="U",
-            help="Share of GPU memory the engine may use (vLLM gpu_memory_utilization: 0.9; 0.92 from vLLM 0.21).",
+            help="Share of GPU memory the engine takes: vLLM's gpu_memory_utilization (default 0.9; 0.92 from "
+            "vLLM 0.21), SGLang's mem_fraction_static (default from the GPU's memory, as SGLang computes it), "
+            "llama.cpp 1, theoretical 0.9.",
         ),
-    ] = 0.9,
+    ] = None,
     weights: Annotated[
         str,
         typer.Option(
@@ -92,12 +94,25 @@ def fit(
         str,
         typer.Option(
             "--overhead",
-            metavar="SIZE",
-            help="Per-GPU allowance for peak activations and the runtime "
-            "(CUDA context, cuBLAS/NCCL workspaces). vLLM measures this at start-up and logs the result "
-            "as 'Available KV cache memory'; set it from your logs, or use --kv-budget.",
+            metavar="auto|SIZE",
+            help="Per-GPU memory for activations and the runtime. auto: the engine's runtime model, each term "
+            "shown with its range (vLLM: profiling-run activation peak, non-torch memory, CUDA graphs; SGLang: "
+            "its reserved share; llama.cpp: compute buffers); 2 GiB assumed for the theoretical and "
+            "transformers engines. SIZE replaces the model (e.g. from 'Available KV cache memory' in a log).",
         ),
-    ] = "2GiB",
+    ] = "auto",
+    max_num_seqs: Annotated[
+        str | None,
+        typer.Option(
+            "--max-num-seqs",
+            metavar="N",
+            help="vLLM max_num_seqs: the dummy sampler run's rows (default by GPU memory, as vllm serve sets it).",
+        ),
+    ] = None,
+    enforce_eager: Annotated[
+        bool,
+        typer.Option("--enforce-eager", help="vLLM without CUDA graphs: no graph memory is subtracted."),
+    ] = False,
     kv_budget: Annotated[
         str | None,
         typer.Option(
@@ -129,17 +144,35 @@ def fit(
     n_batch: NBatchOpt = None,
     swa_full: SwaFullOpt = False,
     max_model_len: Annotated[
-        str | None, typer.Option("--max-model-len", metavar="N", help="Cap for the longest-context search.")
+        str | None,
+        typer.Option(
+            "--max-model-len",
+            metavar="N",
+            help="Longest request the engine accepts (vLLM max_model_len): caps the longest-context "
+            "search. Default: the model's own limit (max_position_embeddings or kin, times a RoPE factor "
+            "that extends it), as vLLM derives it.",
+        ),
     ] = None,
+    no_context_cap: Annotated[
+        bool,
+        typer.Option(
+            "--no-context-cap",
+            help="Search the longest context past the model's own limit (what the memory alone holds).",
+        ),
+    ] = False,
     units_choice: UnitsOpt = UnitsName.both,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     strict: StrictOpt = False,
 ) -> None:
-    """How many tokens, concurrent requests and how long a context fit on these GPUs.
+    """How many tokens, concurrent requests and how long a context fit on these GPUs, and whether
+    the asked workload fits.
 
-    Budget per GPU = memory x utilization - weights / (tp x pp) - allowance, each line shown;
-    vLLM answers follow vLLM's own block arithmetic ("GPU KV cache size", "Maximum concurrency").
+    Budget per GPU = the engine's share of memory - weights / (tp x pp) - the engine's runtime
+    (activation peak, non-torch memory, CUDA graphs; compute buffers for llama.cpp), each line
+    shown with its range; vLLM answers follow vLLM's own block arithmetic ("GPU KV cache size",
+    "Maximum concurrency"). The longest context stops at the model's own limit. The verdict says
+    whether --batch requests of --tokens fit, the headroom, and what to change first.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError
@@ -150,11 +183,14 @@ def fit(
     if kv_budget is not None and (gpu is not None or gpu_memory is not None):
         raise UsageError("--kv-budget replaces --gpu/--gpu-memory: give one or the other")
     weights_bytes = None if weights.strip().lower() == "auto" else parse_size(weights, what="--weights")
+    overhead_bytes = None if overhead.strip().lower() == "auto" else parse_size(overhead, what="--overhead")
     report = api.fit(
         model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
-        gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=parse_size(overhead, what="--overhead"),
+        gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
+        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager,
         tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
-        max_model_len=count(max_model_len, "--max-model-len"), revision=revision, on_fetch=say_fetching, strict=strict,
+        max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap, revision=revision,
+        on_fetch=say_fetching, strict=strict,
         images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified, n_batch, swa_full),
@@ -163,7 +199,10 @@ def fit(
     if as_json:
         from kvcalc.views.json import fit_json
 
-        data = fit_json(report.result, report.budget, report.gpu_label, list(report.notes), report.workload)
+        data = fit_json(
+            report.result, report.budget, report.gpu_label, list(report.notes), report.workload,
+            verdict=report.verdict, context_limit=report.context_limit,
+        )  # fmt: skip
         print_json(with_warnings(data, report.model.spec.warnings))
         return
     from kvcalc.views.fit import fit_view

@@ -21,7 +21,13 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
         lines.append(f"GPU: {report.gpu_label}")
     width = max(len(line.label) for line in budget.lines)
     for line in budget.lines:
-        lines.append(f"  {line.label:<{width}}  {line.bytes:>20,}  {format_binary(line.bytes) if line.bytes else ''}")
+        size = format_binary(line.bytes) if line.bytes else ""
+        span = ""
+        if line.low is not None and line.high is not None and (line.low, line.high) != (line.bytes, line.bytes):
+            span = f"  (may be {format_binary(line.low)} to {format_binary(line.high)})"
+        lines.append(f"  {line.label:<{width}}  {line.bytes:>20,}  {size}{span}")
+        if line.detail:
+            lines.append(f"    ({line.detail})")
     plan = result.vllm
     if plan is not None:
         groups = ", ".join(
@@ -48,5 +54,26 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
             f"nothing fits   not one request of {result.tokens:,} tokens fits in "
             f"{result.kv_budget:,} bytes of KV budget per GPU"
         )
+    lines += _verdict_lines(report)
     lines += [Note(note) for note in dict.fromkeys(report.notes)]
+    return lines
+
+
+def _verdict_lines(report: FitReport) -> list[Block]:
+    """Fits or not for the requested workload, the headroom, and the remedies with their figures."""
+    v, w = report.verdict, report.workload
+    if v is None:
+        return []
+    ask = f"{w.batch:,} request(s) of {w.tokens:,} tokens need {v.needed_bytes:,} B ({format_binary(v.needed_bytes)})"
+    if v.fits:
+        return [f"verdict        fits: {ask} of KV per GPU; headroom {v.headroom_bytes:,} B "
+                f"({format_binary(v.headroom_bytes)})"]  # fmt: skip
+    short = -v.headroom_bytes
+    lines: list[Block] = [
+        f"verdict        does not fit: {ask} of KV per GPU, {short:,} B ({format_binary(short)}) more than the budget"
+    ]
+    first = v.first_remedy
+    for remedy in v.remedies:
+        label = "first change" if remedy is first else ("would fit" if remedy.fits else "not enough")
+        lines.append(f"  {label:<12} {remedy.change}: {remedy.figure}")
     return lines

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .labels import attention_kind
 
 if TYPE_CHECKING:
-    from kvcalc.capacity import Budget, Fit
+    from kvcalc.capacity import Budget, Fit, Verdict
     from kvcalc.comparison import Comparison
     from kvcalc.crosscheck import CrossCheck
     from kvcalc.estimator import Estimate, Workload
@@ -111,6 +111,9 @@ def preset_row(preset: Preset, spec: ModelSpec, bf16_per_token: int) -> dict[str
         "attention": attention_kind(spec),
         "bytes_per_token_bf16": bf16_per_token,
         "parameters": preset.parameters,
+        "weights_bytes": preset.weights.bytes if preset.weights is not None else None,
+        "weights_format": preset.weights.format if preset.weights is not None else None,
+        "weights_source": preset.weights.source if preset.weights is not None else None,
         "source": preset.source,
     }
 
@@ -158,8 +161,28 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
     }
 
 
+def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:
+    if verdict is None:
+        return None
+    first = verdict.first_remedy
+    return {
+        "fits": verdict.fits,
+        "needed_bytes": verdict.needed_bytes,
+        "headroom_bytes": verdict.headroom_bytes,
+        "first_remedy": None if first is None else first.change,
+        "remedies": [{"change": r.change, "fits": r.fits, "figure": r.figure} for r in verdict.remedies],
+    }
+
+
 def fit_json(
-    result: Fit, budget: Budget, gpu_label: str | None, notes: list[str], workload: Workload
+    result: Fit,
+    budget: Budget,
+    gpu_label: str | None,
+    notes: list[str],
+    workload: Workload,
+    *,
+    verdict: Verdict | None = None,
+    context_limit: int | None = None,
 ) -> dict[str, Any]:
     plan = result.vllm
     return {
@@ -168,8 +191,18 @@ def fit_json(
         "tp": workload.tp,
         "pp": workload.pp,
         "dp": workload.dp,
-        "budget": [{"label": line.label, "bytes": line.bytes} for line in budget.lines],
+        "budget": [
+            {
+                "label": line.label,
+                "bytes": line.bytes,
+                "detail": line.detail or None,
+                "low": line.low,
+                "high": line.high,
+            }
+            for line in budget.lines
+        ],
         "kv_budget_bytes": result.kv_budget,
+        "kv_budget_range": None if budget.kv_low is None else [budget.kv_low, budget.kv_high],
         "tokens": result.tokens,
         "batch": result.batch,
         "images": workload.images,
@@ -179,6 +212,8 @@ def fit_json(
         if result.max_concurrency_exact is not None
         else None,
         "max_context": result.max_context,
+        "context_limit": context_limit,
+        "verdict": verdict_json(verdict),
         "max_concurrency_capped": result.max_concurrency_capped,
         "max_context_capped": result.max_context_capped,
         "fits": result.fits,

@@ -1,0 +1,111 @@
+"""The model's compute dimensions: what sizes activations, not the cache.
+
+The runtime model (``kvcalc.runtime``) needs the widths a forward pass materialises: hidden size,
+the MLP's intermediate width (dense and per expert), experts routed per token, and the vocabulary
+the logits span. They are read here from the same config the cache geometry comes from, with a
+note for every width that is missing or assumed. Pure: a mapping in, a dataclass out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .configs import text_config
+
+_HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
+_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "d_ff", "decoder_ffn_dim")
+_EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", "n_experts")
+_TOP_K = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k", "moe_k")
+_MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
+_SHARED = ("shared_expert_intermediate_size",)
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """Widths of one forward pass. ``mlp_width`` is the widest MLP a token goes through: the dense
+    intermediate, or for MoE layers top-k experts' intermediates side by side (the fused-MoE
+    caches hold one row per routed expert). ``notes`` say what was assumed."""
+
+    hidden: int
+    layers: int
+    vocab: int
+    intermediate: int  # dense MLP width (0 when every layer is MoE and the config gives none)
+    experts: int = 0
+    top_k: int = 0
+    expert_intermediate: int = 0
+    shared_intermediate: int = 0
+    heads: int = 0  # query heads (0: the config does not say)
+    kv_heads: int = 0
+    head_dim: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0 and self.top_k > 0
+
+
+def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int | None, str | None]:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, key
+    return None, None
+
+
+def read_dims(raw: Mapping[str, Any]) -> ModelDims | None:
+    """The widths of a config's language model; None when it lacks hidden size, layers or
+    vocabulary (the runtime model then needs --overhead)."""
+    text, _ = text_config(raw)
+    notes: list[str] = []
+    hidden, _ = _first(text, _HIDDEN)
+    layers, _ = _first(text, _LAYERS)
+    vocab, _ = _first(text, ("vocab_size", "padded_vocab_size", "n_vocab"))
+    if vocab is None:
+        vocab, _ = _first(raw, ("vocab_size",))
+    if hidden is None or layers is None or vocab is None:
+        return None
+    intermediate, _ = _first(text, _INTERMEDIATE)
+    experts, _ = _first(text, _EXPERTS)
+    top_k, _ = _first(text, _TOP_K)
+    expert_width, _ = _first(text, _MOE_INTERMEDIATE)
+    shared, _ = _first(text, _SHARED)
+    n_shared, _ = _first(text, ("n_shared_experts", "num_shared_experts"))
+    if experts and top_k:
+        if expert_width is None:
+            # Mixtral and gpt-oss give the expert width as intermediate_size (their MLPs are all MoE).
+            expert_width, intermediate = intermediate or 0, 0
+        if shared is None and n_shared and expert_width:
+            shared = n_shared * expert_width  # DeepSeek: shared experts are n_shared x the expert width
+        if not _has_dense_layers(text):
+            intermediate = 0  # every layer routes: intermediate_size sizes no MLP that runs
+    else:
+        experts = top_k = 0
+        expert_width = 0
+    heads, _ = _first(text, _HEADS)
+    kv_heads, _ = _first(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+    head_dim, _ = _first(text, ("head_dim", "qk_head_dim"))
+    if heads and not head_dim:
+        head_dim = hidden // heads
+    if intermediate is None:
+        intermediate = 4 * hidden
+        notes.append(f"no intermediate_size in the config: the MLP width is taken as 4 x hidden = {intermediate:,}")
+    return ModelDims(
+        hidden=hidden, layers=layers, vocab=vocab, intermediate=intermediate, experts=experts or 0,
+        top_k=top_k or 0, expert_intermediate=expert_width or 0, shared_intermediate=shared or 0, heads=heads or 0,
+        kv_heads=kv_heads or heads or 0, head_dim=head_dim or 0, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _has_dense_layers(text: Mapping[str, Any]) -> bool:
+    """Whether an MoE model also has dense MLP layers: DeepSeek's first_k_dense_replace, Qwen-MoE's
+    mlp_only_layers or a decoder_sparse_step above 1; other layouts are assumed to (the wider
+    guess for a peak)."""
+    if "first_k_dense_replace" in text:
+        return bool(text.get("first_k_dense_replace"))
+    if "mlp_only_layers" in text or "decoder_sparse_step" in text:
+        return bool(text.get("mlp_only_layers")) or (text.get("decoder_sparse_step") or 1) > 1
+    return True
