@@ -9,6 +9,7 @@ import pytest
 
 from kvcalc import api
 from kvcalc.configs import context_limit
+from kvcalc.errors import UsageError
 
 # Llama 3.1 8B: 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B per token (bf16).
 PER_TOKEN = 131_072
@@ -115,3 +116,11 @@ def test_verdict_in_json_and_text(run_cli) -> None:
     assert data["first_remedy"] == "fp8 KV cache (--kv-dtype fp8)"
     text = run_cli(*args).stdout
     assert "does not fit" in text and "first change fp8 KV cache" in text
+
+
+def test_weights_too_big_say_how_many_gpus() -> None:
+    # GLM-5 in bf16: 1,507,728,316,928 B less its 19,905,841,664 B MTP layer = 1,487,822,475,264 B loaded.
+    # An H200 (150,109,945,856 B) x 0.9 = 135,098,951,270, less the 2 GiB assumed runtime =
+    # 132,951,467,622 per GPU: 11 GPUs hold 1,462,466,143,842 (too few), 12 hold enough.
+    with pytest.raises(UsageError, match="nothing is left for the KV cache; needs at least 12 such GPUs"):
+        api.fit("glm-5", gpu="h200", gpus=8, tokens=4096)

@@ -10,7 +10,7 @@ import pytest
 from kvcalc.configs import read_config
 from kvcalc.errors import PresetError, SourceError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import get_preset, load_presets, parse_preset
+from kvcalc.presets import Preset, get_preset, load_presets, parse_preset
 
 from .conftest import fixture_config
 
@@ -143,3 +143,55 @@ def test_every_source_cites_a_hub_repo_and_no_machine_path(name: str) -> None:
 )
 def test_machine_path_check_catches_paths(source: str) -> None:
     assert _MACHINE_PATH_RE.search(source)
+
+
+# --- weights ------------------------------------------------------------------------------------
+
+PLAIN_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def test_every_preset_has_its_weights() -> None:
+    """fit works offline for every preset: each carries its checkpoint's bytes with a source."""
+    missing = [p.name for p in load_presets().values() if p.weights is None]
+    assert not missing, f"presets without weights: {missing}"
+    for preset in load_presets().values():
+        assert preset.weights is not None and preset.weights.source.strip()
+
+
+@pytest.mark.parametrize("preset", sorted(load_presets().values(), key=lambda p: p.name), ids=lambda p: p.name)
+def test_plain_checkpoint_bytes_agree_with_parameters(preset: Preset) -> None:
+    """A checkpoint stored in one plain dtype holds parameters x its size: all its bytes when the
+    parameters count every tensor (an MTP module included), or what is loaded when the rest are
+    buffers (rotary inv_freq, causal masks, a tied head stored twice)."""
+    w = preset.weights
+    if w is None or w.format not in PLAIN_BYTES:
+        pytest.skip("quantized or mixed checkpoint: bytes come from its tensors' own dtypes")
+    expected = w.parameters * PLAIN_BYTES[w.format]
+    assert min(abs(w.bytes - expected), abs(w.loaded_bytes - expected)) <= expected // 10_000
+
+
+@pytest.mark.parametrize(
+    ("name", "total_size"),
+    [
+        # model.safetensors.index.json metadata.total_size as published with each checkpoint (each
+        # preset's weights.source says where it is quoted).
+        ("llama-3.1-8b", 16_060_522_496),
+        ("qwen3-8b", 16_381_470_720),
+        ("qwen3-32b", 65_524_246_528),
+        ("gpt-oss-20b", 13_761_264_768),
+        ("jamba-v0.1", 103_140_646_656),
+        ("llama-3.1-70b", 141_107_412_992),
+    ],
+)
+def test_published_index_sizes(name: str, total_size: int) -> None:
+    w = get_preset(name).weights
+    assert w is not None and w.bytes == total_size
+
+
+def test_quantized_checkpoints_are_sized_from_their_dtypes() -> None:
+    # DeepSeek-V3's FP8 checkpoint: about one byte per parameter (fp8 weights, fp32 block scales, bf16
+    # embeddings and norms), not two; gpt-oss's MXFP4 experts about half a byte.
+    v3 = get_preset("deepseek-v3").weights
+    assert v3 is not None and v3.parameters < v3.bytes < 1.01 * v3.parameters
+    oss = get_preset("gpt-oss-120b").weights
+    assert oss is not None and oss.bytes < 0.6 * oss.parameters

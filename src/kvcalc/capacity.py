@@ -91,10 +91,15 @@ def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_la
         BudgetLine("= KV cache budget per GPU", kv, low=kv_low if ranged else None, high=kv_high if ranged else None)
     )
     if kv <= 0:
+        room = usable - runtime.bytes
+        # The fewest GPUs (tp x pp) whose share of the weights leaves anything for the cache.
+        least = weights_bytes // room + 1 if room > 0 else None
+        hint = f"at least {least} such GPUs (--tp / --pp)" if least is not None else "a GPU with more memory"
         raise UsageError(
-            f"nothing is left for the KV cache: {gpu_bytes:,} B per GPU leaves {usable:,} to the engine "
+            f"does not fit: {gpu_bytes:,} B per GPU leaves {usable:,} to the engine "
             f"({runtime.share_label.removeprefix('x ')}), minus {weights:,} of weights and {runtime.bytes:,} of "
-            f"runtime is {kv:,} (use more GPUs, --tp, or a smaller model)"
+            f"runtime is {kv:,}: nothing is left for the KV cache; needs {hint}, a quantized checkpoint, or a "
+            "smaller model"
         )
     return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime)
 
