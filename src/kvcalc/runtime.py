@@ -211,7 +211,8 @@ def vllm_activation_peak(
     # profile_run keeps the N x h hidden states alive through the sampler run.
     sampler = tokens * h * b + rows * h * b + int(rows * dims.vocab * per_logit)
     if sampler >= forward:
-        return sampler, f"sampler: {rows:,} rows x {dims.vocab:,} vocab x {float(per_logit):.2f} B ({how}), + hidden states"
+        per = f"{float(per_logit):.2f}"
+        return sampler, f"sampler: {rows:,} rows x {dims.vocab:,} vocab x {per} B ({how}), + hidden states"
     kind = "MoE layer" if moe >= dense else "MLP"
     return forward, f"forward at {tokens:,} batched tokens, {kind}: hidden, residual and intermediates"
 
