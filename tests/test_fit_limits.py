@@ -124,3 +124,18 @@ def test_weights_too_big_say_how_many_gpus() -> None:
     # 132,951,467,622 per GPU: 11 GPUs hold 1,462,466,143,842 (too few), 12 hold enough.
     with pytest.raises(UsageError, match="nothing is left for the KV cache; needs at least 12 such GPUs"):
         api.fit("glm-5", gpu="h200", gpus=8, tokens=4096)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--kv-budget", "10GiB", "--weights", "1GB"), "--weights has no effect"),
+        (("--kv-budget", "10GiB", "--overhead", "1GiB"), "--overhead has no effect"),
+        (("--gpu", "h100", "--enforce-eager"), "--enforce-eager applies to vLLM"),
+        (("--gpu", "h100", "--engine", "sglang", "--max-num-seqs", "8"), "--max-num-seqs applies to vLLM"),
+        (("--gpu", "h100", "--engine", "vllm-cpu"), "VLLM_CPU_KVCACHE_SPACE"),
+    ],
+)
+def test_flags_that_would_do_nothing_are_errors(run_cli, args: tuple[str, ...], message: str) -> None:
+    result = run_cli("fit", "llama-3.1-8b", *args)
+    assert result.exit_code == 2 and message in result.stderr

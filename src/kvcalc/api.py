@@ -572,6 +572,14 @@ def fit(
             )
         if kv_budget <= 0:
             raise UsageError(f"kv_budget must be positive, got {kv_budget}", param="kv_budget")
+        derivation = {"weights": weights, "overhead": overhead, "utilization": utilization,
+                      "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager or None}  # fmt: skip
+        unused = [name for name, value in derivation.items() if value is not None]
+        if unused:
+            raise UsageError(
+                f"kv_budget replaces the budget's derivation: {unused[0]} has no effect with it",
+                param=("kv_budget", unused[0]),
+            )
         budget = Budget(kv_budget, (BudgetLine("KV cache budget per GPU (--kv-budget)", kv_budget),))
     else:
         if gpu is not None and gpu_memory is not None:
@@ -749,6 +757,10 @@ def _runtime(
     from .runtime import given_runtime, sglang_runtime, vllm_batch_defaults, vllm_runtime, vllm_utilization
 
     notes: list[str] = []
+    if not isinstance(engine, VLLM):
+        for name, value in (("max_num_seqs", max_num_seqs), ("enforce_eager", enforce_eager or None)):
+            if value is not None:
+                raise UsageError(f"{name} applies to vLLM, not the {engine.name} engine", param=name)
     if isinstance(engine, VLLM) and engine.platform == "cpu":
         raise UsageError(
             "vLLM's CPU build sizes its cache from VLLM_CPU_KVCACHE_SPACE, not a GPU share: give kv_budget",
