@@ -190,7 +190,7 @@ def test_single_file_repo_through_fit(ranged: FakeHub) -> None:
     assert result.stderr == ""
     line = weights_line(result)
     assert line["bytes"] == SINGLE_BYTES  # tp 1: all the weights on the one GPU
-    assert "Hub safetensors metadata" in line["label"]
+    assert "Hub safetensors metadata" in line["detail"]
     assert ranged.seen() == [
         ("HEAD", f"{RESOLVE}/config.json"),
         ("GET", f"{RESOLVE}/config.json"),
@@ -267,7 +267,7 @@ def test_sharded_repo_through_fit(ranged: FakeHub) -> None:
     result = fit()
     line = weights_line(result)
     assert line["bytes"] == SHARDED_BYTES
-    assert "Hub safetensors metadata" in line["label"]
+    assert "Hub safetensors metadata" in line["detail"]
     assert result.stderr == ""  # huggingface_hub's "Parse safetensors files" progress bar is off
     assert ranged.seen()[:2] == [("HEAD", f"{RESOLVE}/config.json"), ("GET", f"{RESOLVE}/config.json")]
     ranged.requests[:2] = []

@@ -803,9 +803,12 @@ def _runtime(
             )
         dtype = model.spec.dtype
         b = 2 if dtype is None or dtype.name == "fp32" else max(1, dtype.bits // 8)
+        raw = source.config if source is not None and isinstance(source.config, dict) else {}
         runtime = vllm_runtime(
             dims, version=engine.version, tp=tp, dtype_bytes=b, max_num_batched_tokens=engine.max_num_batched_tokens,
             max_num_seqs=seqs, utilization=share, enforce_eager=enforce_eager,
+            multimodal=any(key in raw for key in ("vision_config", "audio_config", "vision_tower")),
+            recurrent=any(c.is_state for c in model.spec.caches),
         )  # fmt: skip
         return runtime, engine, [*notes, *runtime.notes]
     if isinstance(engine, LlamaCpp):

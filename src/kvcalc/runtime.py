@@ -148,8 +148,12 @@ def sglang_runtime(smi_mib: int | None, tp: int, pp: int, mem_fraction_static: F
 # estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default) unless --enforce-eager.
 UTILIZATION_092_FROM = (0, 21, 0)  # gpu_memory_utilization default 0.9 -> 0.92 (config/cache.py)
 CUDA_GRAPHS_COUNTED_FROM = (0, 21, 0)  # "default-on since v0.21.0" (gpu_worker.py, 0.32 log message)
-# PR #33538 (merged 2026-02-02) replaced the sort-based top-k/top-p with a Triton kernel that
-# masks in place; the first release after the merge is taken to be 0.16 (not checked against a tag).
+# Which top-k/top-p runs in the dummy sampler run. Up to 0.10 FlashInfer's sampling kernel (PR
+# #11394; on whenever flashinfer is installed, as in vLLM's images); PR #26859 (2025-10-15) turned it
+# off, leaving the sort-based PyTorch path (public 0.11 logs measure it); PR #33538 (merged
+# 2026-02-02) replaced that with a Triton kernel that masks in place. The first release after
+# each merge is taken to be 0.11 and 0.16 (not checked against tags).
+SORT_SAMPLER_FROM = (0, 11, 0)
 TRITON_SAMPLER_FROM = (0, 16, 0)
 
 
@@ -181,13 +185,17 @@ def _sampler_bytes_per_logit(version: tuple[int, int, int], b: int, tp: int) -> 
     sorts every row (values 4, int64 indices 8, the radix sort's buffers, masks, softmax and
     cumsum, the scatter back): 37.25 B per logit in vLLM's own measurement. With the Triton kernel
     the mask is applied in place and the peak is at random_sample: probabilities (4) and
-    exponential noise (4).
+    exponential noise (4). FlashInfer's kernel (up to 0.10) keeps the top-k masked logits (4) and
+    their softmax (4).
     """
     shard = Fraction(b, tp) if tp > 1 else Fraction(0)
     extra = f" + 1/{tp} shard" if tp > 1 else ""
+    if SORT_SAMPLER_FROM <= version < TRITON_SAMPLER_FROM:
+        return b + SORT_BYTES_PER_LOGIT + shard, f"logits {b} + sort-based top-k/top-p 37.25 (PR #32558){extra}"
     if version >= TRITON_SAMPLER_FROM:
         return b + 4 + 4 + 4 + shard, f"logits {b} + fp32 4 + probs 4 + noise 4{extra}"
-    return b + SORT_BYTES_PER_LOGIT + shard, f"logits {b} + sort-based top-k/top-p 37.25 (PR #32558){extra}"
+    # FlashInfer's top_k_top_p_sampling_from_logits: top-k masked logits, then their softmax.
+    return b + 4 + 4 + 4 + shard, f"logits {b} + fp32 4 + masked logits 4 + probs 4 (FlashInfer){extra}"
 
 
 def vllm_activation_peak(
@@ -247,9 +255,12 @@ def vllm_runtime(
     max_num_seqs: int,
     utilization: Fraction | None,
     enforce_eager: bool = False,
+    multimodal: bool = False,
+    recurrent: bool = False,
 ) -> Runtime:
     """vLLM's share and the terms it subtracts from it on the most loaded GPU (the last pipeline
-    stage runs the sampler)."""
+    stage runs the sampler). ``multimodal`` and ``recurrent`` flag what the activation peak leaves
+    out (an encoder profiled on its largest input; linear-attention and Mamba prefill kernels)."""
     share = utilization if utilization is not None else vllm_utilization(version)
     notes: list[str] = []
     if utilization is None:
@@ -272,6 +283,16 @@ def vllm_runtime(
         notes.append(
             "vLLM before 0.21 captures CUDA graphs after sizing the KV cache: their memory (~0.1-1 GiB) must fit "
             "in the share gpu_memory_utilization leaves"
+        )
+    if multimodal:
+        notes.append(
+            "vLLM also profiles the model's vision/audio encoder on its largest input: not in the activation peak "
+            "(measure it, or give --overhead)"
+        )
+    if recurrent:
+        notes.append(
+            "the prefill kernels of linear-attention and Mamba layers keep chunk states that the activation peak "
+            "leaves out (public logs show up to ~5 GiB at 8,192 batched tokens)"
         )
     for d in dims.notes:
         notes.append(d)
