@@ -55,6 +55,12 @@ class Row:
     reason: str = ""
     low: int | None = None  # the range kvcalc states for the budget
     high: int | None = None
+    failed: bool = False  # vLLM refused to start: nothing was left for the cache
+
+    @property
+    def agrees_nothing_fits(self) -> bool | None:
+        """For a failed start-up: whether kvcalc too finds no room for the cache."""
+        return None if not self.failed or self.derived is None else self.derived <= 0
 
     @property
     def in_range(self) -> bool | None:
@@ -64,7 +70,7 @@ class Row:
 
     @property
     def error(self) -> float | None:
-        return None if self.derived is None else (self.derived - self.logged) / self.logged
+        return None if self.derived is None or self.failed else (self.derived - self.logged) / self.logged
 
 
 def _version(text: Any) -> tuple[int, int, int] | None:
@@ -130,12 +136,16 @@ def evaluate(record: dict[str, Any], configs: dict[str, dict[str, Any]]) -> Row:
         row.reason = "V0 engine: not a release kvcalc models (0.11 on)"
     elif record.get("exclude"):
         row.reason = str(record["exclude"])
-    elif record.get("startup_ok") is False or available is None or available <= 0:
-        row.reason = "start-up failed: no KV budget to compare"
+    elif available is None:
+        row.reason = "no KV budget logged"
     elif logged.get("weights_gib") is None:
         row.reason = "weights not logged"
     if row.reason:
         return row
+    if record.get("startup_ok") is False and available > 0:
+        row.reason = "start-up failed after the KV cache was sized (out of memory later): not compared"
+        return row
+    row.failed = available <= 0
     gpu_bytes, gpu_name = _gpu_bytes(record)
     if gpu_bytes is None:
         row.reason = f"memory of GPU {record.get('gpu')!r} unknown"
@@ -158,6 +168,9 @@ def evaluate(record: dict[str, Any], configs: dict[str, dict[str, Any]]) -> Row:
     usable = int(gpu_bytes * runtime.share)
     row.derived = usable - weights - runtime.bytes
     row.low, row.high = usable - weights - runtime.high, usable - weights - runtime.low
+    if row.failed:
+        verdict = "kvcalc agrees" if row.agrees_nothing_fits else "kvcalc finds room"
+        row.reason = f"start-up failed, nothing left for the cache ({verdict}: {row.derived / GIB:+.2f} GiB)"
     return row
 
 
@@ -181,7 +194,9 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         "worst_abs_error": errors[-1],
         "within_3pct": sum(1 for e in errors if e <= 0.03),
         "within_10pct": sum(1 for e in errors if e <= 0.10),
-        "inside_stated_range": sum(1 for r in rows if r.in_range),
+        "inside_stated_range": sum(1 for r in rows if r.in_range and not r.failed),
+        "failed_startups": sum(1 for r in rows if r.failed and r.derived is not None),
+        "failed_startups_kvcalc_agrees": sum(1 for r in rows if r.agrees_nothing_fits),
     }
 
 
@@ -216,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
               f"worst {stats['worst_abs_error']:.1%}; "
               f"{stats['within_3pct']} within 3%, {stats['within_10pct']} within 10%; the logged budget inside "
               f"kvcalc's stated range in {stats['inside_stated_range']}")  # fmt: skip
+        print(f"start-ups that failed for want of memory: kvcalc also finds nothing left in "
+              f"{stats['failed_startups_kvcalc_agrees']} of {stats['failed_startups']}")  # fmt: skip
     return 0
 
 
