@@ -76,7 +76,7 @@ def resolve(model: str, *, revision: str | None = None, on_fetch: Callable[[str]
     path = _local_path(model)
     if path is not None:
         source = _from_path(path)
-        if _REPO_ID_RE.match(model) and not model.endswith(".json"):
+        if _REPO_ID_RE.match(model) and not model.endswith((".json", ".gguf")):
             # "org/name" is also a Hub repo id: say which one was read, and how to get the other.
             kind = "folder" if path.is_dir() else "file"
             note = (
@@ -151,6 +151,8 @@ def _link_target(path: Path) -> str:
 
 
 def _from_path(path: Path) -> Source:
+    if path.is_file() and is_gguf_file(path):
+        return _from_gguf(path)
     if path.is_dir():
         config_path = path / "config.json"
         if not os.path.lexists(config_path):
@@ -160,6 +162,42 @@ def _from_path(path: Path) -> Source:
             raise SourceError(f"{config_path} is a broken symlink to {_link_target(config_path)}")
         path = config_path
     return Source(read_json_file(path, what="MODEL"), str(path), "file")
+
+
+def is_gguf_file(path: Path) -> bool:
+    """Whether the existing file ``path`` is a GGUF (by its .gguf suffix or its magic)."""
+    from .gguf import is_gguf
+
+    return is_gguf(path)
+
+
+def _from_gguf(path: Path) -> Source:
+    """A GGUF file: its header's metadata as a config (kvcalc.gguf), never its tensor data."""
+    from .gguf import gguf_config, read_header, shard_position
+
+    position = shard_position(path)
+    if position is not None and position[0] != 1:
+        first = path.name.replace(f"-{position[0]:05d}-of-", f"-{1:05d}-of-")
+        raise SourceError(f"{path} is shard {position[0]} of {position[1]} of a split GGUF: give the first, {first}")
+    config, notes = gguf_config(read_header(path), str(path))
+    return Source(config, str(path), "file", notes=tuple(notes))
+
+
+def gguf_weights_bytes(path: Path) -> tuple[int, str]:
+    """Bytes of a GGUF's tensors from the tensor infos of its header (of every shard of a split
+    GGUF, which must lie beside its first shard)."""
+    from .gguf import read_header, split_shards
+
+    shards = split_shards(path)
+    total = sum(read_header(shard).tensor_bytes for shard in shards)
+    if total <= 0:
+        raise SourceError(f"{path} holds no tensors: give --weights SIZE")
+    if total > MAX_WEIGHTS_BYTES:
+        raise SourceError(
+            f"{path}: tensor infos add up to {total:,} bytes, implausibly large (over {MAX_WEIGHTS_BYTES:,})"
+        )
+    where = f", {len(shards)} shards" if len(shards) > 1 else ""
+    return total, f"GGUF tensor infos{where}"
 
 
 # --- reading files: regular files only, never more than a limit ---------------------------------------
@@ -578,13 +616,16 @@ def weights_bytes(
 ) -> tuple[int, str]:
     """Bytes of the model's weights, and where the figure came from.
 
-    A local config: ``model.safetensors.index.json`` beside it (``metadata.total_size``) or a
-    single ``model.safetensors`` (its header's tensor extents). A Hub repo (id or URL):
+    A local GGUF: the bytes its tensor infos give, over every shard of a split GGUF. A local
+    config: ``model.safetensors.index.json`` beside it (``metadata.total_size``) or a single
+    ``model.safetensors`` (its header's tensor extents). A Hub repo (id or URL):
     huggingface_hub's safetensors metadata (parameter counts per dtype). A preset: its checkpoint's
     bytes as the preset records them (less what engines do not load). ``on_fetch`` is called right
     before the Hub is asked, as in resolve().
     """
     path = _local_path(model)
+    if path is not None and path.is_file() and is_gguf_file(path):
+        return gguf_weights_bytes(path)
     if path is not None:
         folder = path if path.is_dir() else path.parent
         index = folder / "model.safetensors.index.json"

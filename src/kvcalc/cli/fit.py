@@ -161,6 +161,28 @@ def fit(
         ),
     ] = False,
     units_choice: UnitsOpt = UnitsName.both,
+    gpu_layers: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-layers",
+            "-ngl",
+            metavar="N|auto",
+            help="llama.cpp: layers on the GPU(s), counted as llama.cpp does (the output layer is one more after "
+            "the repeating ones; the input embeddings stay on the CPU), or auto: the most that fit. Shows "
+            "weights, KV cache and compute buffer per GPU and on the CPU at --tokens x --batch cells.",
+        ),
+    ] = None,
+    no_kv_offload: Annotated[
+        bool, typer.Option("--no-kv-offload", help="llama.cpp -nkvo: every KV cache stays in CPU memory.")
+    ] = False,
+    tensor_split: Annotated[
+        str | None,
+        typer.Option(
+            "--tensor-split",
+            metavar="A,B,...",
+            help="llama.cpp -ts: shares of the offloaded layers per GPU (default equal; one per --gpus).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     strict: StrictOpt = False,
@@ -183,6 +205,13 @@ def fit(
     if kv_budget is not None and (gpu is not None or gpu_memory is not None):
         raise UsageError("--kv-budget replaces --gpu/--gpu-memory: give one or the other")
     weights_bytes = None if weights.strip().lower() == "auto" else parse_size(weights, what="--weights")
+    if gpu_layers is not None:
+        _offload(model, gpu, gpu_memory, gpus, gpu_layers, no_kv_offload, tensor_split, tokens, batch, kv_dtype,
+                 k_dtype, v_dtype, ubatch, n_batch, kv_unified, swa_full, engine, weights_bytes, revision, strict,
+                 as_json, unit_choice)  # fmt: skip
+        return
+    if no_kv_offload or tensor_split is not None:
+        raise UsageError("--no-kv-offload and --tensor-split go with --gpu-layers (llama.cpp's split)")
     overhead_bytes = None if overhead.strip().lower() == "auto" else parse_size(overhead, what="--overhead")
     report = api.fit(
         model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
@@ -208,3 +237,42 @@ def fit(
     from kvcalc.views.fit import fit_view
 
     print_view(fit_view(report, unit_choice))
+
+
+def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | None, gpu_layers: str,
+             no_kv_offload: bool, tensor_split: str | None, tokens: str | None, batch: str, kv_dtype: str | None,
+             k_dtype: str | None, v_dtype: str | None, ubatch: int | None, n_batch: int | None, kv_unified: bool,
+             swa_full: bool, engine: str, weights: int | None, revision: str | None, strict: bool, as_json: bool,
+             unit_choice: object) -> None:  # fmt: skip
+    """``fit --gpu-layers``: llama.cpp's split over GPUs and the CPU."""
+    from kvcalc import api
+    from kvcalc.errors import UsageError
+
+    layers: int | str = (
+        "auto" if gpu_layers.strip().lower() == "auto" else (count_or_zero(gpu_layers, "--gpu-layers") or 0)
+    )
+    shares: list[float] = []
+    if tensor_split is not None:
+        try:
+            shares = [float(x) for x in tensor_split.split(",")]
+        except ValueError:
+            raise UsageError(f"--tensor-split takes numbers separated by commas, got {tensor_split!r}") from None
+    if engine.split("@", maxsplit=1)[0] not in ("llama.cpp", "llama-server"):
+        raise UsageError("--gpu-layers is llama.cpp's: add --engine llama.cpp (or llama-server)")
+    report = api.fit_offload(
+        model, gpu_layers=layers, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), gpus=gpus or 1,
+        tensor_split=shares, kv_offload=not no_kv_offload, tokens=count(tokens, "--tokens"),
+        batch=count(batch, "--batch") or 1, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
+        ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
+        swa_full=swa_full or None, engine=engine, weights=weights, revision=revision, on_fetch=say_fetching,
+        strict=strict,
+    )  # fmt: skip
+    warn(report.model.spec.warnings)
+    if as_json:
+        from kvcalc.views.json import offload_json
+
+        print_json(with_warnings(offload_json(report), report.model.spec.warnings))
+        return
+    from kvcalc.views.fit import offload_view
+
+    print_view(offload_view(report))

@@ -69,8 +69,8 @@ ModelArg = Annotated[
     typer.Argument(
         metavar="MODEL",
         autocompletion=complete_model,
-        help="A bundled preset (see 'kvcalc presets'), a config.json or a folder holding one, or a Hugging "
-        "Face repo id (org/name) or URL.",
+        help="A bundled preset (see 'kvcalc presets'), a config.json or a folder holding one, a local GGUF "
+        "file (its header only; the first shard of a split file), or a Hugging Face repo id (org/name) or URL.",
         show_default=False,
     ),
 ]

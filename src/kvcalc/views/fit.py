@@ -9,7 +9,7 @@ from kvcalc.units import Units, format_binary
 from .console import Block, Note
 
 if TYPE_CHECKING:
-    from kvcalc.api import FitReport
+    from kvcalc.api import FitReport, OffloadReport
 
 
 def fit_view(report: FitReport, units: Units) -> list[Block]:
@@ -76,4 +76,34 @@ def _verdict_lines(report: FitReport) -> list[Block]:
     for remedy in v.remedies:
         label = "first change" if remedy is first else ("would fit" if remedy.fits else "not enough")
         lines.append(f"  {label:<12} {remedy.change}: {remedy.figure}")
+    return lines
+
+
+def offload_view(report: OffloadReport) -> list[Block]:
+    """llama.cpp's split: one line per device (weights, KV cache, compute buffer, total), then
+    whether every GPU has room."""
+    w = report.workload
+    how = "auto: the most that fit" if report.auto else "as asked"
+    lines: list[Block] = [
+        f"llama.cpp split of {report.model.name}: -ngl {report.gpu_layers} ({how}) of {report.n_layer} layers + the "
+        f"output layer, context {w.tokens:,} x {w.batch:,}",
+    ]
+    if report.gpu_label:
+        lines.append(f"GPU: {report.gpu_label}")
+    lines.append(f"  {'device':<6}  {'weights':>18}  {'KV cache':>18}  {'compute':>15}  {'total':>18}")
+    for d in report.devices:
+        lines.append(
+            f"  {d.name:<6}  {d.weights:>18,}  {d.kv_cache:>18,}  {d.compute:>15,}  {d.total:>18,}  "
+            f"{format_binary(d.total)}"
+        )
+    if report.fits is not None and report.gpu_bytes is not None:
+        worst = max((d for d in report.devices if d.name != "CPU"), key=lambda d: d.total)
+        room = report.gpu_bytes - worst.total
+        verdict = "fits" if report.fits else "does not fit"
+        lines.append(
+            f"verdict        {verdict}: the fullest GPU ({worst.name}) holds {worst.total:,} B of "
+            f"{report.gpu_bytes:,} available; headroom {room:,} B ({format_binary(abs(room))}"
+            f"{' short' if room < 0 else ''})"
+        )
+    lines += [Note(note) for note in dict.fromkeys(report.notes)]
     return lines

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .labels import attention_kind
 
 if TYPE_CHECKING:
+    from kvcalc.api import OffloadReport
     from kvcalc.capacity import Budget, Fit, Verdict
     from kvcalc.comparison import Comparison
     from kvcalc.crosscheck import CrossCheck
@@ -273,3 +274,28 @@ def raw_probe_json(est: Estimate, result: dict[str, Any]) -> dict[str, Any]:
         if key in result:
             data[key] = result[key]
     return data
+
+
+def offload_json(report: OffloadReport) -> dict[str, Any]:
+    return {
+        "model": report.model.name,
+        "gpu": report.gpu_label,
+        "gpu_layers": report.gpu_layers,
+        "auto": report.auto,
+        "layers": report.n_layer,
+        "tokens": report.workload.tokens,
+        "batch": report.workload.batch,
+        "devices": [
+            {
+                "device": d.name,
+                "weights_bytes": d.weights,
+                "kv_cache_bytes": d.kv_cache,
+                "compute_bytes": d.compute,
+                "total_bytes": d.total,
+            }
+            for d in report.devices
+        ],
+        "gpu_bytes_available": report.gpu_bytes,
+        "fits": report.fits,
+        "notes": list(report.notes),
+    }

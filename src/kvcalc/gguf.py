@@ -1,0 +1,554 @@
+"""GGUF files as MODEL: the header only (metadata and tensor infos), never the tensor data.
+
+A small reader of kvcalc's own, in ``struct``, so that ``kvcalc estimate`` starts as fast with a
+GGUF as with a preset (the ``gguf`` package imports numpy). The layout, from the GGUF spec
+(ggml-org/ggml docs/gguf.md) and llama.cpp's ggml/src/gguf.cpp: magic ``GGUF``, a uint32
+version (2 and 3 here: both use 64-bit counts; 1 used 32-bit ones and is long gone), uint64 tensor
+count, uint64 metadata count, the metadata (key string, uint32 value type, value), then per
+tensor its name, uint32 dimension count, uint64 dimensions, uint32 ggml type and uint64 offset.
+Strings are a uint64 length and UTF-8 bytes; everything is little-endian.
+
+``gguf_config`` turns the metadata into the Hugging Face style config dict ``read_config`` reads:
+the inverse of ``llamacpp_probe.gguf_plan``, which writes what convert_hf_to_gguf.py writes.
+Every function here is pure except ``read_header`` (and ``split_shards``), which read files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .errors import SourceError
+
+if TYPE_CHECKING:
+    from .offload import LayerWeights
+
+MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+# Bounds no honest header comes near: a tokenizer holds ~10^6 strings, a chat template ~10^5 bytes.
+_MAX_STRING = 64 * 2**20
+_MAX_ARRAY = 2**26
+_MAX_COUNT = 2**24  # tensors or metadata entries
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+
+# (block size in elements, bytes per block) of every ggml type, by its id (enum ggml_type). Block
+# sizes are type_traits' blck_size in ggml/src/ggml.c (ggml-org/llama.cpp @ 00bdaa105cb0), bytes
+# per block its sizeof(block_*) (ggml/src/ggml-common.h); both as GGML_QUANT_SIZES of the gguf
+# package 0.19.0 (gguf/constants.py) lists them. Ids 4, 5 and 31-33, 36-38 are removed types.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36), 10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292), 16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110), 22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8),
+    28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18),
+    42: ("Q2_0", 64, 18),
+}  # fmt: skip
+
+# GGUF metadata value types: id -> struct format (scalars); 8 string, 9 array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+    @property
+    def type_name(self) -> str:
+        return GGML_TYPES[self.ggml_type][0]
+
+    @property
+    def nbytes(self) -> int:
+        """ggml_nbytes of the contiguous tensor: rows of dims[0] elements in whole blocks."""
+        _, block, size = GGML_TYPES[self.ggml_type]
+        count = 1
+        for n in self.dims:
+            count *= n
+        return count // block * size
+
+
+@dataclass(frozen=True)
+class GgufHeader:
+    version: int
+    metadata: dict[str, Any]
+    tensors: tuple[TensorInfo, ...]
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+
+_CHUNK = 2**20
+_U64 = struct.Struct("<Q")
+
+
+class _Cursor:
+    """Reads the stream in 1 MiB chunks and parses from the buffer: a tokenizer's 10^5 strings
+    are then 10^5 slices, not 10^5 read calls."""
+
+    def __init__(self, stream: BinaryIO, label: str) -> None:
+        self._stream = stream
+        self._label = label
+        self._buf = b""
+        self._pos = 0
+
+    def _fill(self, count: int) -> None:
+        """Make at least ``count`` bytes available from the current position, or fail: truncated."""
+        have = len(self._buf) - self._pos
+        if have >= count:
+            return
+        parts = [self._buf[self._pos :]]
+        while have < count:
+            chunk = self._stream.read(max(_CHUNK, count - have))
+            if not chunk:
+                raise SourceError(f"{self._label}: truncated GGUF header (the file ends inside it)")
+            parts.append(chunk)
+            have += len(chunk)
+        self._buf, self._pos = b"".join(parts), 0
+
+    def take(self, count: int) -> bytes:
+        self._fill(count)
+        data = self._buf[self._pos : self._pos + count]
+        self._pos += count
+        return data
+
+    def skip_strings(self, count: int, key: str) -> None:
+        for _ in range(count):
+            self._fill(8)
+            (length,) = _U64.unpack_from(self._buf, self._pos)
+            if length > _MAX_STRING:
+                raise SourceError(f"{self._label}: GGUF key {key} holds a {length:,}-byte string")
+            self._pos += 8
+            self._fill(length)
+            self._pos += length
+
+    def unpack(self, fmt: str) -> Any:
+        size = struct.calcsize("<" + fmt)
+        self._fill(size)
+        values = struct.unpack_from("<" + fmt, self._buf, self._pos)
+        self._pos += size
+        return values
+
+    def u32(self) -> int:
+        return int(self.unpack("I")[0])
+
+    def u64(self) -> int:
+        return int(self.unpack("Q")[0])
+
+    def string(self, what: str) -> str:
+        length = self.u64()
+        if length > _MAX_STRING:
+            raise SourceError(f"{self._label}: GGUF {what} declares a {length:,}-byte string; not a real header")
+        raw = self.take(length)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SourceError(f"{self._label}: GGUF {what} is not UTF-8") from None
+
+    def value(self, kind: int, key: str, *, keep: bool = True) -> Any:
+        if kind in _SCALARS:
+            return self.unpack(_SCALARS[kind])[0]
+        if kind == _STRING:
+            return self.string(f"value of {key}")
+        if kind == _ARRAY:
+            item = self.u32()
+            count = self.u64()
+            if count > _MAX_ARRAY:
+                raise SourceError(f"{self._label}: GGUF key {key} declares an array of {count:,} items")
+            if item in _SCALARS:
+                fmt = _SCALARS[item]
+                data = self.take(count * struct.calcsize("<" + fmt))
+                return list(struct.unpack(f"<{count}{fmt}", data)) if keep else count
+            if item == _STRING:
+                if not keep:  # a tokenizer's vocabulary: skipped, not decoded
+                    self.skip_strings(count, key)
+                    return count
+                return [self.string(f"item of {key}") for _ in range(count)]
+            raise SourceError(f"{self._label}: GGUF key {key} holds an array of value type {item}; kvcalc reads none")
+        raise SourceError(f"{self._label}: GGUF key {key} has unknown value type {kind}")
+
+
+def parse_header(stream: BinaryIO, label: str) -> GgufHeader:
+    """The GGUF header at the start of ``stream``; one SourceError line for anything that is not one."""
+    cur = _Cursor(stream, label)
+    try:
+        magic = cur.take(4)
+    except SourceError:
+        magic = b""
+    if magic != MAGIC:
+        raise SourceError(f"{label} is not a GGUF file (no 'GGUF' magic at its start)")
+    version = cur.u32()
+    if version not in SUPPORTED_VERSIONS:
+        swapped = " (a big-endian GGUF?)" if version >= 2**16 else ""
+        raise SourceError(f"{label}: GGUF version {version}{swapped} is not supported; kvcalc reads versions 2 and 3")
+    n_tensors, n_kv = cur.u64(), cur.u64()
+    if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
+        raise SourceError(f"{label}: GGUF header declares {n_tensors:,} tensors and {n_kv:,} keys; not a real header")
+    metadata: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key = cur.string("key")
+        kind = cur.u32()
+        # A tokenizer's vocabulary, merges and scores size nothing kvcalc reports: read past them.
+        metadata[key] = cur.value(kind, key, keep=not key.startswith("tokenizer.ggml."))
+    tensors: list[TensorInfo] = []
+    for _ in range(n_tensors):
+        name = cur.string("tensor name")
+        n_dims = cur.u32()
+        if n_dims > _MAX_DIMS:
+            raise SourceError(f"{label}: GGUF tensor {name} has {n_dims} dimensions; ggml allows at most {_MAX_DIMS}")
+        dims = tuple(int(d) for d in cur.unpack(f"{n_dims}Q"))
+        ggml_type = cur.u32()
+        offset = cur.u64()
+        if ggml_type not in GGML_TYPES:
+            raise SourceError(f"{label}: GGUF tensor {name} has unknown ggml type id {ggml_type}")
+        block = GGML_TYPES[ggml_type][1]
+        if dims and dims[0] % block:
+            raise SourceError(
+                f"{label}: GGUF tensor {name} has rows of {dims[0]} elements, not whole "
+                f"{GGML_TYPES[ggml_type][0]} blocks of {block}"
+            )
+        tensors.append(TensorInfo(name, dims, ggml_type, offset))
+    return GgufHeader(version, metadata, tuple(tensors))
+
+
+def read_header(path: Path) -> GgufHeader:
+    """The header of the GGUF file at ``path`` (a regular file; only the header is read)."""
+    from .sources import _open_regular
+
+    label = str(path)
+    try:
+        fd = _open_regular(path, label)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            return parse_header(stream, label)
+    except OSError as exc:
+        raise SourceError(f"cannot read the GGUF header of {path}: {exc.strerror or exc}") from None
+
+
+def is_gguf(path: Path) -> bool:
+    """Whether ``path`` names a GGUF: by its suffix, or by its first four bytes."""
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+_SHARD = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def shard_position(path: Path) -> tuple[int, int] | None:
+    """(shard number, shard count) of a split GGUF's file name (llama.cpp's gguf-split names
+    ``PREFIX-%05d-of-%05d.gguf``), or None."""
+    m = _SHARD.match(path.name)
+    return (int(m["no"]), int(m["count"])) if m else None
+
+
+def split_shards(path: Path) -> list[Path]:
+    """Every shard of the split GGUF whose first shard is ``path`` (just ``path`` when it is not
+    split); a SourceError naming a shard that is not beside it."""
+    position = shard_position(path)
+    if position is None:
+        return [path]
+    m = _SHARD.match(path.name)
+    assert m is not None
+    count = position[1]
+    shards = [path.with_name(f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    for shard in shards:
+        if not shard.exists():
+            raise SourceError(f"split GGUF shard {shard.name} is not beside {path.name}: give --weights SIZE")
+    return shards
+
+
+# --- metadata -> config -----------------------------------------------------------------------------------
+
+# llama.cpp architecture -> the HF model_type whose rules kvcalc applies to it (the inverse of
+# llamacpp_probe.ARCHITECTURES; Mistral and Mixtral convert to "llama" and read as Llama).
+ARCH_TYPES: dict[str, str] = {
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen2moe": "qwen2_moe",
+    "qwen3": "qwen3",
+    "qwen3moe": "qwen3_moe",
+    "starcoder2": "starcoder2",
+    "phi3": "phi3",
+    "gemma2": "gemma2",
+    "gemma3": "gemma3_text",
+    "cohere2": "cohere2",
+    "gpt-oss": "gpt_oss",
+    "llama4": "llama4_text",
+    "deepseek2": "deepseek_v3",
+}
+
+# src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
+# with engines.llamacpp.LLAMA4_CHUNK).
+_LLAMA4_CHUNK = 8192
+
+# Keys under <arch>. that are read, and those known to size no cache (weights, numerics, MoE).
+_READ = (
+    "block_count", "context_length", "embedding_length", "attention.head_count", "attention.head_count_kv",
+    "attention.key_length", "attention.value_length", "attention.sliding_window",
+    "attention.sliding_window_pattern", "attention.kv_lora_rank", "attention.key_length_mla",
+    "attention.value_length_mla", "rope.dimension_count",
+)  # fmt: skip
+_NOT_SHAPING = frozenset({
+    "attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon", "attention.q_lora_rank",
+    "attention.clamp_kqv", "attention.max_alibi_bias", "attention.causal", "attention.scale",
+    "attention.temperature_length", "attention.temperature_scale",
+})  # fmt: skip
+# Families whose sliding layers kvcalc derives by pattern (configs._layer_kinds): a window is required.
+_SLIDING_FAMILIES = ("gemma2", "gemma3_text", "cohere2", "gpt_oss")
+_FILE_DTYPES = {0: "float32", 1: "float16", 30: "bfloat16"}
+
+
+def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[str]]:
+    """(config dict for ``read_config``, notes) of a GGUF's metadata.
+
+    Every ``<arch>.attention.*``, ``<arch>.ssm.*``, ``<arch>.wkv.*``, ``<arch>.shortconv.*`` or
+    window key the mapping does not read is copied into the config under its own GGUF name: each
+    such name holds a word of kvcalc.guard's rule (attention, ssm, head, conv, sliding), so the
+    guard names it in the spec's warnings (and --strict refuses it) like any unread config field."""
+    meta = header.metadata
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise SourceError(f"{label}: GGUF has no general.architecture (a later shard of a split GGUF?)")
+    if arch not in ARCH_TYPES:
+        known = ", ".join(sorted(ARCH_TYPES))
+        raise SourceError(f"{label}: GGUF architecture {arch!r} is not supported (kvcalc reads {known})")
+    model_type = ARCH_TYPES[arch]
+
+    def get(key: str) -> Any:
+        return meta.get(f"{arch}.{key}")
+
+    def need(key: str) -> Any:
+        value = get(key)
+        if value is None:
+            raise SourceError(f"{label}: GGUF has no {arch}.{key}")
+        return value
+
+    notes = [f"read from the GGUF header: llama.cpp architecture '{arch}', read as {model_type}"]
+    layers = _count(need("block_count"), f"{arch}.block_count", label)
+    config: dict[str, Any] = {"model_type": model_type, "num_hidden_layers": layers}
+    heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
+    config["num_attention_heads"] = heads
+    ctx = get("context_length")
+    if ctx is not None:
+        config["max_position_embeddings"] = _count(ctx, f"{arch}.context_length", label)
+    if get("embedding_length") is not None:
+        config["hidden_size"] = _count(get("embedding_length"), f"{arch}.embedding_length", label)
+
+    if arch == "deepseek2":
+        _mla(config, get, need, arch, label)
+    else:
+        kv = get("attention.head_count_kv")
+        if kv is None:
+            kv = heads  # llama.cpp's default: n_head_kv = n_head
+        _kv_heads(config, kv, f"{arch}.attention.head_count_kv", layers, label)
+        k_len = get("attention.key_length")
+        v_len = get("attention.value_length")
+        # llama.cpp (src/llama-model.cpp load_hparams): n_embd_head_k = key_length and n_embd_head_v =
+        # value_length, each n_embd / n_head when absent.
+        embd: int | None = config.get("hidden_size")
+        default = embd // heads if embd is not None and embd % heads == 0 else None
+        if (k_len is None or v_len is None) and default is None:
+            raise SourceError(
+                f"{label}: GGUF has no {arch}.attention.key_length/value_length and its embedding_length "
+                f"({embd}) is no multiple of the {heads} heads"
+            )
+        head_dim = _count(k_len, f"{arch}.attention.key_length", label) if k_len is not None else default
+        v_dim = _count(v_len, f"{arch}.attention.value_length", label) if v_len is not None else default
+        config["head_dim"] = head_dim
+        if v_dim != head_dim:
+            config["v_head_dim"] = v_dim
+        _windows(config, get, arch, model_type, layers, label, notes)
+
+    tensors = {t.name: t for t in header.tensors}
+    _widths(config, meta, arch, tensors)
+    for name in ("token_embd.weight", "blk.0.attn_k.weight", "blk.0.attn_q.weight"):
+        if name in tensors:
+            kind = tensors[name].ggml_type
+            if kind in _FILE_DTYPES:
+                config["torch_dtype"] = _FILE_DTYPES[kind]
+            else:
+                notes.append(f"weights stored as {tensors[name].type_name} ({name}): no 16/32-bit model dtype")
+            break
+    read = {f"{arch}.{k}" for k in _READ} | {f"{arch}.{k}" for k in _NOT_SHAPING}
+    prefixes = tuple(f"{arch}.{part}." for part in ("attention", "ssm", "wkv", "shortconv"))
+    for key, value in meta.items():
+        if key not in read and (key.startswith(prefixes) or "sliding_window" in key):
+            config[key] = value
+    return config, notes
+
+
+# GGUF keys (gguf-py constants Keys.LLM) -> the config keys kvcalc.dims reads for the runtime model
+# (llama.cpp's compute buffer): widths of MLPs and experts, which size no cache.
+_WIDTHS = {
+    "feed_forward_length": "intermediate_size",
+    "expert_count": "num_experts",
+    "expert_used_count": "num_experts_per_tok",
+    "expert_feed_forward_length": "moe_intermediate_size",
+    "expert_shared_feed_forward_length": "shared_expert_intermediate_size",
+    "expert_shared_count": "n_shared_experts",
+    "leading_dense_block_count": "first_k_dense_replace",
+}
+
+
+def _widths(config: dict[str, Any], meta: dict[str, Any], arch: str, tensors: dict[str, TensorInfo]) -> None:
+    """The vocabulary (``<arch>.vocab_size``, else the tokenizer's token count, else the rows of
+    token_embd.weight) and the MLP and expert widths, where the file gives them as one number."""
+    vocab = meta.get(f"{arch}.vocab_size")
+    if vocab is None:
+        tokens = meta.get("tokenizer.ggml.tokens")  # skipped while reading: its item count
+        vocab = tokens if isinstance(tokens, int) else len(tokens) if isinstance(tokens, list) else None
+    embd = tensors.get("token_embd.weight")
+    if vocab is None and embd is not None and len(embd.dims) == 2:
+        vocab = embd.dims[1]
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0:
+        config["vocab_size"] = vocab
+    for key, name in _WIDTHS.items():
+        value = meta.get(f"{arch}.{key}")
+        if isinstance(value, list) and value and len(set(value)) == 1:
+            value = value[0]  # per layer, all alike
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            config[name] = value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _count(value: Any, key: str, label: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SourceError(f"{label}: GGUF key {key} is {_short(value)}; expected a positive integer")
+    return value
+
+
+def _uniform(value: Any, key: str, layers: int, label: str) -> int:
+    """A scalar, or a per-layer array whose items are all the same."""
+    if isinstance(value, list):
+        if len(value) != layers or len(set(value)) != 1:
+            raise SourceError(f"{label}: GGUF key {key} differs by layer ({_short(value)}); kvcalc cannot read it")
+        value = value[0]
+    return _count(value, key, label)
+
+
+def _kv_heads(config: dict[str, Any], value: Any, key: str, layers: int, label: str) -> None:
+    """head_count_kv: a scalar, or a per-layer array (positive counts map to per_layer_config)."""
+    if not isinstance(value, list):
+        config["num_key_value_heads"] = _count(value, key, label)
+        return
+    if len(value) != layers:
+        raise SourceError(f"{label}: GGUF key {key} lists {len(value)} layers but the model has {layers}")
+    counts = [_count(v, key, label) if v else 0 for v in value]
+    if 0 in counts:  # a layer with no KV heads: recurrent or attention-free, which kvcalc cannot map here
+        raise SourceError(f"{label}: GGUF key {key} gives some layers 0 KV heads (a hybrid model); not supported")
+    config["num_key_value_heads"] = counts[0]
+    differing = {f"{i:02d}": {"num_key_value_heads": n} for i, n in enumerate(counts) if n != counts[0]}
+    if differing:
+        config["per_layer_config"] = differing
+
+
+def _windows(
+    config: dict[str, Any], get: Any, arch: str, model_type: str, layers: int, label: str, notes: list[str]
+) -> None:
+    window = get("attention.sliding_window")
+    pattern = get("attention.sliding_window_pattern")
+    if arch == "llama4":
+        # src/models/llama4.cpp: sliding_window 0 -> no chunks; otherwise 8192-token chunks on three
+        # layers in four (its set_swa_pattern(4), as Llama4TextConfig's no_rope_layer_interval 4).
+        if window == 0:
+            return
+        config["attention_chunk_size"] = _LLAMA4_CHUNK
+        if window is not None and window != _LLAMA4_CHUNK:
+            notes.append(f"{arch}.attention.sliding_window {window} ignored: llama.cpp chunks Llama 4 by 8192")
+        return
+    if window is None or window == 0:
+        if model_type in _SLIDING_FAMILIES:  # kvcalc's rules for these need the window's size
+            raise SourceError(f"{label}: GGUF has no {arch}.attention.sliding_window, which {arch} layers need")
+        return  # the file carries no window: every layer keeps the whole context
+    config["sliding_window"] = _count(window, f"{arch}.attention.sliding_window", label)
+    if isinstance(pattern, list):  # per layer: true marks a sliding layer
+        if len(pattern) != layers:
+            raise SourceError(
+                f"{label}: GGUF key {arch}.attention.sliding_window_pattern does not list {layers} layers"
+            )
+        config["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    elif pattern is not None:
+        config["sliding_window_pattern"] = _count(pattern, f"{arch}.attention.sliding_window_pattern", label)
+    elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        config["use_sliding_window"] = True  # every layer, as the file says; llama.cpp drops it anyway
+
+
+def _mla(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
+    """deepseek2: MLA. Converted files since llama.cpp's MLA rework write key_length =
+    kv_lora_rank + rope dims (MQA over the latent) and the decompressed dims as *_mla; older ones
+    write key_length = qk_nope + qk_rope and value_length = v_head_dim."""
+    rank = _count(need("attention.kv_lora_rank"), f"{arch}.attention.kv_lora_rank", label)
+    rope = _count(need("rope.dimension_count"), f"{arch}.rope.dimension_count", label)
+    k_mla, v_mla = get("attention.key_length_mla"), get("attention.value_length_mla")
+    k_len = k_mla if k_mla is not None else need("attention.key_length")
+    v_len = v_mla if v_mla is not None else need("attention.value_length")
+    k_len = _count(k_len, f"{arch}.attention.key_length{'_mla' if k_mla is not None else ''}", label)
+    if k_len <= rope:
+        raise SourceError(f"{label}: GGUF MLA key length {k_len} is not above the {rope} RoPE dims")
+    config.update(
+        kv_lora_rank=rank,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=k_len - rope,
+        v_head_dim=_count(v_len, f"{arch}.attention.value_length", label),
+    )
+
+
+# --- weights by llama.cpp layer (for the GPU/CPU split) ------------------------------------------------------
+
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+
+
+def layer_weights(path: Path) -> LayerWeights:
+    """A GGUF's tensor bytes by llama.cpp layer (kvcalc.offload.LayerWeights), from the tensor infos of
+    every shard: ``blk.N.*`` is layer N; ``output.*`` and ``output_norm.*`` the output layer, which
+    holds a copy of ``token_embd.weight`` when the file has no ``output.weight`` (the architectures'
+    load_tensors create the head as a TENSOR_DUPLICATED token embedding, and src/llama-model-loader.cpp
+    create_tensor places such a tensor as LLM_TENSOR_OUTPUT, with the output layer); every
+    other tensor (token embeddings, their norm) is the input layer, which stays on the CPU."""
+    from .offload import LayerWeights
+
+    shards = split_shards(path)
+    first = read_header(path)
+    tensors = [t for shard in shards for t in (first if shard == path else read_header(shard)).tensors]
+    arch = first.metadata.get("general.architecture")
+    layers = first.metadata.get(f"{arch}.block_count")
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
+        raise SourceError(f"{path}: GGUF has no {arch}.block_count")
+    per_layer = [0] * layers
+    input_bytes = output_bytes = 0
+    names = {t.name for t in tensors}
+    for t in tensors:
+        m = _BLOCK.match(t.name)
+        if m is not None:
+            index = int(m[1])
+            if index >= layers:
+                raise SourceError(f"{path}: GGUF tensor {t.name} is past the {layers} layers of {arch}.block_count")
+            per_layer[index] += t.nbytes
+        elif t.name.startswith(("output.", "output_norm.")):
+            output_bytes += t.nbytes
+        else:
+            input_bytes += t.nbytes
+            if t.name == "token_embd.weight" and "output.weight" not in names:
+                output_bytes += t.nbytes  # the tied head: a copy with the output layer
+    return LayerWeights(input_bytes, tuple(per_layer), output_bytes)
