@@ -292,6 +292,12 @@ ARCH_TYPES: dict[str, str] = {
     "gpt-oss": "gpt_oss",
     "llama4": "llama4_text",
     "deepseek2": "deepseek_v3",
+    # Recurrent and hybrid architectures (ssm.* / shortconv.* keys; see _recurrent).
+    "mamba": "mamba",
+    "mamba2": "mamba2",
+    "granitehybrid": "granitemoehybrid",
+    "jamba": "jamba",
+    "lfm2": "lfm2",
 }
 
 # src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
@@ -343,20 +349,27 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
     notes = [f"read from the GGUF header: llama.cpp architecture '{arch}', read as {model_type}"]
     layers = _count(need("block_count"), f"{arch}.block_count", label)
     config: dict[str, Any] = {"model_type": model_type, "num_hidden_layers": layers}
-    heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
-    config["num_attention_heads"] = heads
+    if arch in _SSM_ONLY:  # no attention: conversion/mamba.py writes head_count 0 ("unused")
+        heads = 0
+    else:
+        heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
+        config["num_attention_heads"] = heads
     ctx = get("context_length")
     if ctx is not None:
         config["max_position_embeddings"] = _count(ctx, f"{arch}.context_length", label)
     if get("embedding_length") is not None:
         config["hidden_size"] = _count(get("embedding_length"), f"{arch}.embedding_length", label)
 
-    if arch == "deepseek2":
+    if arch in _SSM_ONLY:
+        _recurrent(config, need, arch, None, label)
+    elif arch == "deepseek2":
         _mla(config, get, need, arch, label)
     else:
         kv = get("attention.head_count_kv")
         if kv is None:
             kv = heads  # llama.cpp's default: n_head_kv = n_head
+        if arch in _HYBRID:
+            kv = _recurrent(config, need, arch, kv, label)
         _kv_heads(config, kv, f"{arch}.attention.head_count_kv", layers, label)
         k_len = get("attention.key_length")
         v_len = get("attention.value_length")
@@ -378,6 +391,10 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
 
     tensors = {t.name: t for t in header.tensors}
     _widths(config, meta, arch, tensors)
+    if arch in _SSM_ONLY:
+        # MambaConfig's intermediate_size is the SSM's inner width (expand x hidden), which kvcalc's
+        # mamba rules read as d_inner; the file's feed_forward_length is a placeholder 0.
+        config["intermediate_size"] = need("ssm.inner_size")
     for name in ("token_embd.weight", "blk.0.attn_k.weight", "blk.0.attn_q.weight"):
         if name in tensors:
             kind = tensors[name].ggml_type
@@ -386,7 +403,9 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
             else:
                 notes.append(f"weights stored as {tensors[name].type_name} ({name}): no 16/32-bit model dtype")
             break
-    read = {f"{arch}.{k}" for k in _READ} | {f"{arch}.{k}" for k in _NOT_SHAPING}
+    read = {f"{arch}.{k}" for k in (*_READ, *_NOT_SHAPING)}
+    if arch in _SSM_ONLY or arch in _HYBRID:
+        read |= {f"{arch}.{k}" for k in _RECURRENT_KEYS[arch]} | {f"{arch}.ssm.dt_b_c_rms"}
     prefixes = tuple(f"{arch}.{part}." for part in ("attention", "ssm", "wkv", "shortconv"))
     for key, value in meta.items():
         if key not in read and (key.startswith(prefixes) or "sliding_window" in key):
@@ -461,6 +480,95 @@ def _kv_heads(config: dict[str, Any], value: Any, key: str, layers: int, label: 
     differing = {f"{i:02d}": {"num_key_value_heads": n} for i, n in enumerate(counts) if n != counts[0]}
     if differing:
         config["per_layer_config"] = differing
+
+
+# --- recurrent and hybrid architectures ------------------------------------------------------------------
+#
+# What convert_hf_to_gguf.py writes (ggml-org/llama.cpp conversion/, read at the commits named):
+# - mamba (conversion/mamba.py MambaModel @ 32e9e044): embedding_length d_model, head_count 0,
+#   ssm.conv_kernel d_conv, ssm.inner_size d_inner (asserted 2 x d_model), ssm.state_size d_state,
+#   ssm.time_step_rank dt_rank.
+# - mamba2 (conversion/mamba.py Mamba2Model @ 32e9e044): the same plus ssm.group_count n_groups;
+#   ssm.time_step_rank is the number of SSM heads, d_inner / head_dim.
+# - granitehybrid (conversion/granite.py GraniteHybridModel @ 010f22d8, GraniteMoeHybrid and Bamba):
+#   ssm.conv_kernel mamba_d_conv, ssm.state_size mamba_d_state, ssm.group_count mamba_n_groups,
+#   ssm.inner_size mamba_expand x hidden_size, ssm.time_step_rank mamba_n_heads, and
+#   attention.head_count_kv per layer: the KV heads on attention layers, 0 on Mamba-2 layers.
+# - jamba (conversion/jamba.py @ 7bca1fd9): Mamba-1 layers; ssm.inner_size mamba_expand x
+#   hidden_size, ssm.conv_kernel, ssm.state_size, ssm.time_step_rank mamba_dt_rank, and the per-layer
+#   head_count_kv (0 off the attention period).
+# - lfm2 (conversion/lfm2.py LFM2Model @ 051139f5): shortconv.l_cache conv_L_cache and the
+#   per-layer head_count_kv (0 on "conv" layers).
+# llama.cpp 0c1e570 puts K/V exactly on the hybrids' layers of non-zero head_count_kv and recurrent
+# state on the others (its context logs which layers each memory holds: tests/test_gguf_hybrid.py),
+# f32 per sequence: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state) conv values (lfm2:
+# (l_cache - 1) x n_embd) and n_embd_s = d_state x d_inner SSM values (src/llama-hparams.cpp).
+_SSM_ONLY = ("mamba", "mamba2")
+_HYBRID = ("granitehybrid", "jamba", "lfm2")
+_SSM = ("ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank")
+_RECURRENT_KEYS: dict[str, tuple[str, ...]] = {
+    "mamba": _SSM,
+    "mamba2": (*_SSM, "ssm.group_count"),
+    "granitehybrid": (*_SSM, "ssm.group_count"),
+    "jamba": _SSM,
+    "lfm2": ("shortconv.l_cache",),
+}
+# The layer-type names each family's reader takes: (recurrent layer, attention layer).
+_LAYER_NAMES = {"granitehybrid": ("mamba", "attention"), "jamba": ("mamba", "full_attention"),
+                "lfm2": ("conv", "full_attention")}  # fmt: skip
+
+
+def _recurrent(config: dict[str, Any], need: Any, arch: str, kv: Any, label: str) -> Any:
+    """The SSM or short-conv geometry of ``arch`` as the HF fields its kvcalc family reads; for a
+    hybrid, ``layer_types`` from the per-layer head_count_kv (0: a recurrent layer) and the KV heads
+    of the attention layers, returned for _kv_heads."""
+    values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
+    hidden = config.get("hidden_size")
+    if hidden is None:
+        raise SourceError(f"{label}: GGUF has no {arch}.embedding_length, which sizes its layers")
+    inner, state = values.get("ssm.inner_size", 0), values.get("ssm.state_size", 0)
+    if arch in _HYBRID:
+        layers = config["num_hidden_layers"]
+        if not isinstance(kv, list) or len(kv) != layers:
+            raise SourceError(
+                f"{label}: GGUF key {arch}.attention.head_count_kv must list the {layers} layers (0 on recurrent ones)"
+            )
+        counts = {_count(v, f"{arch}.attention.head_count_kv", label) for v in kv if v != 0}
+        if len(counts) > 1:
+            raise SourceError(
+                f"{label}: GGUF key {arch}.attention.head_count_kv differs by attention layer; not supported"
+            )
+        recurrent_name, attention_name = _LAYER_NAMES[arch]
+        config["layer_types"] = [recurrent_name if v == 0 else attention_name for v in kv]
+        kv = counts.pop() if counts else 1  # no attention layer: the KV heads size nothing
+    if arch == "lfm2":
+        config["conv_L_cache"] = values["shortconv.l_cache"]
+    elif arch in ("mamba", "jamba"):
+        prefix = "mamba_" if arch == "jamba" else ""
+        config[f"{prefix}d_conv" if arch == "jamba" else "conv_kernel"] = values["ssm.conv_kernel"]
+        config[f"{prefix}d_state" if arch == "jamba" else "state_size"] = state
+        config[f"{prefix}dt_rank" if arch == "jamba" else "time_step_rank"] = values["ssm.time_step_rank"]
+        if arch == "jamba":
+            config["mamba_expand"] = _ratio(inner, hidden, f"{arch}.ssm.inner_size", "embedding_length", label)
+    else:  # Mamba-2: time_step_rank is the number of SSM heads
+        heads = values["ssm.time_step_rank"]
+        head_dim = _ratio(inner, heads, f"{arch}.ssm.inner_size", "ssm.time_step_rank (SSM heads)", label)
+        if arch == "mamba2":
+            config.update(state_size=state, n_groups=values["ssm.group_count"], num_heads=heads, head_dim=head_dim,
+                          conv_kernel=values["ssm.conv_kernel"])  # fmt: skip
+        else:
+            config.update(
+                mamba_d_state=state, mamba_n_groups=values["ssm.group_count"], mamba_n_heads=heads,
+                mamba_d_head=head_dim, mamba_d_conv=values["ssm.conv_kernel"],
+                mamba_expand=_ratio(inner, hidden, f"{arch}.ssm.inner_size", "embedding_length", label),
+            )  # fmt: skip
+    return kv
+
+
+def _ratio(value: int, by: int, key: str, other: str, label: str) -> int:
+    if value % by:
+        raise SourceError(f"{label}: GGUF key {key} ({value}) is no multiple of {other} ({by}); kvcalc cannot read it")
+    return value // by
 
 
 def _windows(

@@ -1,0 +1,440 @@
+"""GGUF files of recurrent and hybrid architectures: llama.cpp's ``mamba``, ``mamba2``,
+``granitehybrid`` (Granite-4.0-H: Mamba-2 + attention), ``jamba`` (Mamba-1 + attention) and ``lfm2``
+(gated short convolutions + attention), read by ``kvcalc.gguf.gguf_config``.
+
+Each file is written with the gguf package holding the keys convert_hf_to_gguf.py writes for the
+architecture (ggml-org/llama.cpp conversion/mamba.py @ 32e9e044, conversion/granite.py @ 010f22d8,
+conversion/jamba.py @ 7bca1fd9, conversion/lfm2.py @ 051139f5; ``convert`` below mirrors them for
+a preset's config). Three checks:
+
+- kvcalc's per-layer bytes against a hand derivation (the arithmetic is in the comments);
+- the round trip: the GGUF converted from a preset's config reads back to the preset's per-layer caches;
+- the real llama.cpp (llama-cpp-python 0.3.36 = llama.cpp 0c1e570): a context of the same file,
+  sized with no_alloc, logs ``llama_kv_cache: size = ...`` for the attention layers and
+  ``llama_memory_recurrent: size = ... R (f32): ... MiB, S (f32): ... MiB`` for the recurrent ones.
+  The bytes are rebuilt from llama.cpp's own figures (cells, layers it placed, the per-layer K/V
+  widths and SSM sizes it printed) and must print as llama.cpp printed them, to the last digit, and
+  equal kvcalc's ``--engine llama.cpp`` estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvcalc import api
+from kvcalc.engines.llamacpp import LlamaCpp
+from kvcalc.errors import SourceError
+from kvcalc.gguf import gguf_config, read_header
+from kvcalc.presets import get_preset
+from kvcalc.spec import AttentionCache, StateCache
+
+gguf: Any = pytest.importorskip("gguf")
+
+# --- the files --------------------------------------------------------------------------------------------
+
+
+def write(path: Path, arch: str, keys: dict[str, Any]) -> Path:
+    """A metadata-only GGUF of ``arch``; ``keys`` without the arch prefix (ints as uint32, lists as
+    the int32 arrays gguf's add_array writes, as convert_hf_to_gguf's head_count_kv lists are)."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    for key, value in keys.items():
+        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
+        if isinstance(value, bool):
+            writer.add_bool(full, value)
+        elif isinstance(value, int):
+            writer.add_uint32(full, value)
+        elif isinstance(value, float):
+            writer.add_float32(full, value)
+        elif isinstance(value, str):
+            writer.add_string(full, value)
+        else:
+            writer.add_array(full, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# A vocabulary and MLP too small to matter: they shape no cache (the weights are never allocated).
+TINY = {"vocab_size": 32, "tokenizer.ggml.model": "none", "attention.layer_norm_rms_epsilon": 1e-5}
+
+
+def convert(arch: str, hf: dict[str, Any]) -> dict[str, Any]:
+    """The cache-shaping keys convert_hf_to_gguf.py writes for ``hf`` (an HF config dict)."""
+    layers, hidden = hf["num_hidden_layers"], hf["hidden_size"]
+    keys: dict[str, Any] = {"block_count": layers, "embedding_length": hidden, "context_length": 4096, **TINY}
+    if arch == "mamba":  # MambaModel.set_gguf_parameters
+        keys.update({
+            "feed_forward_length": 0, "attention.head_count": 0, "ssm.conv_kernel": hf["conv_kernel"],
+            "ssm.inner_size": hf["intermediate_size"], "ssm.state_size": hf["state_size"],
+            "ssm.time_step_rank": hf["time_step_rank"],
+        })  # fmt: skip
+    elif arch == "mamba2":  # Mamba2Model.set_gguf_parameters: time_step_rank = d_inner / head_dim
+        inner = hf["expand"] * hidden
+        keys.update({
+            "feed_forward_length": 0, "attention.head_count": 0, "ssm.conv_kernel": hf["conv_kernel"],
+            "ssm.inner_size": inner, "ssm.state_size": hf["state_size"],
+            "ssm.time_step_rank": inner // hf["head_dim"], "ssm.group_count": hf["n_groups"],
+        })  # fmt: skip
+    elif arch == "granitehybrid":  # GraniteHybridModel.set_gguf_parameters (no head_dim: popped)
+        attention = [i for i, t in enumerate(hf["layer_types"]) if t == "attention"]
+        keys.update({
+            "feed_forward_length": 64, "attention.head_count": hf["num_attention_heads"],
+            "attention.head_count_kv": [hf["num_key_value_heads"] if i in attention else 0 for i in range(layers)],
+            "ssm.conv_kernel": hf["mamba_d_conv"], "ssm.state_size": hf["mamba_d_state"],
+            "ssm.group_count": hf["mamba_n_groups"], "ssm.inner_size": hf["mamba_expand"] * hidden,
+            "ssm.time_step_rank": hf["mamba_n_heads"], "expert_count": 0, "expert_used_count": 0,
+        })  # fmt: skip
+    elif arch == "jamba":  # JambaModel.set_gguf_parameters
+        offset, period = hf["attn_layer_offset"], hf["attn_layer_period"]
+        kv = [0] * offset + [
+            hf["num_key_value_heads"] if (i - offset) % period == 0 else 0 for i in range(offset, layers)
+        ]
+        keys.update({
+            "feed_forward_length": 64, "attention.head_count": hf["num_attention_heads"],
+            "attention.head_count_kv": kv, "ssm.conv_kernel": hf["mamba_d_conv"],
+            "ssm.inner_size": hf["mamba_expand"] * hidden, "ssm.state_size": hf["mamba_d_state"],
+            "ssm.time_step_rank": hf["mamba_dt_rank"], "expert_count": 0, "expert_used_count": 0,
+        })  # fmt: skip
+    elif arch == "lfm2":  # LFM2Model.set_gguf_parameters: KV heads only on attention layers
+        types = hf.get("layer_types") or [
+            "full_attention" if i in hf["full_attn_idxs"] else "conv" for i in range(layers)
+        ]  # Lfm2Config.__post_init__ derives layer_types from full_attn_idxs
+        keys.update({
+            "feed_forward_length": 64, "attention.head_count": hf["num_attention_heads"],
+            "attention.head_count_kv": [hf["num_key_value_heads"] if t != "conv" else 0 for t in types],
+            "shortconv.l_cache": hf["conv_L_cache"],
+        })  # fmt: skip
+    return keys
+
+
+def read_gguf(path: Path) -> Any:
+    return api.load_model(str(path))
+
+
+# --- hand derivations ---------------------------------------------------------------------------------------
+
+GRANITE_MICRO = get_preset("granite-4.0-h-micro").config
+
+
+def test_granitehybrid_maps_to_the_granite_4_h_layers(tmp_path: Path) -> None:
+    path = write(tmp_path / "g.gguf", "granitehybrid", convert("granitehybrid", GRANITE_MICRO))
+    config, _ = gguf_config(read_header(path), "g")
+    assert config["model_type"] == "granitemoehybrid"
+    assert config["layer_types"] == GRANITE_MICRO["layer_types"]  # 0 KV heads -> "mamba"
+    assert (config["mamba_n_heads"], config["mamba_d_head"], config["mamba_expand"]) == (64, 64, 2)
+    assert not any(k.startswith("granitehybrid.") for k in config)  # every ssm.* key read
+    spec = read_gguf(path)
+    assert not spec.warnings
+    states = [c for c in spec.caches if isinstance(c, StateCache)]
+    attn = [c for c in spec.caches if isinstance(c, AttentionCache)]
+    assert (len(states), len(attn)) == (36, 4)
+    # conv: (4 - 1) x (4096 + 2 x 1 x 128) = 13,056 elements; SSM: 64 heads x 64 x 128 = 524,288.
+    assert states[0].state_elements(whole_kernel=False) == (13_056, 524_288)
+    # attention: 8 KV heads x 2048 / 32 = 64 dims.
+    assert (attn[0].kv_heads, attn[0].k_head_dim, attn[0].v_head_dim) == (8, 64, 64)
+    est = api.estimate(str(path), tokens=4096, engine="llama.cpp")
+    # llama.cpp: f16 K and V, 4096 cells: 4 layers x 4096 x 2 x 8 x 64 x 2 B = 33,554,432;
+    # f32 states of one sequence: 36 x (13,056 + 524,288) x 4 B = 77,377,536.
+    assert est.total_bytes == 33_554_432 + 77_377_536
+
+
+def test_mamba2_hand_derived(tmp_path: Path) -> None:
+    # A made-up Mamba-2 of 4 layers, hidden 256, expand 2 (inner 512), 8 heads of 64, state 16,
+    # 2 groups, conv 4: conversion writes time_step_rank 512 / 64 = 8.
+    hf = {"num_hidden_layers": 4, "hidden_size": 256, "expand": 2, "head_dim": 64, "state_size": 16,
+          "n_groups": 2, "conv_kernel": 4}  # fmt: skip
+    path = write(tmp_path / "m2.gguf", "mamba2", convert("mamba2", hf))
+    config, _ = gguf_config(read_header(path), "m2")
+    assert (config["num_heads"], config["head_dim"], config["intermediate_size"], config["n_groups"]) == (8, 64, 512, 2)
+    spec = read_gguf(path)
+    assert not spec.warnings
+    assert all(isinstance(c, StateCache) for c in spec.caches) and len(spec.caches) == 4
+    # conv (4 - 1) x (512 + 2 x 2 x 16) = 1,728; SSM 16 x 512 = 8,192 elements.
+    assert spec.caches[0].state_elements(whole_kernel=False) == (1_728, 8_192)
+    # 3 sequences, f32: 4 x 3 x (1,728 + 8,192) x 4 B = 476,160, whatever the context.
+    est = api.estimate(str(path), tokens=1000, batch=3, engine="llama.cpp")
+    assert est.total_bytes == 476_160
+
+
+def test_lfm2_hand_derived(tmp_path: Path) -> None:
+    hf = get_preset("lfm2-1.2b").config
+    path = write(tmp_path / "l.gguf", "lfm2", convert("lfm2", hf))
+    spec = read_gguf(path)
+    assert not spec.warnings
+    kinds = ["state" if isinstance(c, StateCache) else "attn" for c in spec.caches]
+    assert [i for i, k in enumerate(kinds) if k == "attn"] == [2, 5, 8, 10, 12, 14]
+    # short conv: (3 - 1) x 2048 = 4,096 conv elements, no recurrent state.
+    assert spec.caches[0].state_elements(whole_kernel=False) == (4_096, 0)
+    est = api.estimate(str(path), tokens=2048, engine="llama.cpp")
+    # 6 x 2048 cells x 2 x 8 x 64 x 2 B = 25,165,824; 10 x 4,096 x 4 B = 163,840.
+    assert est.total_bytes == 25_165_824 + 163_840
+
+
+def test_jamba_hand_derived(tmp_path: Path) -> None:
+    hf = get_preset("jamba-v0.1").config
+    path = write(tmp_path / "j.gguf", "jamba", convert("jamba", hf))
+    config, _ = gguf_config(read_header(path), "j")
+    assert config["layer_types"][:5] == ["mamba", "mamba", "mamba", "mamba", "full_attention"]
+    spec = read_gguf(path)
+    assert not spec.warnings
+    # Mamba-1: conv (4 - 1) x 8192 = 24,576; SSM 8192 x 16 = 131,072 elements.
+    assert spec.caches[0].state_elements(whole_kernel=False) == (24_576, 131_072)
+    est = api.estimate(str(path), tokens=1024, engine="llama.cpp")
+    # 4 attention layers x 1024 x 2 x 8 x 128 x 2 B = 16,777,216; 28 x (24,576 + 131,072) x 4 B = 17,432,576.
+    assert est.total_bytes == 16_777_216 + 17_432_576
+
+
+def test_mamba_hand_derived(tmp_path: Path) -> None:
+    hf = get_preset("mamba-2.8b").config
+    path = write(tmp_path / "m.gguf", "mamba", convert("mamba", hf))
+    spec = read_gguf(path)
+    assert not spec.warnings
+    # conv (4 - 1) x 5120 = 15,360; SSM 5120 x 16 = 81,920; 64 layers x 97,280 x 4 B = 24,903,680.
+    assert spec.caches[0].state_elements(whole_kernel=False) == (15_360, 81_920)
+    assert api.estimate(str(path), tokens=1024, engine="llama.cpp").total_bytes == 24_903_680
+
+
+# --- the round trip ------------------------------------------------------------------------------------------
+
+ROUND_TRIP = {
+    "granitehybrid": "granite-4.0-h-micro",
+    "jamba": "jamba-v0.1",
+    "lfm2": "lfm2-1.2b",
+    "mamba": "mamba-2.8b",
+}
+
+
+@pytest.mark.parametrize("arch", list(ROUND_TRIP))
+def test_round_trip_gives_the_presets_layers(tmp_path: Path, arch: str) -> None:
+    preset = ROUND_TRIP[arch]
+    path = write(tmp_path / f"{arch}.gguf", arch, convert(arch, get_preset(preset).config))
+    from_gguf, from_preset = read_gguf(path), api.load_model(preset)
+    assert from_gguf.caches == from_preset.caches
+    # Under llama.cpp's rules (f16 K/V, f32 states) the totals agree too; other engines keep states in
+    # the weights' dtype, which a metadata-only file does not carry.
+    a = api.estimate(str(path), tokens=5000, batch=2, engine="llama.cpp")
+    b = api.estimate(preset, tokens=5000, batch=2, engine="llama.cpp")
+    assert a.total_bytes == b.total_bytes
+
+
+# --- what is refused ---------------------------------------------------------------------------------------
+
+
+def test_refusals(tmp_path: Path) -> None:
+    keys = convert("granitehybrid", GRANITE_MICRO)
+    uneven = dict(keys, **{"attention.head_count_kv": [0] * 5 + [8] + [0] * 9 + [4] + [0] * 24})
+    with pytest.raises(SourceError, match="differs by attention layer"):
+        read_gguf(write(tmp_path / "a.gguf", "granitehybrid", uneven))
+    scalar = dict(keys, **{"attention.head_count_kv": 8})
+    with pytest.raises(SourceError, match="must list the 40 layers"):
+        read_gguf(write(tmp_path / "b.gguf", "granitehybrid", scalar))
+    odd = dict(keys, **{"ssm.time_step_rank": 60})  # 4096 / 60 heads
+    with pytest.raises(SourceError, match="no multiple of"):
+        read_gguf(write(tmp_path / "c.gguf", "granitehybrid", odd))
+    missing = {k: v for k, v in keys.items() if k != "ssm.state_size"}
+    with pytest.raises(SourceError, match=r"no granitehybrid\.ssm\.state_size"):
+        read_gguf(write(tmp_path / "d.gguf", "granitehybrid", missing))
+
+
+# --- the real llama.cpp --------------------------------------------------------------------------------------
+
+
+def _child(gguf_path: str, contexts: list[dict[str, Any]]) -> dict[str, Any]:
+    """In the child process: load the GGUF with llama.cpp (no_alloc: sized, not allocated) and
+    create each context; return llama.cpp's log of the load and of each context."""
+    import ctypes
+
+    import llama_cpp as lc
+
+    log: list[str] = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
+        lambda level, text, user: log.append((text or b"").decode("utf-8", errors="replace"))
+    )
+    lc.llama_log_set(callback, None)
+    lc.llama_backend_init()
+    lib = lc.llama_cpp._lib
+
+    class GgufInitParams(ctypes.Structure):
+        _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.c_void_p)]
+
+    lib.gguf_init_from_file.argtypes = [ctypes.c_char_p, GgufInitParams]
+    lib.gguf_init_from_file.restype = ctypes.c_void_p
+    lib.gguf_free.argtypes = [ctypes.c_void_p]
+    metadata = lib.gguf_init_from_file(gguf_path.encode(), GgufInitParams(True, None))
+    unset = lc.llama_model_set_tensor_data_t(lambda tensor, user: None)
+    params = lc.llama_model_default_params()
+    params.n_gpu_layers = 0
+    params.no_alloc = True
+    model = lc.llama_model_init_from_user(metadata, unset, None, params)
+    if not model:
+        return {"error": "".join(log)[-2000:]}
+    load = "".join(log)
+    results = []
+    types = {"f16": 1, "f32": 0, "q8_0": 8}
+    for asked in contexts:
+        start = len(log)
+        cp = lc.llama_context_default_params()
+        cp.n_ctx, cp.n_seq_max = asked["n_ctx"], asked["n_seq_max"]
+        cp.n_batch, cp.n_ubatch = asked["n_batch"], asked["n_ubatch"]
+        cp.kv_unified, cp.swa_full = asked["kv_unified"], asked["swa_full"]
+        cp.type_k, cp.type_v = types[asked["type_k"]], types[asked["type_v"]]
+        cp.n_threads = cp.n_threads_batch = 1
+        ctx = lc.llama_init_from_model(model, cp)
+        results.append({"ok": bool(ctx), "log": "".join(log[start:])})
+        if ctx:
+            lc.llama_free(ctx)
+    lc.llama_model_free(model)
+    lib.gguf_free(metadata)
+    return {"load": load, "results": results}
+
+
+def run_llama_cpp(path: Path, contexts: list[dict[str, Any]]) -> dict[str, Any]:
+    request = path.with_suffix(".json")
+    request.write_text(json.dumps({"gguf": str(path), "contexts": contexts}))
+    done = subprocess.run(
+        [sys.executable, __file__, str(request)], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in answer, answer["error"]
+    return answer
+
+
+_INFO = re.compile(r"print_info: (\w+) += (.+)")
+_KV = re.compile(
+    r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
+    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
+)
+_RS = re.compile(
+    r"llama_memory_recurrent: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+) seqs +(\d+) rs_seq\), "
+    r"R \((\w+)\): +([\d.]+) MiB, S \((\w+)\): +([\d.]+) MiB"
+)
+_RS_LAYER = re.compile(r"llama_memory_recurrent, layer +(\d+): dev = ")
+_KV_LAYER = re.compile(r"llama_kv_cache: layer +(\d+): dev = ")
+_BYTES = {"f16": 2, "f32": 4}
+
+
+def _per_layer(text: str, layers: int) -> list[int]:
+    text = text.strip()
+    return [int(v) for v in text.strip("[]").split(",")] if text.startswith("[") else [int(text)] * layers
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:.2f}"
+
+
+def measured(arch: str, keys: dict[str, Any], load: str, log: str) -> dict[str, int]:
+    """llama.cpp's K, V, R and S bytes rebuilt from what it printed, each checked against the MiB it logged."""
+    info = dict(_INFO.findall(load))
+    layers = int(info["n_layer"])
+    found = {"k": 0, "v": 0, "r": 0, "s": 0}
+    kv = _KV.search(log)
+    if kv:
+        _, cells, n, _, streams, k_type, k_mib, v_type, v_mib = kv.groups()
+        k_widths = [w for w in _per_layer(info["n_embd_k_gqa"], layers) if w]
+        v_widths = [w for w in _per_layer(info["n_embd_v_gqa"], layers) if w]
+        assert len(k_widths) == len(v_widths) == int(n)  # every attention layer, no other
+        found["k"] = int(cells) * int(streams) * sum(k_widths) * _BYTES[k_type]
+        found["v"] = int(cells) * int(streams) * sum(v_widths) * _BYTES[v_type]
+        assert (_mib(found["k"]), _mib(found["v"])) == (k_mib, v_mib)
+    rs = _RS.search(log)
+    if rs:
+        _, cells, _, _, rs_seq, r_type, r_mib, s_type, s_mib = rs.groups()
+        assert rs_seq == "0"
+        recurrent = len(_RS_LAYER.findall(log))  # the layers it placed; the others are "skipped"
+        # n_embd_r / n_embd_s (src/llama-hparams.cpp): lfm2 keeps (l_cache - 1) x n_embd conv values and
+        # no SSM; Mamba (ssm_n_group 0) and Mamba-2 (d_conv - 1) x (d_inner + 2 x n_group x d_state)
+        # and d_state x d_inner.
+        if arch == "lfm2":  # print_info does not print shortconv_l_cache: the file's value
+            r_row, s_row = (keys["shortconv.l_cache"] - 1) * int(info["n_embd"]), 0
+        else:
+            d_conv, d_inner, d_state = (int(info[k]) for k in ("ssm_d_conv", "ssm_d_inner", "ssm_d_state"))
+            r_row = (d_conv - 1) * (d_inner + 2 * int(info["ssm_n_group"]) * d_state)
+            s_row = d_state * d_inner
+        found["r"] = int(cells) * recurrent * r_row * _BYTES[r_type]
+        found["s"] = int(cells) * recurrent * s_row * _BYTES[s_type]
+        assert (_mib(found["r"]), _mib(found["s"])) == (r_mib, s_mib)
+    return found
+
+
+def estimated(path: Path, tokens: int, batch: int, unified: bool) -> dict[str, int]:
+    """kvcalc's K, V, R (conv) and S (recurrent) bytes under --engine llama.cpp."""
+    est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified)
+    engine = LlamaCpp()
+    found = {"k": 0, "v": 0, "r": 0, "s": 0}
+    for g in est.groups:
+        if isinstance(g.cache, StateCache):
+            (conv, conv_type), (rec, rec_type) = engine.state_parts(g.cache)
+            assert conv_type is not None and rec_type is not None
+            found["r"] += g.layers * batch * conv * conv_type.bytes_per_element
+            found["s"] += g.layers * batch * rec * rec_type.bytes_per_element
+        else:
+            assert isinstance(g.cache, AttentionCache)
+            k_row, v_row, _ = engine.rows(g.cache, 1)
+            found["k"] += g.layers * g.slots * k_row * 2  # f16
+            found["v"] += g.layers * g.slots * v_row * 2
+    assert sum(found.values()) == est.total_bytes
+    return found
+
+
+LLAMA_CPP_FILES = {
+    "granitehybrid": lambda: convert("granitehybrid", GRANITE_MICRO),
+    "jamba": lambda: convert("jamba", get_preset("jamba-v0.1").config),
+    "lfm2": lambda: convert("lfm2", get_preset("lfm2-1.2b").config),
+    "mamba": lambda: convert("mamba", get_preset("mamba-2.8b").config),
+    # kvcalc has no Mamba-2 preset or fixture: a made-up geometry of 8 layers (n_groups 8, state 128).
+    "mamba2": lambda: convert("mamba2", {"num_hidden_layers": 8, "hidden_size": 1024, "expand": 2, "head_dim": 64,
+                                         "state_size": 128, "n_groups": 8, "conv_kernel": 4}),
+}  # fmt: skip
+# (tokens per sequence, sequences, one unified stream)
+WORKLOADS = [(1000, 1, False), (4096, 3, False), (3000, 2, True), (700, 5, False)]
+
+
+@cache
+def _llama_cpp_run(arch: str, tmp: str) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    keys = LLAMA_CPP_FILES[arch]()
+    path = write(Path(tmp) / f"{arch}.gguf", arch, keys)
+    engine = LlamaCpp()
+    contexts = [
+        {"n_ctx": t * b, "n_seq_max": b, "n_batch": engine.n_batch, "n_ubatch": engine.n_ubatch,
+         "kv_unified": u, "swa_full": False, "type_k": "f16", "type_v": "f16"}
+        for t, b, u in WORKLOADS
+    ]  # fmt: skip
+    return path, keys, run_llama_cpp(path, contexts)
+
+
+@pytest.mark.parametrize("arch", list(LLAMA_CPP_FILES))
+def test_llama_cpp_allocates_what_kvcalc_estimates(arch: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    pytest.importorskip("llama_cpp")
+    path, keys, answer = _llama_cpp_run(arch, str(tmp_path_factory.mktemp(arch)))
+    for (tokens, batch, unified), result in zip(WORKLOADS, answer["results"], strict=True):
+        assert result["ok"], result["log"][-1000:]
+        got = measured(arch, keys, answer["load"], result["log"])
+        want = estimated(path, tokens, batch, unified)
+        assert got == want, (tokens, batch, unified)
+        # The same layers: llama.cpp's placed K/V layers and recurrent layers are kvcalc's.
+        spec = read_gguf(path)
+        assert [int(i) for i in _KV_LAYER.findall(result["log"])] == [
+            i for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)
+        ]
+        assert [int(i) for i in _RS_LAYER.findall(result["log"])] == [
+            i for i, c in enumerate(spec.caches) if isinstance(c, StateCache)
+        ]
+        assert got["s"] + got["r"] > 0  # every file here has recurrent layers
+        if arch not in ("mamba", "mamba2"):
+            assert got["k"] > 0
+
+
+if __name__ == "__main__":
+    asked = json.loads(Path(sys.argv[1]).read_text())
+    print(json.dumps(_child(asked["gguf"], asked["contexts"])), flush=True)
