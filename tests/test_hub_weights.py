@@ -314,3 +314,18 @@ def test_a_weights_failure_names_the_weights_and_the_way_out(ranged: FakeHub, ho
     result = run_subprocess("fit", REPO, "--gpu", H100_SXM, "--json", env=env)
     line = assert_one_line_error(result, REPO, "--weights")
     assert "config.json" not in line
+
+
+def test_url_revision_reaches_the_weights(ranged: FakeHub) -> None:
+    """A Hub URL naming a revision (/tree/v2) reads the config and the weights at that revision: the
+    weights are not silently taken from main."""
+    at = f"/{REPO}/resolve/v2"
+    serve_config(ranged, f"{at}/config.json")
+    body = safetensors(SINGLE_TENSORS)
+    serve_lfs(ranged, "model.safetensors", body)  # main: must not be asked
+    headers = dict(ranged.replies[SINGLE].headers)
+    ranged.replies[f"{at}/model.safetensors"] = Reply(200, headers, body)
+    result = run_subprocess("fit", f"{ranged.endpoint}/{REPO}/tree/v2", "--gpu", H100_SXM, "--json")
+    assert weights_line(result)["bytes"] == SINGLE_BYTES
+    paths = {path for _, path in ranged.seen()}
+    assert f"{at}/model.safetensors" in paths and SINGLE not in paths

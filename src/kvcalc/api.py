@@ -711,7 +711,8 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
     where = source.preset.name if source.preset is not None else source.label
     if source.kind == "file" and not is_gguf_file(Path(source.label)):
         where = str(Path(source.label).parent)  # a config.json: the weights lie beside it
-    size, label = weights_bytes(where, spec_dtype=model.spec.dtype, revision=revision, on_fetch=on_fetch)
+    at = revision if revision is not None else source.revision  # a URL's revision: the config's own
+    size, label = weights_bytes(where, spec_dtype=model.spec.dtype, revision=at, on_fetch=on_fetch)
     notes: list[str] = []
     preset_weights = source.preset.weights if source.preset is not None else None
     if preset_weights is not None:
@@ -1004,7 +1005,7 @@ def probe_llamacpp(
     )  # fmt: skip
     chosen = serving(opened.spec, engine=engine, ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
                      swa_full=swa_full).engine  # fmt: skip
-    plan = gguf_plan(opened.spec, tokens * batch)
+    plan = _llamacpp_plan(opened, tokens * batch, gguf_plan)
     k_type = est.kv_dtype.name
     request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)
     # Allocated for real when cache and tiny weights fit easily; else sized by llama.cpp unallocated.
@@ -1019,7 +1020,31 @@ def probe_llamacpp(
     checks = compare(est, result)
     from .llamacpp_probe import LlamaCppProbe
 
-    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], est.notes, allocated)
+    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
+
+
+def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
+    """A GGUF file's own metadata (llamacpp_probe.file_plan: llama.cpp reads the file's keys, not
+    kvcalc's reading of them), or the GGUF of any other model's geometry (gguf_plan)."""
+    source = opened.source
+    if source is not None and source.kind == "file" and not source.label.lower().endswith(".json"):
+        from .gguf import is_gguf, read_header
+        from .llamacpp_probe import file_plan
+
+        path = Path(source.label)
+        if path.is_file() and is_gguf(path):
+            return file_plan(read_header(path), source.label)
+    if source is not None and source.kind == "hub":
+        from .gguf_hub import parse_hub_gguf
+
+        hub_gguf = parse_hub_gguf(source.label)
+        if hub_gguf is not None:  # a Hub GGUF: its header, as resolving MODEL read it (cached)
+            from .gguf_hub import shard_headers
+            from .llamacpp_probe import file_plan
+
+            first = shard_headers(hub_gguf, revision=source.revision, on_fetch=None)[0]
+            return file_plan(first.header, source.label)
+    return from_spec(opened.spec, n_ctx)
 
 
 def probe_vllm(
@@ -1268,6 +1293,16 @@ def _layer_weights(
         from .gguf import layer_weights
 
         return layer_weights(Path(source.label)), []
+    if source is not None and source.kind == "hub":
+        from .gguf_hub import parse_hub_gguf
+
+        hub_gguf = parse_hub_gguf(source.label)
+        if hub_gguf is not None:  # a Hub GGUF: every shard's header, read in byte ranges (cached)
+            from .gguf import headers_layer_weights
+            from .gguf_hub import shard_headers
+
+            fetched = shard_headers(hub_gguf, revision=source.revision, on_fetch=on_fetch)
+            return headers_layer_weights([f.header for f in fetched], source.label), []
     notes: list[str] = []
     if weights is None:
         total, label, notes = _weights(model, engine, revision, on_fetch)

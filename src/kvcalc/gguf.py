@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -82,6 +82,9 @@ class GgufHeader:
     version: int
     metadata: dict[str, Any]
     tensors: tuple[TensorInfo, ...]
+    # Each key's GGUF value type: (type id, item type id of an array or None). What a writer needs
+    # to give llama.cpp the file's own metadata back (llamacpp_probe.file_plan).
+    value_types: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     @property
     def tensor_bytes(self) -> int:
@@ -101,6 +104,7 @@ class _Cursor:
         self._label = label
         self._buf = b""
         self._pos = 0
+        self.item_type = 0  # the item type of the last array read
 
     def _fill(self, count: int) -> None:
         """Make at least ``count`` bytes available from the current position, or fail: truncated."""
@@ -162,6 +166,7 @@ class _Cursor:
             return self.string(f"value of {key}")
         if kind == _ARRAY:
             item = self.u32()
+            self.item_type = item
             count = self.u64()
             if count > _MAX_ARRAY:
                 raise SourceError(f"{self._label}: GGUF key {key} declares an array of {count:,} items")
@@ -195,11 +200,13 @@ def parse_header(stream: BinaryIO, label: str) -> GgufHeader:
     if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
         raise SourceError(f"{label}: GGUF header declares {n_tensors:,} tensors and {n_kv:,} keys; not a real header")
     metadata: dict[str, Any] = {}
+    types: dict[str, tuple[int, int | None]] = {}
     for _ in range(n_kv):
         key = cur.string("key")
         kind = cur.u32()
         # A tokenizer's vocabulary, merges and scores size nothing kvcalc reports: read past them.
         metadata[key] = cur.value(kind, key, keep=not key.startswith("tokenizer.ggml."))
+        types[key] = (kind, cur.item_type if kind == _ARRAY else None)
     tensors: list[TensorInfo] = []
     for _ in range(n_tensors):
         name = cur.string("tensor name")
@@ -218,7 +225,7 @@ def parse_header(stream: BinaryIO, label: str) -> GgufHeader:
                 f"{GGML_TYPES[ggml_type][0]} blocks of {block}"
             )
         tensors.append(TensorInfo(name, dims, ggml_type, offset))
-    return GgufHeader(version, metadata, tuple(tensors))
+    return GgufHeader(version, metadata, tuple(tensors), types)
 
 
 def read_header(path: Path) -> GgufHeader:
@@ -634,11 +641,19 @@ def layer_weights(path: Path) -> LayerWeights:
     load_tensors create the head as a TENSOR_DUPLICATED token embedding, and src/llama-model-loader.cpp
     create_tensor places such a tensor as LLM_TENSOR_OUTPUT, with the output layer); every
     other tensor (token embeddings, their norm) is the input layer, which stays on the CPU."""
-    from .offload import LayerWeights
-
     shards = split_shards(path)
     first = read_header(path)
-    tensors = [t for shard in shards for t in (first if shard == path else read_header(shard)).tensors]
+    return headers_layer_weights([first if shard == path else read_header(shard) for shard in shards], str(path))
+
+
+def headers_layer_weights(headers: list[GgufHeader], label: str) -> LayerWeights:
+    """``layer_weights`` from the headers of every shard, the first one first (a local file's or
+    a Hub file's, read in byte ranges)."""
+    from .offload import LayerWeights
+
+    first = headers[0]
+    path = label
+    tensors = [t for header in headers for t in header.tensors]
     arch = first.metadata.get("general.architecture")
     layers = first.metadata.get(f"{arch}.block_count")
     if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:

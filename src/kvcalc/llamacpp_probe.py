@@ -4,7 +4,9 @@ The probe writes a GGUF holding the metadata convert_hf_to_gguf.py would write f
 llama.cpp architecture (layers, heads, KV heads, K and V head dims, sliding window or its absence,
 MLA latent dims) with a tiny vocabulary and feed-forward, and no tensor data: llama.cpp's own
 ``llama_model_init_from_user`` creates the architecture's tensors from that metadata (left
-unset: no token is ever decoded, a context is only created). It then creates real llama.cpp
+unset: no token is ever decoded, a context is only created). For a GGUF file as MODEL it writes
+the file's own metadata instead (``file_plan``: every key with its own value type, no tokenizer),
+so that llama.cpp, not kvcalc's reading of the header, decides the geometry. It then creates real llama.cpp
 contexts (``llama_init_from_model``) with the user's n_ctx, sequences, unified cache, n_batch,
 n_ubatch, K/V types and swa_full, and reads what llama.cpp logs as it allocates each KV cache
 (``llama_kv_cache: size = ... (N cells, L layers, S/T seqs), K (type): ..., V (type): ...``,
@@ -28,10 +30,13 @@ import tempfile
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .spec import AttentionCache, LatentCache, ModelSpec
+
+if TYPE_CHECKING:
+    from .gguf import GgufHeader
 
 INSTALL_HINT = "the llama.cpp probe needs llama-cpp-python and gguf: pip install 'kvcalc[llamacpp]'"
 
@@ -91,6 +96,7 @@ class GgufPlan:
     arch: str
     keys: tuple[tuple[str, str, Any], ...]
     weights_bytes: int = 0  # at most, in float32: what the tiny model's tensors take
+    notes: tuple[str, ...] = ()
 
 
 def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
@@ -211,22 +217,84 @@ def _family_keys(arch: str, spec: ModelSpec) -> list[tuple[str, str, Any]]:
     return []
 
 
+# GGUF metadata value type ids (the GGUF spec, ggml-org/ggml docs/gguf.md; enum gguf_type) -> the
+# names plans use; an array of them is "array[NAME]".
+VALUE_TYPES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
+               7: "bool", 8: "string", 10: "uint64", 11: "int64", 12: "float64"}  # fmt: skip
+_ARRAY_ID = 9
+
+
+def file_plan(header: GgufHeader, label: str) -> GgufPlan:
+    """The metadata of a GGUF file for llama.cpp, key by key with its own value type, but for the
+    tokenizer: ``tokenizer.ggml.model`` "none" and no other ``tokenizer.ggml.*`` key (with no
+    tokenizer, llama.cpp sizes token_embd and the output by ``<arch>.vocab_size``, written from the
+    token list's length or token_embd's shape when the file has no such key), and no ``split.*``
+    key (the probe's file is one file). llama.cpp then builds the file's own architecture from
+    the file's own keys, with no tensor data: kvcalc's reading of the header is not involved."""
+    meta = header.metadata
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise UsageError(f"{label}: the GGUF header has no general.architecture string")
+    keys: list[tuple[str, str, Any]] = []
+    notes: list[str] = []
+    for key, value in meta.items():
+        if key.startswith(("tokenizer.ggml.", "split.")):
+            continue
+        kind, item = header.value_types.get(key, (None, None))
+        if kind == _ARRAY_ID and item in VALUE_TYPES:
+            if not value:  # the gguf package writes no empty array
+                notes.append(f"the empty array {key} is left out of llama.cpp's copy of the metadata")
+                continue
+            keys.append((key, f"array[{VALUE_TYPES[item]}]", list(value)))
+        elif kind in VALUE_TYPES:
+            keys.append((key, VALUE_TYPES[kind], value))
+        else:
+            raise UsageError(f"{label}: GGUF key {key} has a value type the probe cannot write back")
+    keys.append(("tokenizer.ggml.model", "string", "none"))
+    if f"{arch}.vocab_size" not in meta:
+        tensors = {t.name: t for t in header.tensors}
+        tokens = meta.get("tokenizer.ggml.tokens")  # its item count: the reader skips the strings
+        if isinstance(tokens, int) and tokens > 0:
+            keys.append((f"{arch}.vocab_size", "uint32", tokens))
+        elif "token_embd.weight" in tensors and len(tensors["token_embd.weight"].dims) == 2:
+            keys.append((f"{arch}.vocab_size", "uint32", tensors["token_embd.weight"].dims[1]))
+        else:
+            raise UsageError(f"{label}: no {arch}.vocab_size, token list or token_embd.weight sizes the vocabulary")
+    # With no tensor data llama.cpp creates the architecture's tensors in f32 (its log: a model
+    # buffer of 4 bytes an element whatever general.file_type says): the file's tensor infos at 4
+    # bytes an element, plus an output as large as token_embd (which a tied file leaves out), bound
+    # them. A file with no tensor infos has no bound and is sized with no_alloc.
+    elements = 0
+    for t in header.tensors:
+        count = 1
+        for n in t.dims:
+            count *= n
+        elements += count * (2 if t.name == "token_embd.weight" else 1)
+    bounded = bool(header.tensors) and not (isinstance(meta.get("split.count"), int) and meta["split.count"] > 1)
+    if not bounded:
+        notes.append("no tensor infos of the whole model bound the weights llama.cpp creates: sized with no_alloc")
+    weights = 4 * elements if bounded else 2**62
+    copied = sum(1 for key, _, _ in keys if key in meta and not key.startswith("tokenizer.ggml."))
+    notes.insert(0, f"llama.cpp read this file's own metadata ({copied} keys; no tokenizer, no tensor data)")
+    return GgufPlan(arch, tuple(keys), weights, tuple(notes))
+
+
 def write_gguf(plan: GgufPlan, path: Path) -> None:
-    """The metadata-only GGUF of ``plan`` at ``path``, written with the gguf package."""
+    """The metadata-only GGUF of ``plan`` at ``path``, written with the gguf package (every GGUF
+    value type, arrays included, as the plan names it)."""
     try:
         gguf: Any = import_module("gguf")
     except ImportError:
         raise LlamaCppProbeError(INSTALL_HINT) from None
     writer = gguf.GGUFWriter(str(path), plan.arch)
-    kinds = {
-        "string": gguf.GGUFValueType.STRING,
-        "uint32": gguf.GGUFValueType.UINT32,
-        "float32": gguf.GGUFValueType.FLOAT32,
-    }
+    kinds = {name: gguf.GGUFValueType(number) for number, name in VALUE_TYPES.items()}
     for key, kind, value in plan.keys:
         if key == "general.architecture":
             continue  # GGUFWriter writes it from its arch
-        writer.add_key_value(key, value, kinds[kind])
+        if kind.startswith("array[") and kind.endswith("]"):
+            writer.add_key_value(key, value, gguf.GGUFValueType.ARRAY, kinds[kind[6:-1]])
+        else:
+            writer.add_key_value(key, value, kinds[kind])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -243,6 +311,11 @@ _SWA_LINE = re.compile(r"llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, 
 _INFO_LINE = re.compile(r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_layer|n_swa|is_swa_any) += (.+)")
 _CPARAM_LINE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max) += (\d+)")
 _ERROR_LINE = re.compile(r"llama_init_from_model: (.+)")
+_KV_LAYER_LINE = re.compile(r"llama_kv_cache: layer +(\d+): dev = ")
+# What llama.cpp says when a model's metadata is refused (a missing key: "key not found in model: K"),
+# and the assertion an abort prints on stderr (a dimension of 0 when a key sizing a tensor is missing).
+_LOAD_ERROR = re.compile(r"llama_model_load: error loading model: (.+)")
+_ASSERT_LINE = re.compile(r"([\w-]+\.(?:c|cpp|h):\d+): (GGML_ASSERT\(.+\) failed|GGML_ABORT.*)")
 # sched_reserve's "<buffer type> compute buffer size = X MiB": the graph's scratch per backend.
 _COMPUTE_LINE = re.compile(r"\w+: +(\S+) compute buffer size = +([\d.]+) MiB")
 
@@ -296,7 +369,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     model = lc.llama_model_init_from_user(metadata, unset, None, model_params)
     if not model:
         lib.gguf_free(metadata)
-        return {"error": "llama.cpp could not build the model: " + _last_error(log)}
+        refused = _LOAD_ERROR.findall("".join(log))
+        return {"error": "llama.cpp could not build the model: " + (refused[-1] if refused else _last_error(log))}
     info = _model_info(log)
     results = []
     for asked in request["contexts"]:
@@ -341,16 +415,22 @@ def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], r
     from them and llama.cpp's ggml_row_size, and whether they print as llama.cpp printed its MiB."""
     labels = [kind for kind, _ in _SWA_LINE.findall(text)]
     caches = []
+    start = 0
     for i, m in enumerate(_SIZE_LINE.finditer(text)):
         _, cells, layers, seqs, streams, k_type, k_mib, v_type, v_mib = m.groups()
         side = "swa" if labels and i < len(labels) and labels[i] == "SWA" else "full"
         widths_k, widths_v = info["n_embd_k_gqa"], info["n_embd_v_gqa"]
         n = int(layers)
-        # Every layer of one side has one geometry (gguf_plan checks), so any of its widths serves.
-        k_row = row_size(type_ids[k_type], widths_k[0])
-        v_row = row_size(type_ids[v_type], widths_v[0]) if float(v_mib) > 0 else 0
-        k_bytes = n * int(cells) * int(streams) * k_row
-        v_bytes = n * int(cells) * int(streams) * v_row
+        # The layers this cache holds, as llama.cpp lists them before its size line ("layer N: dev
+        # = ..."); each with its own K/V widths (a GGUF file's layers may differ).
+        held = [int(x) for x in _KV_LAYER_LINE.findall(text, start, m.start())]
+        start = m.end()
+        if len(held) != n:
+            held = [0] * n  # no list: one geometry per side (gguf_plan checks), any layer's widths serve
+        k_rows = sum(row_size(type_ids[k_type], widths_k[layer]) for layer in held)
+        v_rows = sum(row_size(type_ids[v_type], widths_v[layer]) for layer in held) if float(v_mib) > 0 else 0
+        k_bytes = int(cells) * int(streams) * k_rows
+        v_bytes = int(cells) * int(streams) * v_rows
         caches.append({
             "side": side, "cells": int(cells), "layers": n, "seqs": int(seqs), "streams": int(streams),
             "k_type": k_type, "v_type": v_type, "k_bytes": k_bytes, "v_bytes": v_bytes,
@@ -508,8 +588,8 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
     lines.append(f"llama.cpp's context: {context}")
     if not report.allocated:
         lines.append(
-            f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB: llama.cpp sized its tensors with no_alloc "
-            "(as it would allocate them) without allocating them"
+            f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB (or unbounded): llama.cpp sized its tensors with "
+            "no_alloc (as it would allocate them) without allocating them"
         )
     return lines + [f"note: {n}" for n in report.notes]
 
@@ -545,7 +625,9 @@ def measure(
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout).strip().splitlines()
-        raise LlamaCppProbeError(f"llama.cpp failed (exit {done.returncode}): {tail[-1] if tail else 'no output'}")
+        asserted = _ASSERT_LINE.findall(done.stderr or "")
+        why = f"{asserted[-1][1]} ({asserted[-1][0]})" if asserted else (tail[-1] if tail else "no output")
+        raise LlamaCppProbeError(f"llama.cpp failed (exit {done.returncode}): {why}")
     answer: dict[str, Any] = json.loads(lines[-1])
     if "error" in answer:
         raise LlamaCppProbeError(str(answer["error"]))

@@ -65,6 +65,9 @@ class Source:
     kind: Literal["preset", "file", "hub"]
     preset: Preset | None = None
     notes: tuple[str, ...] = ()
+    # The Hub revision the config was read at (a URL's /tree/REV or --revision), so the weights
+    # are read at the same one.
+    revision: str | None = None
 
 
 def resolve(model: str, *, revision: str | None = None, on_fetch: Callable[[str], None] | None = None) -> Source:
@@ -85,11 +88,20 @@ def resolve(model: str, *, revision: str | None = None, on_fetch: Callable[[str]
             )
             source = replace(source, notes=(*source.notes, note))
         return source
+    hub_gguf = _hub_gguf(model)
+    if hub_gguf is not None:  # org/name:file.gguf, or a Hub URL of a .gguf file (kvcalc.gguf_hub)
+        from .gguf_hub import resolve_hub_gguf
+
+        at = _merge_revision(model, hub_gguf.revision, revision)
+        config, notes = resolve_hub_gguf(hub_gguf, revision=at, on_fetch=on_fetch)
+        return Source(config, model, "hub", notes=tuple(notes), revision=at)
     hub = parse_hub_url(model)
     if hub is not None:
         repo_id, url_revision = hub
         revision = _merge_revision(model, url_revision, revision)
-        return Source(fetch_hub_config(repo_id, revision=revision, on_fetch=on_fetch), repo_id, "hub")
+        return Source(
+            fetch_hub_config(repo_id, revision=revision, on_fetch=on_fetch), repo_id, "hub", revision=revision
+        )
     preset = _find_preset(model)
     if preset is not None:
         return Source(preset.config, preset.name, "preset", preset)
@@ -102,6 +114,16 @@ def resolve(model: str, *, revision: str | None = None, on_fetch: Callable[[str]
     except OSError:  # see _find_preset
         raise SourceError(f"unknown preset {model!r}; 'kvcalc presets' lists them") from None
     raise AssertionError("unreachable")
+
+
+def _hub_gguf(model: str) -> Any:
+    """kvcalc.gguf_hub.HubGguf for a GGUF file in a Hub repo, else None (nothing imported unless
+    MODEL mentions .gguf)."""
+    if ".gguf" not in model.lower():
+        return None
+    from .gguf_hub import parse_hub_gguf
+
+    return parse_hub_gguf(model)
 
 
 def _find_preset(model: str) -> Preset | None:
@@ -618,7 +640,8 @@ def weights_bytes(
 
     A local GGUF: the bytes its tensor infos give, over every shard of a split GGUF. A local
     config: ``model.safetensors.index.json`` beside it (``metadata.total_size``) or a single
-    ``model.safetensors`` (its header's tensor extents). A Hub repo (id or URL):
+    ``model.safetensors`` (its header's tensor extents). A GGUF in a Hub repo: every shard's
+    tensor infos, read in byte ranges (kvcalc.gguf_hub). A Hub repo (id or URL):
     huggingface_hub's safetensors metadata (parameter counts per dtype). A preset: its checkpoint's
     bytes as the preset records them (less what engines do not load). ``on_fetch`` is called right
     before the Hub is asked, as in resolve().
@@ -635,6 +658,12 @@ def weights_bytes(
         if os.path.lexists(single):
             return _safetensors_file_bytes(single), f"{single.name} header"
         raise SourceError(f"no model.safetensors(.index.json) beside {path}: give --weights SIZE")
+    hub_gguf = _hub_gguf(model)
+    if hub_gguf is not None:
+        from .gguf_hub import hub_gguf_weights
+
+        at = _merge_revision(model, hub_gguf.revision, revision)
+        return hub_gguf_weights(hub_gguf, revision=at, on_fetch=on_fetch)
     hub = parse_hub_url(model)
     if hub is not None:
         repo_id, url_revision = hub

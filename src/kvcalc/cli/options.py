@@ -70,7 +70,8 @@ ModelArg = Annotated[
         metavar="MODEL",
         autocompletion=complete_model,
         help="A bundled preset (see 'kvcalc presets'), a config.json or a folder holding one, a local GGUF "
-        "file (its header only; the first shard of a split file), or a Hugging Face repo id (org/name) or URL.",
+        "file (its header only; the first shard of a split file), a GGUF in a Hub repo (org/name:file.gguf, "
+        "its header read in byte ranges), or a Hugging Face repo id (org/name) or URL.",
         show_default=False,
     ),
 ]
