@@ -220,7 +220,9 @@ def test_weights_by_type(tmp_path: Path) -> None:
 
 def test_every_type_matches_the_gguf_package() -> None:
     sizes = {int(t): s for t, s in gguf.GGML_QUANT_SIZES.items()}
-    assert {i: (b, s) for i, (_, b, s) in GGML_TYPES.items()} == {i: sizes[i] for i in GGML_TYPES if i in sizes}
+    # Every type the installed package knows, kvcalc knows with the same block; kvcalc may know newer
+    # ones (from ggml.c) that an older package lacks.
+    assert {i: (b, s) for i, (_, b, s) in GGML_TYPES.items() if i in sizes} == sizes
     assert set(GGML_TYPES) >= set(sizes)
 
 
@@ -288,7 +290,7 @@ def _header(version: int = 3, arch: bytes = b"llama", ggml_type: int = 0) -> byt
         (_header(version=1), r"GGUF version 1 is not supported; kvcalc reads versions 2 and 3"),
         (_header(version=3 << 24), r"big-endian"),
         (_header(ggml_type=99), r"tensor t has unknown ggml type id 99"),
-        (_header(arch=b"rwkv7"), r"GGUF architecture 'rwkv7' is not supported \(kvcalc reads cohere2, deepseek2"),
+        (_header(arch=b"rwkv7"), r"GGUF architecture 'rwkv7' is not supported \(kvcalc reads cohere2, command-r"),
     ],
 )
 def test_refused(data: bytes, message: str, tmp_path: Path) -> None:

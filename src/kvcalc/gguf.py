@@ -299,12 +299,31 @@ ARCH_TYPES: dict[str, str] = {
     "gpt-oss": "gpt_oss",
     "llama4": "llama4_text",
     "deepseek2": "deepseek_v3",
+    # Plain attention, no window, head dim n_embd / n_head unless key_length says otherwise (the
+    # converters: conversion/falcon.py @ 5535795b, gemma.py @ 2bbcf7fc, phi.py Phi2Model @ 051139f5,
+    # gpt2.py @ 5535795b, starcoder.py @ 5535795b, command_r.py CommandR2Model @ 00487aad, olmo.py
+    # Olmo2Model @ 051139f5 (OLMo 3: the window and its per-layer pattern), exaone.py ExaoneModel @
+    # 051139f5, glm.py Glm4Model and Glm4MoeModel @ 7bca1fd9); tests/test_gguf_more.py.
+    "falcon": "falcon",
+    "gemma": "gemma",
+    "phi2": "phi",
+    "gpt2": "gpt2",
+    "starcoder": "gpt_bigcode",
+    "command-r": "cohere",
+    "olmo2": "olmo2",
+    "exaone": "exaone",
+    "glm4": "glm4",
+    "glm4moe": "glm4_moe",
     # Recurrent and hybrid architectures (ssm.* / shortconv.* keys; see _recurrent).
     "mamba": "mamba",
     "mamba2": "mamba2",
     "granitehybrid": "granitemoehybrid",
     "jamba": "jamba",
     "lfm2": "lfm2",
+    "qwen3next": "qwen3_next",
+    "nemotron_h": "nemotron_h",
+    "falcon-h1": "falcon_h1",
+    "gemma3n": "gemma3n_text",
 }
 
 # src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
@@ -347,6 +366,16 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
     def get(key: str) -> Any:
         return meta.get(f"{arch}.{key}")
 
+    if arch in ("glm4moe", "qwen3next") and get("nextn_predict_layers"):
+        # conversion/glm.py Glm4MoeModel @ 7bca1fd9 counts the NextN (MTP) layers in block_count (as
+        # later qwen.py Qwen3NextModel with its MTP mixin may; @ 03173d5e it drops them). Whether
+        # llama.cpp 0c1e570 gives them KV cells in a plain context is unverified (it cannot build
+        # NextN tensors from metadata alone, so no probe ran), and kvcalc does not guess.
+        raise SourceError(
+            f"{label}: GGUF {arch} with {arch}.nextn_predict_layers {get('nextn_predict_layers')}: whether "
+            "llama.cpp caches the NextN layers is not known to kvcalc; not supported"
+        )
+
     def need(key: str) -> Any:
         value = get(key)
         if value is None:
@@ -377,6 +406,8 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
             kv = heads  # llama.cpp's default: n_head_kv = n_head
         if arch in _HYBRID:
             kv = _recurrent(config, need, arch, kv, label)
+        elif arch == "nemotron_h":
+            kv = _nemotron_h(config, need, arch, kv, label)
         _kv_heads(config, kv, f"{arch}.attention.head_count_kv", layers, label)
         k_len = get("attention.key_length")
         v_len = get("attention.value_length")
@@ -392,9 +423,24 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         head_dim = _count(k_len, f"{arch}.attention.key_length", label) if k_len is not None else default
         v_dim = _count(v_len, f"{arch}.attention.value_length", label) if v_len is not None else default
         config["head_dim"] = head_dim
+        if arch == "starcoder":
+            # GPTBigCodeConfig defaults to multi_query=True (one K/V head), which kvcalc's rule follows
+            # whatever a KV-head count says; llama.cpp caches head_count_kv heads: say which applies.
+            config["multi_query"] = config["num_key_value_heads"] == 1 and "per_layer_config" not in config
+        if arch == "falcon" and 1 < config["num_key_value_heads"] < heads and "per_layer_config" not in config:
+            # Grouped K/V heads exist only in Falcon's new_decoder_architecture (Falcon-40B/180B;
+            # conversion/falcon.py writes its num_kv_heads), read by kvcalc from num_kv_heads.
+            config["new_decoder_architecture"] = True
+            config["num_kv_heads"] = config.pop("num_key_value_heads")
         if v_dim != head_dim:
             config["v_head_dim"] = v_dim
         _windows(config, get, arch, model_type, layers, label, notes)
+        if arch == "qwen3next":
+            _gated_delta_net(config, need, arch, label)
+        elif arch == "falcon-h1":
+            _falcon_h1(config, need, arch, label)
+        elif arch == "gemma3n":
+            _gemma3n(config, need, arch, layers, label)
 
     tensors = {t.name: t for t in header.tensors}
     _widths(config, meta, arch, tensors)
@@ -411,7 +457,9 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
                 notes.append(f"weights stored as {tensors[name].type_name} ({name}): no 16/32-bit model dtype")
             break
     read = {f"{arch}.{k}" for k in (*_READ, *_NOT_SHAPING)}
-    if arch in _SSM_ONLY or arch in _HYBRID:
+    if arch == "gemma3n":
+        read.add(f"{arch}.attention.shared_kv_layers")
+    if arch in _RECURRENT_KEYS:
         read |= {f"{arch}.{k}" for k in _RECURRENT_KEYS[arch]} | {f"{arch}.ssm.dt_b_c_rms"}
     prefixes = tuple(f"{arch}.{part}." for part in ("attention", "ssm", "wkv", "shortconv"))
     for key, value in meta.items():
@@ -519,6 +567,9 @@ _RECURRENT_KEYS: dict[str, tuple[str, ...]] = {
     "granitehybrid": (*_SSM, "ssm.group_count"),
     "jamba": _SSM,
     "lfm2": ("shortconv.l_cache",),
+    "qwen3next": (*_SSM, "ssm.group_count"),
+    "nemotron_h": (*_SSM, "ssm.group_count"),
+    "falcon-h1": (*_SSM, "ssm.group_count"),
 }
 # The layer-type names each family's reader takes: (recurrent layer, attention layer).
 _LAYER_NAMES = {"granitehybrid": ("mamba", "attention"), "jamba": ("mamba", "full_attention"),
@@ -570,6 +621,98 @@ def _recurrent(config: dict[str, Any], need: Any, arch: str, kv: Any, label: str
                 mamba_expand=_ratio(inner, hidden, f"{arch}.ssm.inner_size", "embedding_length", label),
             )  # fmt: skip
     return kv
+
+
+def _nemotron_h(config: dict[str, Any], need: Any, arch: str, kv: Any, label: str) -> int:
+    """nemotron_h: NemotronHModel (conversion/nemotron.py @ 7bca1fd9, a GraniteHybridModel) writes the Mamba-2
+    keys of granitehybrid, head_count_kv per layer (0 off the attention layers) and
+    feed_forward_length per layer (0 off the MLP layers); llama.cpp keeps recurrent state on the
+    layers with neither (tests/test_gguf_more.py: the layers of a real llama.cpp 0c1e570 run). Mapped
+    back to NemotronHConfig's hybrid_override_pattern (M, *, -); the SSM head dim is ssm.inner_size /
+    ssm.time_step_rank, the widths llama.cpp sizes its state from."""
+    values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
+    layers = config["num_hidden_layers"]
+    ff = need("feed_forward_length")
+    if not isinstance(kv, list) or len(kv) != layers or not isinstance(ff, list) or len(ff) != layers:
+        raise SourceError(
+            f"{label}: GGUF keys {arch}.attention.head_count_kv and {arch}.feed_forward_length must list the "
+            f"{layers} layers"
+        )
+    counts = {_count(v, f"{arch}.attention.head_count_kv", label) for v in kv if v != 0}
+    if len(counts) > 1:
+        raise SourceError(f"{label}: GGUF key {arch}.attention.head_count_kv differs by attention layer; not supported")
+    config["hybrid_override_pattern"] = "".join("*" if k else "-" if f else "M" for k, f in zip(kv, ff, strict=True))
+    heads = values["ssm.time_step_rank"]
+    config.update(
+        mamba_num_heads=heads,
+        mamba_head_dim=_ratio(values["ssm.inner_size"], heads, f"{arch}.ssm.inner_size", "ssm.time_step_rank", label),
+        n_groups=values["ssm.group_count"],
+        ssm_state_size=values["ssm.state_size"],
+        conv_kernel=values["ssm.conv_kernel"],
+    )
+    return counts.pop() if counts else 1
+
+
+def _falcon_h1(config: dict[str, Any], need: Any, arch: str, label: str) -> None:
+    """falcon-h1: FalconH1Model (conversion/falcon_h1.py @ 7bca1fd9, a Mamba2Model) writes the
+    Mamba-2 keys (ssm.inner_size mamba_d_ssm, ssm.time_step_rank d_inner / head dim, the SSM heads)
+    beside a scalar head_count_kv and key/value_length: attention and a Mamba-2 mixer in every
+    layer, which llama.cpp 0c1e570 gives both K/V and recurrent state (tests/test_gguf_more.py)."""
+    values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
+    inner, heads = values["ssm.inner_size"], values["ssm.time_step_rank"]
+    config.update(
+        mamba_d_ssm=inner,
+        mamba_n_heads=heads,
+        mamba_d_head=_ratio(inner, heads, f"{arch}.ssm.inner_size", "ssm.time_step_rank (SSM heads)", label),
+        mamba_n_groups=values["ssm.group_count"],
+        mamba_d_state=values["ssm.state_size"],
+        mamba_d_conv=values["ssm.conv_kernel"],
+    )
+
+
+# src/llama-model.cpp (0c1e570) gives Gemma 3n K/V on its first 20 layers whatever
+# attention.shared_kv_layers says (n_layer_kv_from_start = 20 is written into its loader; llama.cpp's
+# own tests/test-llama-archs.cpp @ f840737d builds gemma3n with 22 layers, saying so); runs of 0c1e570 on
+# files of 10, 30 and 35 layers cached min(layers, 20) (tests/test_gguf_more.py).
+_GEMMA3N_KV_LAYERS = 20
+
+
+def _gemma3n(config: dict[str, Any], need: Any, arch: str, layers: int, label: str) -> None:
+    """gemma3n: conversion/gemma.py Gemma3NModel @ 2bbcf7fc writes Gemma3Model's keys, the per-layer
+    sliding_window_pattern and attention.shared_kv_layers (num_kv_shared_layers: the last layers
+    reuse earlier layers' K/V). Read as Gemma3nTextConfig; a file whose own layers with K/V are not
+    the 20 llama.cpp caches is refused rather than estimated two ways."""
+    shared = need("attention.shared_kv_layers")
+    if isinstance(shared, float) and shared.is_integer():  # a float32 before llama.cpp PR #14450
+        shared = int(shared)
+    shared = _count(shared, f"{arch}.attention.shared_kv_layers", label)
+    if layers - shared != min(layers, _GEMMA3N_KV_LAYERS):
+        raise SourceError(
+            f"{label}: GGUF gemma3n with {layers} layers and {arch}.attention.shared_kv_layers {shared}: llama.cpp "
+            f"caches K/V on the first {_GEMMA3N_KV_LAYERS} layers whatever the file says; not supported"
+        )
+    config["num_kv_shared_layers"] = shared
+
+
+def _gated_delta_net(config: dict[str, Any], need: Any, arch: str, label: str) -> None:
+    """qwen3next: conversion/qwen.py Qwen3NextModel @ 03173d5e writes the gated delta net as
+    ssm.conv_kernel linear_conv_kernel_dim, ssm.state_size linear_key_head_dim, ssm.group_count
+    linear_num_key_heads, ssm.time_step_rank linear_num_value_heads, ssm.inner_size
+    linear_value_head_dim x linear_num_value_heads, and full_attention_interval; head_count_kv
+    is a scalar (the full-attention layers'). Mapped back to Qwen3NextConfig's fields, whose
+    kvcalc rule puts the full layers every interval-th layer (tests/test_gguf_more.py checks the
+    layers llama.cpp 0c1e570 places against a real run)."""
+    values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
+    v_heads = values["ssm.time_step_rank"]
+    config.update(
+        linear_conv_kernel_dim=values["ssm.conv_kernel"],
+        linear_key_head_dim=values["ssm.state_size"],
+        linear_num_key_heads=values["ssm.group_count"],
+        linear_num_value_heads=v_heads,
+        linear_value_head_dim=_ratio(values["ssm.inner_size"], v_heads, f"{arch}.ssm.inner_size",
+                                     "ssm.time_step_rank (value heads)", label),
+        full_attention_interval=_count(need("full_attention_interval"), f"{arch}.full_attention_interval", label),
+    )  # fmt: skip
 
 
 def _ratio(value: int, by: int, key: str, other: str, label: str) -> int:

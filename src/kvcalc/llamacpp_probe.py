@@ -491,6 +491,8 @@ def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
     """kvcalc's groups (an Estimate under llama.cpp's rules) side by side with llama.cpp's caches."""
     estimated: dict[str, list[int]] = {}
     for g in estimate.groups:
+        if not g.cache.caches_tokens and not g.cache.is_state:
+            continue  # KV-sharing layers (Gemma 3n) read another layer's cache: llama.cpp makes none
         side = "swa" if g.cache.token_bound is not None and g.cache.tokens == "decoder" else "full"
         layers, cells, total = estimated.get(side, [0, 0, 0])
         estimated[side] = [layers + g.layers, max(cells, g.slots), total + g.bytes]
