@@ -221,8 +221,13 @@ def test_weights_by_type(tmp_path: Path) -> None:
 def test_every_type_matches_the_gguf_package() -> None:
     sizes = {int(t): s for t, s in gguf.GGML_QUANT_SIZES.items()}
     # Every type the installed package knows, kvcalc knows with the same block; kvcalc may know newer
-    # ones (from ggml.c) that an older package lacks.
-    assert {i: (b, s) for i, (_, b, s) in GGML_TYPES.items() if i in sizes} == sizes
+    # ones (from ggml.c) that an older package lacks. Q8_1 (9) excepted: ggml-common.h asserts
+    # sizeof(block_q8_1) == 2 halves + 32 = 36, while gguf-py builds differ (36 or the old 40); it is
+    # an intermediate type no file stores.
+    assert GGML_TYPES[9][1:] == (32, 36)
+    assert {i: (b, s) for i, (_, b, s) in GGML_TYPES.items() if i in sizes and i != 9} == {
+        i: v for i, v in sizes.items() if i != 9
+    }
     assert set(GGML_TYPES) >= set(sizes)
 
 
