@@ -316,15 +316,9 @@ def hub_gguf_weights(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[
 
 def _hub_error(exc: BaseException, repo_id: str, filename: str, revision: str | None) -> SourceError:
     """One line for each way the Hub can refuse a GGUF header."""
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HfHubHTTPError,
-        HFValidationError,
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, OfflineModeIsEnabled
+
+    from .sources import repo_refusal
 
     at = f" at revision {revision!r}" if revision else ""
     if isinstance(exc, OfflineModeIsEnabled):
@@ -332,22 +326,13 @@ def _hub_error(exc: BaseException, repo_id: str, filename: str, revision: str | 
             f"the GGUF header of {repo_id}:{filename} is read from the Hub, which HF_HUB_OFFLINE=1 forbids: "
             "go online, or download the file and give its local path"
         )
-    if isinstance(exc, GatedRepoError):
-        return SourceError(f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN")
-    if isinstance(exc, RepositoryNotFoundError):
-        return SourceError(f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)")
-    if isinstance(exc, RevisionNotFoundError):
-        return SourceError(f"Hub repo {repo_id} has no revision {revision or 'main'!r}")
+    refused = repo_refusal(exc, repo_id, revision)
+    if refused is not None:
+        return refused
     if isinstance(exc, EntryNotFoundError):
         return SourceError(f"Hub repo {repo_id}{at} has no file {filename}")
-    if isinstance(exc, HFValidationError):
-        return SourceError(f"{repo_id!r} is not a valid Hugging Face repo id")
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else None
-        if status == 401:
-            return SourceError(f"the Hub refused the credentials for {repo_id}: check HF_TOKEN")
-        if status == 403:
-            return SourceError(f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions")
         return SourceError(f"could not read the GGUF header of {repo_id}:{filename}: the Hub answered HTTP {status}")
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & {"TimeoutException", "Timeout"}:

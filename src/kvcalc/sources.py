@@ -558,6 +558,35 @@ def _is_timeout(exc: BaseException | None) -> bool:
     return exc is not None and any(cls.__name__ in ("TimeoutException", "Timeout") for cls in type(exc).__mro__)
 
 
+def repo_refusal(exc: BaseException, repo_id: str, revision: str | None) -> SourceError | None:
+    """The refusals every Hub read shares, in one line each: a gated or missing repo, a missing
+    revision, a malformed id, refused (401) or denied (403) credentials; None for anything else."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    at = f" at revision {revision!r}" if revision else ""
+    if isinstance(exc, GatedRepoError):
+        return SourceError(f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN")
+    if isinstance(exc, RepositoryNotFoundError):
+        return SourceError(f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)")
+    if isinstance(exc, RevisionNotFoundError):
+        return SourceError(f"Hub repo {repo_id} has no revision {revision or 'main'!r}")
+    if isinstance(exc, HFValidationError):
+        return SourceError(f"{repo_id!r} is not a valid Hugging Face repo id")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        if status == 401:
+            return SourceError(f"the Hub refused the credentials for {repo_id}: check HF_TOKEN")
+        if status == 403:
+            return SourceError(f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions")
+    return None
+
+
 def _hub_error(
     exc: BaseException, repo_id: str, revision: str | None, *, timeout: float | None = None, hint: str = ""
 ) -> SourceError:
@@ -565,16 +594,7 @@ def _hub_error(
 
     ``hint`` (a bundled preset for the repo) is added where the Hub could not be asked at all.
     """
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        FileMetadataError,
-        GatedRepoError,
-        HfHubHTTPError,
-        HFValidationError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import EntryNotFoundError, FileMetadataError, HfHubHTTPError, LocalEntryNotFoundError
 
     at = f" at revision {revision!r}" if revision else ""
     if isinstance(exc, LocalEntryNotFoundError):
@@ -598,22 +618,13 @@ def _hub_error(
             f"Hub repo {repo_id}{at} is not in the local Hugging Face cache and the Hub cannot be "
             f"reached (offline or HF_HUB_OFFLINE=1); fetch it once online or pass a local config.json{hint}"
         )
-    if isinstance(exc, GatedRepoError):
-        return SourceError(f"Hub repo {repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN")
-    if isinstance(exc, RepositoryNotFoundError):
-        return SourceError(f"Hub repo {repo_id} not found (if it is private, set HF_TOKEN to a token that can read it)")
-    if isinstance(exc, RevisionNotFoundError):
-        return SourceError(f"Hub repo {repo_id} has no revision {revision or 'main'!r}")
+    refused = repo_refusal(exc, repo_id, revision)
+    if refused is not None:
+        return refused
     if isinstance(exc, EntryNotFoundError):
         return SourceError(f"Hub repo {repo_id}{at} has no config.json")
-    if isinstance(exc, HFValidationError):
-        return SourceError(f"{repo_id!r} is not a valid Hugging Face repo id")
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else None
-        if status == 401:
-            return SourceError(f"the Hub refused the credentials for {repo_id}: check HF_TOKEN")
-        if status == 403:
-            return SourceError(f"the Hub denied access to {repo_id}{at} (HTTP 403): check HF_TOKEN's permissions")
         down = hint if status is not None and status >= 500 else ""  # the Hub is down: the preset still works
         return SourceError(f"could not fetch config.json of {repo_id}: the Hub answered HTTP {status}{down}")
     detail = " ".join(str(exc).split())  # hub messages span lines; kvcalc prints one
