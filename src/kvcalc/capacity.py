@@ -175,11 +175,11 @@ class VllmPlan:
     def max_context(self, batch: int, limit: int | None = None) -> int | None:
         """The longest request length L <= ``limit`` (vLLM's max_model_len) with batch x blocks(L)
         <= num_blocks, as estimate_max_model_len searches it. No limit: None when unbounded."""
-        found = _largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit or SEARCH_LIMIT)
+        found = largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit or SEARCH_LIMIT)
         return limit if found is None and limit is not None else found
 
 
-def _largest(fits: Callable[[int], bool], limit: int) -> int | None:
+def largest(fits: Callable[[int], bool], limit: int) -> int | None:
     """The largest n in [1, limit] with fits(n) (fits is monotone), 0 if none, None if limit fits."""
     if not fits(1):
         return 0
@@ -372,8 +372,8 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
         max_tokens = budget // per_token // engine.cell_padding * engine.cell_padding
     else:
         max_tokens = budget // per_token
-    concurrency = _largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
-    context = _largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit or SEARCH_LIMIT)
+    concurrency = largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
+    context = largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit or SEARCH_LIMIT)
     if context is None and context_limit is not None:
         context = context_limit
     return Fit(

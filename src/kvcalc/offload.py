@@ -105,16 +105,8 @@ def place(
 
 def largest_fitting(fits: Callable[[int], bool], n_layer: int) -> int:
     """The largest -ngl in 0..n_layer + 1 for which ``fits`` holds (0 if none); more layers on the
-    GPUs only ever adds to them, so the answer is found by bisection."""
-    if fits(n_layer + 1):
-        return n_layer + 1
-    low, high = 0, n_layer + 1  # fits(low) is assumed (nothing offloaded); high does not fit
-    if not fits(0):
-        return 0
-    while high - low > 1:
-        mid = (low + high) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid
-    return low
+    GPUs only ever adds to them, so capacity's bisection finds it (shifted by one: it searches 1..)."""
+    from .capacity import largest
+
+    found = largest(lambda n: fits(n - 1), n_layer + 2)
+    return n_layer + 1 if found is None else max(found - 1, 0)
