@@ -19,10 +19,7 @@ a preset's config). Three checks:
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -249,65 +246,14 @@ def test_refusals(tmp_path: Path) -> None:
 # --- the real llama.cpp --------------------------------------------------------------------------------------
 
 
-def _child(gguf_path: str, contexts: list[dict[str, Any]]) -> dict[str, Any]:
-    """In the child process: load the GGUF with llama.cpp (no_alloc: sized, not allocated) and
-    create each context; return llama.cpp's log of the load and of each context."""
-    import ctypes
-
-    import llama_cpp as lc
-
-    log: list[str] = []
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
-        lambda level, text, user: log.append((text or b"").decode("utf-8", errors="replace"))
-    )
-    lc.llama_log_set(callback, None)
-    lc.llama_backend_init()
-    lib = lc.llama_cpp._lib
-
-    class GgufInitParams(ctypes.Structure):
-        _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.c_void_p)]
-
-    lib.gguf_init_from_file.argtypes = [ctypes.c_char_p, GgufInitParams]
-    lib.gguf_init_from_file.restype = ctypes.c_void_p
-    lib.gguf_free.argtypes = [ctypes.c_void_p]
-    metadata = lib.gguf_init_from_file(gguf_path.encode(), GgufInitParams(True, None))
-    unset = lc.llama_model_set_tensor_data_t(lambda tensor, user: None)
-    params = lc.llama_model_default_params()
-    params.n_gpu_layers = 0
-    params.no_alloc = True
-    model = lc.llama_model_init_from_user(metadata, unset, None, params)
-    if not model:
-        return {"error": "".join(log)[-2000:]}
-    load = "".join(log)
-    results = []
-    types = {"f16": 1, "f32": 0, "q8_0": 8}
-    for asked in contexts:
-        start = len(log)
-        cp = lc.llama_context_default_params()
-        cp.n_ctx, cp.n_seq_max = asked["n_ctx"], asked["n_seq_max"]
-        cp.n_batch, cp.n_ubatch = asked["n_batch"], asked["n_ubatch"]
-        cp.kv_unified, cp.swa_full = asked["kv_unified"], asked["swa_full"]
-        cp.type_k, cp.type_v = types[asked["type_k"]], types[asked["type_v"]]
-        cp.n_threads = cp.n_threads_batch = 1
-        ctx = lc.llama_init_from_model(model, cp)
-        results.append({"ok": bool(ctx), "log": "".join(log[start:])})
-        if ctx:
-            lc.llama_free(ctx)
-    lc.llama_model_free(model)
-    lib.gguf_free(metadata)
-    return {"load": load, "results": results}
-
-
 def run_llama_cpp(path: Path, contexts: list[dict[str, Any]]) -> dict[str, Any]:
-    request = path.with_suffix(".json")
-    request.write_text(json.dumps({"gguf": str(path), "contexts": contexts}))
-    done = subprocess.run(
-        [sys.executable, __file__, str(request)], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "error" not in answer, answer["error"]
-    return answer
+    """llama.cpp's log of loading the file (no_alloc: sized, not allocated) and of each context,
+    through the probe's own child process (kvcalc.llamacpp_probe.measure_file)."""
+    from kvcalc.llamacpp_probe import measure_file
+
+    answer = measure_file(path, contexts, timeout=600, no_alloc=True)
+    results = [{"ok": "error" not in r, "log": r["log"]} for r in answer["results"]]
+    return {"load": answer["load"], "results": results}
 
 
 _INFO = re.compile(r"print_info: (\w+) += (.+)")
@@ -433,8 +379,3 @@ def test_llama_cpp_allocates_what_kvcalc_estimates(arch: str, tmp_path_factory: 
         assert got["s"] + got["r"] > 0  # every file here has recurrent layers
         if arch not in ("mamba", "mamba2"):
             assert got["k"] > 0
-
-
-if __name__ == "__main__":
-    asked = json.loads(Path(sys.argv[1]).read_text())
-    print(json.dumps(_child(asked["gguf"], asked["contexts"])), flush=True)

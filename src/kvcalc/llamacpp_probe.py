@@ -372,6 +372,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         refused = _LOAD_ERROR.findall("".join(log))
         return {"error": "llama.cpp could not build the model: " + (refused[-1] if refused else _last_error(log))}
     info = _model_info(log)
+    loaded = len(log)
     results = []
     for asked in request["contexts"]:
         start = len(log)
@@ -390,13 +391,14 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         ctx = lc.llama_init_from_model(model, params)
         text = "".join(log[start:])
         if not ctx:
-            results.append({"error": _last_error(log[start:])})
+            results.append({"error": _last_error(log[start:]), "log": text})
             continue
         lc.llama_free(ctx)
-        results.append(_context_result(text, info, type_ids, lib.ggml_row_size))
+        results.append({**_context_result(text, info, type_ids, lib.ggml_row_size), "log": text})
     lc.llama_model_free(model)
     lib.gguf_free(metadata)
-    return {"results": results, "model": info}
+    # The raw logs too: recurrent state buffers (llama_memory_recurrent) are read from them by tests.
+    return {"results": results, "model": info, "load": "".join(log[:loaded])}
 
 
 def _model_info(log: list[str]) -> dict[str, Any]:
@@ -616,6 +618,16 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = Path(tmp) / "model.gguf"
         write_gguf(plan, path)
+        return measure_file(path, contexts, timeout=timeout, no_alloc=no_alloc)
+
+
+def measure_file(
+    path: Path, contexts: list[dict[str, Any]], *, timeout: float = DEFAULT_TIMEOUT, no_alloc: bool = False
+) -> dict[str, Any]:
+    """Create ``contexts`` with llama.cpp from the GGUF at ``path`` in a child process (see ``measure``)."""
+    if not llama_cpp_available():
+        raise LlamaCppProbeError(INSTALL_HINT)
+    with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         request = Path(tmp) / "request.json"
         request.write_text(json.dumps({"gguf": str(path), "contexts": contexts, "no_alloc": no_alloc}))
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
