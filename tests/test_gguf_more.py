@@ -45,6 +45,8 @@ from kvcalc.spec import AttentionCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")
 
+from .test_gguf_probe import write  # noqa: E402  (after gguf is known to be installed)
+
 needs_llama_cpp = pytest.mark.skipif(
     not llama_cpp_available(), reason="llama_cpp (and gguf) not installed: pip install 'kvcalc[llamacpp]'"
 )
@@ -171,22 +173,6 @@ FILES: dict[str, tuple[str, Keys]] = {
         "expert_gating_func": (U32, 2), "nextn_predict_layers": (U32, 0), **_tokenizer(),
     }),
 }  # fmt: skip
-
-
-def write(path: Path, arch: str, keys: Keys) -> Path:
-    """The GGUF of ``keys`` with no tensors, each key with its GGUF value type."""
-    writer = gguf.GGUFWriter(str(path), arch)
-    for key, (kind, value) in keys.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
-        if kind.startswith("array["):
-            writer.add_key_value(full, value, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType[kind[6:-1].upper()])
-        else:
-            writer.add_key_value(full, value, gguf.GGUFValueType[kind.upper()])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 def file_of(name: str, tmp_path: Path) -> Path:
