@@ -91,21 +91,26 @@ def presets_dir() -> Path:
     raise PresetError("the bundled model_presets folder is missing from this installation")
 
 
+def _check_fields(data: dict[str, Any], fields: dict[str, tuple[type, bool]], filename: str, prefix: str = "") -> None:
+    """No unknown field, every required one present, each of its type; errors name the field."""
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise PresetError(f"preset {filename}: unknown field {prefix + unknown[0]!r}")
+    for key, (kind, required) in fields.items():
+        if key not in data:
+            if required:
+                raise PresetError(f"preset {filename}: missing field {prefix + key!r}")
+            continue
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise PresetError(f"preset {filename}: field {prefix + key!r} must be a {kind.__name__}")
+
+
 def parse_preset(data: Any, *, filename: str) -> Preset:
     """Validate one preset document against the schema; errors name the file and the field."""
     if not isinstance(data, dict):
         raise PresetError(f"preset {filename}: expected a mapping at the top level")
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise PresetError(f"preset {filename}: unknown field {unknown[0]!r}")
-    for key, (kind, required) in _FIELDS.items():
-        if key not in data:
-            if required:
-                raise PresetError(f"preset {filename}: missing field {key!r}")
-            continue
-        value = data[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise PresetError(f"preset {filename}: field {key!r} must be a {kind.__name__}")
+    _check_fields(data, _FIELDS, filename)
     name = data["name"]
     if not _NAME_RE.match(name) or f"{name}.yaml" != filename:
         raise PresetError(f"preset {filename}: name {name!r} must be lower-case and match the file")
@@ -130,17 +135,7 @@ def parse_preset(data: Any, *, filename: str) -> Preset:
 def _parse_weights(data: dict[str, Any] | None, filename: str) -> PresetWeights | None:
     if data is None:
         return None
-    unknown = sorted(set(data) - set(_WEIGHT_FIELDS))
-    if unknown:
-        raise PresetError(f"preset {filename}: unknown field 'weights.{unknown[0]}'")
-    for key, (kind, required) in _WEIGHT_FIELDS.items():
-        if key not in data:
-            if required:
-                raise PresetError(f"preset {filename}: missing field 'weights.{key}'")
-            continue
-        value = data[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise PresetError(f"preset {filename}: field 'weights.{key}' must be a {kind.__name__}")
+    _check_fields(data, _WEIGHT_FIELDS, filename, prefix="weights.")
     for key in ("bytes", "parameters"):
         if data[key] <= 0:
             raise PresetError(f"preset {filename}: weights.{key} must be positive")
