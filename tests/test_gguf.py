@@ -39,7 +39,7 @@ def write(
     np: Any = pytest.importorskip("numpy")
     writer = gguf.GGUFWriter(str(path), arch)
     for key, value in keys.items():
-        full = key if key.startswith(("general.", "split.")) else f"{arch}.{key}"
+        full = key if key.startswith(("general.", "split.", "tokenizer.")) else f"{arch}.{key}"
         if isinstance(value, bool):
             writer.add_bool(full, value)
         elif isinstance(value, int):

@@ -35,30 +35,9 @@ from kvcalc.spec import AttentionCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")
 
+from .test_gguf import write  # noqa: E402  (gguf is installed)
+
 # --- the files --------------------------------------------------------------------------------------------
-
-
-def write(path: Path, arch: str, keys: dict[str, Any]) -> Path:
-    """A metadata-only GGUF of ``arch``; ``keys`` without the arch prefix (ints as uint32, lists as
-    the int32 arrays gguf's add_array writes, as convert_hf_to_gguf's head_count_kv lists are)."""
-    writer = gguf.GGUFWriter(str(path), arch)
-    for key, value in keys.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
-        if isinstance(value, bool):
-            writer.add_bool(full, value)
-        elif isinstance(value, int):
-            writer.add_uint32(full, value)
-        elif isinstance(value, float):
-            writer.add_float32(full, value)
-        elif isinstance(value, str):
-            writer.add_string(full, value)
-        else:
-            writer.add_array(full, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 # A vocabulary and MLP too small to matter: they shape no cache (the weights are never allocated).
