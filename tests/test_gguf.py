@@ -295,7 +295,7 @@ def _header(version: int = 3, arch: bytes = b"llama", ggml_type: int = 0) -> byt
         (_header(version=1), r"GGUF version 1 is not supported; kvcalc reads versions 2 and 3"),
         (_header(version=3 << 24), r"big-endian"),
         (_header(ggml_type=99), r"tensor t has unknown ggml type id 99"),
-        (_header(arch=b"rwkv7"), r"GGUF architecture 'rwkv7' is not supported \(kvcalc reads cohere2, command-r"),
+        (_header(arch=b"rwkv7"), r"GGUF architecture 'rwkv7' is not supported \(kvcalc reads arcee, cohere2"),
     ],
 )
 def test_refused(data: bytes, message: str, tmp_path: Path) -> None:

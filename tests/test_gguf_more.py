@@ -253,15 +253,6 @@ def test_starcoder_with_more_kv_heads(tmp_path: Path) -> None:
     assert total(path, 1000) == 2 * 2 * 2 * 64 * 2 * 1000
 
 
-def test_glm4moe_with_nextn_layers_is_refused(tmp_path: Path) -> None:
-    # Glm4MoeModel counts the NextN (MTP) layer in block_count; llama.cpp's caching of it is not
-    # verified (the probe cannot build NextN tensors from metadata), so kvcalc says so.
-    arch, keys = FILES["glm4moe"]
-    path = write(tmp_path / "glm-mtp.gguf", arch, {**keys, "nextn_predict_layers": (U32, 1)})
-    with pytest.raises(SourceError, match=r"nextn_predict_layers 1.*not supported"):
-        load_model(str(path))
-
-
 # --- round trip: preset -> the converter's keys -> read back -------------------------------------------------
 
 
@@ -416,12 +407,6 @@ def test_qwen3next_round_trip(tmp_path: Path) -> None:
     # 12 full layers x 4096 cells x 2 x 2 KV heads x 256 x 2 B = 100,663,296; 36 delta-net layers x
     # ((4 - 1) x (16 x 128 x 2 + 32 x 128) + 32 x 128 x 128) x 4 B = 36 x (24,576 + 524,288) x 4 = 79,036,416
     assert a.total_bytes == 100_663_296 + 79_036_416
-
-
-def test_qwen3next_with_nextn_layers_is_refused(tmp_path: Path) -> None:
-    keys = {**_qwen3next_keys(SMALL_NEXT), "nextn_predict_layers": 1}
-    with pytest.raises(SourceError, match=r"nextn_predict_layers 1.*not supported"):
-        load_model(str(_hybrid().write(tmp_path / "mtp.gguf", "qwen3next", keys)))
 
 
 _KV_LINE = re.compile(

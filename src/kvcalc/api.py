@@ -1223,6 +1223,8 @@ def fit_offload(
     per_layer_kv = _kv_per_layer(est)
     layer_weights, weight_notes = _layer_weights(opened, weights, revision, on_fetch, chosen.engine)
     notes += weight_notes
+    if layer_weights.nextn and len(per_layer_kv) + layer_weights.nextn == len(layer_weights.layers):
+        per_layer_kv += [0] * layer_weights.nextn  # NextN blocks: slots for -ngl, nothing loaded or cached
     if len(layer_weights.layers) != len(per_layer_kv):
         raise UsageError(f"{spec.name}: {len(per_layer_kv)} cache entries for {len(layer_weights.layers)} layers: "
                          "the offload split needs one per layer")  # fmt: skip
@@ -1278,6 +1280,25 @@ def _kv_per_layer(est: Estimate) -> list[int]:
     return [by_cache[c] for c in est.model.caches]
 
 
+def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
+    """The headers of every shard of a GGUF model (local, or a Hub file read in byte ranges and
+    cached), the first one first; None when the model is no GGUF."""
+    source = model.source
+    if source is not None and source.kind == "file" and str(source.label).endswith(".gguf"):
+        from .gguf import read_header, split_shards
+
+        return [read_header(shard) for shard in split_shards(Path(source.label))]
+    if source is not None and source.kind == "hub":
+        from .gguf_hub import parse_hub_gguf
+
+        hub_gguf = parse_hub_gguf(source.label)
+        if hub_gguf is not None:
+            from .gguf_hub import shard_headers
+
+            return [f.header for f in shard_headers(hub_gguf, revision=source.revision, on_fetch=on_fetch)]
+    return None
+
+
 def _layer_weights(
     model: Model, weights: int | None, revision: str | None, on_fetch: OnFetch, engine: Engine
 ) -> tuple[Any, list[str]]:
@@ -1289,20 +1310,11 @@ def _layer_weights(
     from .offload import LayerWeights
 
     source = model.source
-    if source is not None and source.kind == "file" and str(source.label).endswith(".gguf"):
-        from .gguf import layer_weights
+    headers = _gguf_headers(model, on_fetch)
+    if headers is not None and source is not None:
+        from .gguf import headers_layer_weights
 
-        return layer_weights(Path(source.label)), []
-    if source is not None and source.kind == "hub":
-        from .gguf_hub import parse_hub_gguf
-
-        hub_gguf = parse_hub_gguf(source.label)
-        if hub_gguf is not None:  # a Hub GGUF: every shard's header, read in byte ranges (cached)
-            from .gguf import headers_layer_weights
-            from .gguf_hub import shard_headers
-
-            fetched = shard_headers(hub_gguf, revision=source.revision, on_fetch=on_fetch)
-            return headers_layer_weights([f.header for f in fetched], source.label), []
+        return headers_layer_weights(headers, source.label), []
     notes: list[str] = []
     if weights is None:
         total, label, notes = _weights(model, engine, revision, on_fetch)

@@ -15,6 +15,7 @@ Every function here is pure except ``read_header`` (and ``split_shards``), which
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -324,6 +325,40 @@ ARCH_TYPES: dict[str, str] = {
     "nemotron_h": "nemotron_h",
     "falcon-h1": "falcon_h1",
     "gemma3n": "gemma3n_text",
+    # More hybrids (see the recurrent section below): gated delta net + attention, MLA + Kimi Delta
+    # Attention, short convs + MoE, Nemotron-H with MoE layers.
+    "qwen35": "qwen3_5_text",
+    "qwen35moe": "qwen3_5_moe_text",
+    "kimi-linear": "kimi_linear",
+    "lfm2moe": "lfm2_moe",
+    "nemotron_h_moe": "nemotron_h",
+    # Attention with per-layer geometry, mapped by their own functions (_PER_LAYER_ATTENTION below).
+    "gemma4": "gemma4_text",
+    "mimo2": "mimo_v2_flash",
+    "deci": "nemotron-nas",
+    # Plain attention in every layer, no window (their src/models/<arch>.cpp load_arch_hparams
+    # @ 0c1e570 set no swa_type; create_memory gives them one llama_kv_cache with no layer filter),
+    # written by TextModel's or LlamaModel's keys plus scales and expert widths: conversion/granite.py
+    # GraniteModel / GraniteMoeModel, olmo.py OlmoModel / OlmoeModel / SeedOssModel, ernie.py
+    # Ernie4_5Model / Ernie4_5MoeModel, llama.py SmolLM3Model, internlm.py
+    # InternLM2Model, minicpm.py MiniCPMModel, stablelm.py StableLMModel, mistral3.py Mistral3Model
+    # (Mistral-Small-3.1's "mistral" text config and "ministral3" alike; read as ministral3, which
+    # has no config-class window default, as LlamaModel writes none); tests/test_gguf_attention.py.
+    "arcee": "arcee",
+    "granite": "granite",
+    "granitemoe": "granitemoe",
+    "olmo": "olmo",
+    "olmoe": "olmoe",
+    "seed_oss": "seed_oss",
+    "ernie4_5": "ernie4_5",
+    "ernie4_5-moe": "ernie4_5_moe",
+    "smollm3": "smollm3",
+    "internlm2": "internlm2",
+    "minicpm": "minicpm",
+    "stablelm": "stablelm",
+    "mistral3": "ministral3",
+    # EXAONE 4: a window only on 64-layer models (_exaone4_windows).
+    "exaone4": "exaone4",
 }
 
 # src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
@@ -363,18 +398,17 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         raise SourceError(f"{label}: GGUF architecture {arch!r} is not supported (kvcalc reads {known})")
     model_type = ARCH_TYPES[arch]
 
-    def get(key: str) -> Any:
-        return meta.get(f"{arch}.{key}")
+    if meta.get(f"{arch}.block_count") is None:
+        raise SourceError(f"{label}: GGUF has no {arch}.block_count")
+    block_count = _count(meta.get(f"{arch}.block_count"), f"{arch}.block_count", label)
+    nextn = nextn_layers(meta, label)
+    layers = block_count - nextn  # the trunk: the layers a plain context runs and caches
 
-    if arch in ("glm4moe", "qwen3next") and get("nextn_predict_layers"):
-        # conversion/glm.py Glm4MoeModel @ 7bca1fd9 counts the NextN (MTP) layers in block_count (as
-        # later qwen.py Qwen3NextModel with its MTP mixin may; @ 03173d5e it drops them). Whether
-        # llama.cpp 0c1e570 gives them KV cells in a plain context is unverified (it cannot build
-        # NextN tensors from metadata alone, so no probe ran), and kvcalc does not guess.
-        raise SourceError(
-            f"{label}: GGUF {arch} with {arch}.nextn_predict_layers {get('nextn_predict_layers')}: whether "
-            "llama.cpp caches the NextN layers is not known to kvcalc; not supported"
-        )
+    def get(key: str) -> Any:
+        value = meta.get(f"{arch}.{key}")
+        if nextn and isinstance(value, list) and len(value) == block_count:
+            return value[:layers]  # a per-layer array lists the NextN layers too, after the trunk
+        return value
 
     def need(key: str) -> Any:
         value = get(key)
@@ -383,10 +417,17 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         return value
 
     notes = [f"read from the GGUF header: llama.cpp architecture '{arch}', read as {model_type}"]
-    layers = _count(need("block_count"), f"{arch}.block_count", label)
+    if nextn:
+        notes.append(
+            f"{arch}.nextn_predict_layers {nextn}: the last {nextn} of the {block_count} blocks are NextN (MTP) "
+            "layers, which llama.cpp neither loads nor caches unless MTP drafting is on (--spec-type draft-mtp); "
+            f"{layers} layers counted"
+        )
     config: dict[str, Any] = {"model_type": model_type, "num_hidden_layers": layers}
     if arch in _SSM_ONLY:  # no attention: conversion/mamba.py writes head_count 0 ("unused")
         heads = 0
+    elif arch in _PER_LAYER_ATTENTION:
+        heads = 0  # head counts that may differ by layer: read by the architecture's own mapping
     else:
         heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
         config["num_attention_heads"] = heads
@@ -400,13 +441,17 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         _recurrent(config, need, arch, None, label)
     elif arch == "deepseek2":
         _mla(config, get, need, arch, label)
+    elif arch == "kimi-linear":
+        _kimi_linear(config, get, need, arch, label)
+    elif arch in _PER_LAYER_ATTENTION:
+        _PER_LAYER_ATTENTION[arch](config, get, need, arch, config["num_hidden_layers"], label, notes)
     else:
         kv = get("attention.head_count_kv")
         if kv is None:
             kv = heads  # llama.cpp's default: n_head_kv = n_head
         if arch in _HYBRID:
             kv = _recurrent(config, need, arch, kv, label)
-        elif arch == "nemotron_h":
+        elif arch in ("nemotron_h", "nemotron_h_moe"):
             kv = _nemotron_h(config, need, arch, kv, label)
         _kv_heads(config, kv, f"{arch}.attention.head_count_kv", layers, label)
         k_len = get("attention.key_length")
@@ -435,8 +480,8 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         if v_dim != head_dim:
             config["v_head_dim"] = v_dim
         _windows(config, get, arch, model_type, layers, label, notes)
-        if arch == "qwen3next":
-            _gated_delta_net(config, need, arch, label)
+        if arch in _GATED_DELTA_NET:
+            _gated_delta_net(config, get, need, arch, label)
         elif arch == "falcon-h1":
             _falcon_h1(config, need, arch, label)
         elif arch == "gemma3n":
@@ -459,8 +504,11 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
     read = {f"{arch}.{k}" for k in (*_READ, *_NOT_SHAPING)}
     if arch == "gemma3n":
         read.add(f"{arch}.attention.shared_kv_layers")
+    read |= {f"{arch}.{k}" for k in _PER_LAYER_READ.get(arch, ())}
     if arch in _RECURRENT_KEYS:
         read |= {f"{arch}.{k}" for k in _RECURRENT_KEYS[arch]} | {f"{arch}.ssm.dt_b_c_rms"}
+    if arch in _GATED_DELTA_NET:
+        read |= {f"{arch}.{k}" for k in _GATED_DELTA_NET_LAYERS}
     prefixes = tuple(f"{arch}.{part}." for part in ("attention", "ssm", "wkv", "shortconv"))
     for key, value in meta.items():
         if key not in read and (key.startswith(prefixes) or "sliding_window" in key):
@@ -558,8 +606,14 @@ def _kv_heads(config: dict[str, Any], value: Any, key: str, layers: int, label: 
 # state on the others (its context logs which layers each memory holds: tests/test_gguf_hybrid.py),
 # f32 per sequence: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state) conv values (lfm2:
 # (l_cache - 1) x n_embd) and n_embd_s = d_state x d_inner SSM values (src/llama-hparams.cpp).
+# - lfm2moe (conversion/lfm2.py LFM2MoeModel @ 0c1e570): lfm2's keys (head_count_kv 0 off the
+#   "full_attention" layers, shortconv.l_cache) plus expert widths; src/models/lfm2moe.cpp makes the
+#   layers of head_count_kv 0 recurrent, sized as lfm2's.
+# - nemotron_h_moe, qwen35, qwen35moe, kimi-linear: see _nemotron_h, _gated_delta_net, _kimi_linear.
 _SSM_ONLY = ("mamba", "mamba2")
-_HYBRID = ("granitehybrid", "jamba", "lfm2")
+_GATED_DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")
+_GATED_DELTA_NET_LAYERS = ("attention.recurrent_layers", "full_attention_interval")
+_HYBRID = ("granitehybrid", "jamba", "lfm2", "lfm2moe")
 _SSM = ("ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank")
 _RECURRENT_KEYS: dict[str, tuple[str, ...]] = {
     "mamba": _SSM,
@@ -570,10 +624,15 @@ _RECURRENT_KEYS: dict[str, tuple[str, ...]] = {
     "qwen3next": (*_SSM, "ssm.group_count"),
     "nemotron_h": (*_SSM, "ssm.group_count"),
     "falcon-h1": (*_SSM, "ssm.group_count"),
+    "qwen35": (*_SSM, "ssm.group_count"),
+    "qwen35moe": (*_SSM, "ssm.group_count"),
+    "nemotron_h_moe": (*_SSM, "ssm.group_count"),
+    "lfm2moe": ("shortconv.l_cache",),
+    "kimi-linear": ("ssm.conv_kernel", "kda.head_dim"),
 }
 # The layer-type names each family's reader takes: (recurrent layer, attention layer).
 _LAYER_NAMES = {"granitehybrid": ("mamba", "attention"), "jamba": ("mamba", "full_attention"),
-                "lfm2": ("conv", "full_attention")}  # fmt: skip
+                "lfm2": ("conv", "full_attention"), "lfm2moe": ("conv", "full_attention")}  # fmt: skip
 
 
 def _recurrent(config: dict[str, Any], need: Any, arch: str, kv: Any, label: str) -> Any:
@@ -599,7 +658,7 @@ def _recurrent(config: dict[str, Any], need: Any, arch: str, kv: Any, label: str
         recurrent_name, attention_name = _LAYER_NAMES[arch]
         config["layer_types"] = [recurrent_name if v == 0 else attention_name for v in kv]
         kv = counts.pop() if counts else 1  # no attention layer: the KV heads size nothing
-    if arch == "lfm2":
+    if arch in ("lfm2", "lfm2moe"):
         config["conv_L_cache"] = values["shortconv.l_cache"]
     elif arch in ("mamba", "jamba"):
         prefix = "mamba_" if arch == "jamba" else ""
@@ -641,7 +700,11 @@ def _nemotron_h(config: dict[str, Any], need: Any, arch: str, kv: Any, label: st
     counts = {_count(v, f"{arch}.attention.head_count_kv", label) for v in kv if v != 0}
     if len(counts) > 1:
         raise SourceError(f"{label}: GGUF key {arch}.attention.head_count_kv differs by attention layer; not supported")
-    config["hybrid_override_pattern"] = "".join("*" if k else "-" if f else "M" for k, f in zip(kv, ff, strict=True))
+    # nemotron_h_moe: the same converter class (is_moe) writes the MoE width on its 'E' layers where
+    # nemotron_h has '-' MLP layers; llama.cpp 0c1e570 loads both with llama_model_nemotron_h's
+    # load_arch_hparams (src/models/nemotron-h-moe.cpp) and caches neither (create_memory's filters).
+    mlp = "E" if arch == "nemotron_h_moe" else "-"
+    config["hybrid_override_pattern"] = "".join("*" if k else mlp if f else "M" for k, f in zip(kv, ff, strict=True))
     heads = values["ssm.time_step_rank"]
     config.update(
         mamba_num_heads=heads,
@@ -694,14 +757,239 @@ def _gemma3n(config: dict[str, Any], need: Any, arch: str, layers: int, label: s
     config["num_kv_shared_layers"] = shared
 
 
-def _gated_delta_net(config: dict[str, Any], need: Any, arch: str, label: str) -> None:
+# --- attention whose geometry differs by layer (gemma4, mimo2, deci) ----------------------------------------
+#
+# llama.cpp 0c1e570's common loader (src/llama-model.cpp llama_model_base::load_hparams) reads
+# head_count and head_count_kv as a scalar or one value per layer (n_head_kv defaults to n_head),
+# key_length / value_length (default n_embd / n_head of layer 0) and key_length_swa /
+# value_length_swa (default: the former) for every architecture; a layer's K/V row is
+# n_head_kv(il) x (is_swa(il) ? key_length_swa : key_length) (src/llama-hparams.cpp n_embd_k_gqa),
+# and the window applies only where the architecture's load_arch_hparams sets swa_type.
+
+
+def _head_dims(get: Any, arch: str, heads: int, config: dict[str, Any], label: str) -> tuple[int, int]:
+    """(key_length, value_length) as llama.cpp reads them: n_embd / n_head when absent."""
+    embd = config.get("hidden_size")
+    dims = []
+    for key in ("attention.key_length", "attention.value_length"):
+        value = get(key)
+        if value is None:
+            if embd is None or embd % heads:
+                raise SourceError(f"{label}: GGUF has no {arch}.{key}, nor an embedding_length ({embd}) giving it")
+            value = embd // heads
+        dims.append(_count(value, f"{arch}.{key}", label))
+    return dims[0], dims[1]
+
+
+def _or(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` where the key is absent (llama.cpp's optional get_key)."""
+    return default if value is None else value
+
+
+def _per_layer(value: Any, key: str, layers: int, label: str, *, zero: bool = False) -> list[int]:
+    """A scalar or a per-layer array of counts as one count per layer (0 allowed with ``zero``)."""
+    items = value if isinstance(value, list) else [value] * layers
+    if len(items) != layers:
+        raise SourceError(f"{label}: GGUF key {key} lists {len(items)} layers but the model has {layers}")
+    return [0 if zero and v == 0 and not isinstance(v, bool) else _count(v, key, label) for v in items]
+
+
+def _swa_layers(need: Any, arch: str, layers: int, label: str) -> list[bool]:
+    """attention.sliding_window_pattern, one flag per layer (llama.cpp's get_arr into is_swa_impl)."""
+    pattern = need("attention.sliding_window_pattern")
+    if not isinstance(pattern, list) or len(pattern) != layers or any(p not in (0, 1) for p in pattern):
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.sliding_window_pattern must flag each of the {layers} layers"
+        )
+    swa = [bool(p) for p in pattern]
+    if not any(swa):  # create_memory: GGML_ASSERT(hparams.is_swa_any()) for a swa_type architecture
+        raise SourceError(f"{label}: GGUF {arch} flags no sliding layer in its sliding_window_pattern; not supported")
+    return swa
+
+
+def _gemma4(config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, label: str, notes: list[str]) -> None:
+    """gemma4: conversion/gemma.py Gemma4Model @ 0c1e570 (on Gemma3Model's keys) writes key_length =
+    value_length = global_head_dim (the full layers'), key_length_swa = value_length_swa = head_dim,
+    head_count_kv per layer (num_key_value_heads on sliding layers, num_global_key_value_heads on
+    full ones) when the config has both, else num_key_value_heads, sliding_window_pattern from
+    layer_types, sliding_window and shared_kv_layers. src/models/gemma4.cpp load_arch_hparams
+    (0c1e570) sets swa_type STANDARD, n_swa = sliding_window (required), is_swa from the pattern and
+    n_layer_kv_from_start = layers - shared_kv_layers: later layers get no K/V
+    (llama_hparams::has_kv) and reuse layer n_layer_kv_from_start - 2 (sliding) or - 1 (full)
+    (create_memory's reuse callback). Mapped to Gemma4TextConfig with the full layers' geometry in
+    per_layer_config, as transformers 5.24 saves it; kvcalc's gemma4 rule then applies exactly
+    these dims and heads (it reads no global_head_dim once per_layer_config is given)."""
+    heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
+    k_full, v_full = _head_dims(get, arch, heads, config, label)
+    k_swa = _count(need("attention.key_length_swa"), f"{arch}.attention.key_length_swa", label)
+    v_swa = _count(need("attention.value_length_swa"), f"{arch}.attention.value_length_swa", label)
+    if (k_full, k_swa) != (v_full, v_swa):  # load_arch_tensors throws "Gemma 4 requires n_embd_head_k == ..."
+        raise SourceError(f"{label}: GGUF gemma4 with K and V head dims that differ; llama.cpp refuses it")
+    kv_key = f"{arch}.attention.head_count_kv"
+    kv = _per_layer(_or(get("attention.head_count_kv"), heads), kv_key, layers, label)
+    swa = _swa_layers(need, arch, layers, label)
+    shared = _or(get("attention.shared_kv_layers"), 0)
+    shared = _count(shared, f"{arch}.attention.shared_kv_layers", label) if shared else 0
+    own = layers - shared
+    shared_kinds = set(swa[own:])
+    if own < 2 or (False in shared_kinds and swa[own - 1]) or (True in shared_kinds and not swa[own - 2]):
+        # The reuse callback asserts n_layer_kv_from_start >= 2 and that layer own - 1 is full
+        # (own - 2 sliding) for the full (sliding) layers that reuse it.
+        raise SourceError(
+            f"{label}: GGUF gemma4 whose {shared} KV-sharing layers do not follow a sliding and a full layer of "
+            "their own; llama.cpp cannot build its cache"
+        )
+    if own == layers and swa[-1]:
+        # Gemma4TextConfig (and kvcalc's gemma4 rule) makes the last layer full; llama.cpp keeps the file's flag.
+        raise SourceError(f"{label}: GGUF gemma4 whose last layer is sliding; kvcalc's gemma4 rule makes it full")
+    base_kv = kv[swa.index(True)]
+    overrides: dict[str, dict[str, int]] = {}
+    for i in range(own):
+        dim, layer_kv = (k_swa if swa[i] else k_full), kv[i]
+        if (layer_kv, dim) != (base_kv, k_swa):
+            overrides[f"{i:02d}"] = {"head_dim": dim, "num_key_value_heads": layer_kv}
+    config.update(
+        num_attention_heads=heads, num_key_value_heads=base_kv, head_dim=k_swa,
+        sliding_window=_count(need("attention.sliding_window"), f"{arch}.attention.sliding_window", label),
+        layer_types=["sliding_attention" if s else "full_attention" for s in swa], num_kv_shared_layers=shared,
+    )  # fmt: skip
+    if overrides:
+        config["per_layer_config"] = overrides
+
+
+def _mimo2(config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, label: str, notes: list[str]) -> None:
+    """mimo2 (MiMo-V2-Flash, V2.5): conversion/mimo.py MimoV2Model @ 0c1e570 writes TextModel's keys
+    (head_count num_attention_heads, key_length = value_length = head_dim), then value_length
+    v_head_dim, head_count_kv per layer (swa_num_key_value_heads where hybrid_layer_pattern is 1,
+    num_key_value_heads elsewhere), sliding_window and sliding_window_pattern = hybrid_layer_pattern
+    (it asserts the swa head dims and query heads equal the full ones; a file may still carry
+    key_length_swa, which llama.cpp reads), and its three MTP layers as nextn_predict_layers (the
+    trunk is what gguf_config passes here). src/models/mimo2.cpp load_arch_hparams (0c1e570): swa_type
+    STANDARD, n_swa = sliding_window, is_swa from the pattern. Mapped to MiMoV2FlashConfig's fields
+    (hybrid_layer_pattern, swa_*), with the window as llama.cpp applies it: sliding_window, never
+    sliding_window_size (which kvcalc, as transformers, would read as a window one token wider)."""
+    heads = _uniform(need("attention.head_count"), f"{arch}.attention.head_count", layers, label)
+    k_full, v_full = _head_dims(get, arch, heads, config, label)
+    k_swa = _count(_or(get("attention.key_length_swa"), k_full), f"{arch}.attention.key_length_swa", label)
+    v_swa = _count(_or(get("attention.value_length_swa"), v_full), f"{arch}.attention.value_length_swa", label)
+    kv_key = f"{arch}.attention.head_count_kv"
+    kv = _per_layer(_or(get("attention.head_count_kv"), heads), kv_key, layers, label)
+    swa = _swa_layers(need, arch, layers, label)
+    by_kind = [{n for n, s in zip(kv, swa, strict=True) if s == kind} for kind in (False, True)]
+    if any(len(counts) > 1 for counts in by_kind):
+        raise SourceError(f"{label}: GGUF key {kv_key} differs within full or sliding layers; not supported")
+    full_kv, swa_kv = (min(c) if c else None for c in by_kind)
+    config.update(
+        num_attention_heads=heads, swa_num_attention_heads=heads, head_dim=k_full, v_head_dim=v_full,
+        swa_head_dim=k_swa, swa_v_head_dim=v_swa, num_key_value_heads=full_kv or swa_kv,
+        swa_num_key_value_heads=swa_kv, hybrid_layer_pattern=[int(s) for s in swa],
+        sliding_window=_count(need("attention.sliding_window"), f"{arch}.attention.sliding_window", label),
+    )  # fmt: skip
+
+
+def _deci(config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, label: str, notes: list[str]) -> None:
+    """deci (DeciLM-7B, Llama-3.1/3.3 Nemotron 51B/49B/253B): conversion/deci.py DeciModel @ 0c1e570
+    writes, for a config with block_configs, head_count and head_count_kv per layer (an attention
+    block: num_attention_heads and num_attention_heads // n_heads_in_group; a linear-attention
+    block: num_attention_heads and 0; a no-op block: 0 and 0) and key_length = value_length =
+    hidden_size // num_attention_heads; for DeciLM-7B TextModel's keys and head_count_kv from
+    num_key_value_heads_per_layer. llama.cpp 0c1e570 (src/models/deci.cpp) builds K/V only for
+    head_count_kv > 0 and its cache gives a 0-KV-head layer K/V rows of 0 bytes
+    (src/llama-kv-cache.cpp: n_embd_k_gqa = n_head_kv(il) x head dim). Mapped to the
+    nemotron-nas block_configs kvcalc reads (no_op / replace_with_linear: no cache)."""
+    head_key, kv_key = f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv"
+    head_arr = _per_layer(need("attention.head_count"), head_key, layers, label, zero=True)
+    if head_arr[0] == 0:
+        # load_hparams sizes every head by layer 0's head count (n_embd / n_head()), and sets all
+        # head dims to 0 when it is 0.
+        raise SourceError(f"{label}: GGUF deci whose first layer has no attention heads; not supported")
+    kv = _per_layer(_or(get("attention.head_count_kv"), head_arr), kv_key, layers, label, zero=True)
+    heads = head_arr[0]
+    if any(h not in (0, heads) for h in head_arr) or any(k and not h for k, h in zip(kv, head_arr, strict=True)):
+        raise SourceError(f"{label}: GGUF key {head_key} differs between attention layers; not supported")
+    k_dim, v_dim = _head_dims(get, arch, heads, config, label)
+    if k_dim != v_dim:
+        raise SourceError(f"{label}: GGUF deci with K head dim {k_dim} and V head dim {v_dim}; not supported")
+    blocks = []
+    for i, (n, h) in enumerate(zip(kv, head_arr, strict=True)):
+        if n and heads % n:
+            raise SourceError(f"{label}: GGUF key {kv_key} gives layer {i} {n} KV heads, no divisor of {heads} heads")
+        blocks.append(
+            {"attention": {"n_heads_in_group": heads // n, "no_op": False, "replace_with_linear": False}}
+            if n
+            else {"attention": {"n_heads_in_group": None, "no_op": not h, "replace_with_linear": bool(h)}}
+        )
+    config.update(num_attention_heads=heads, head_dim=k_dim, block_configs=blocks)
+
+
+_PER_LAYER_ATTENTION = {"gemma4": _gemma4, "mimo2": _mimo2, "deci": _deci}
+# Keys under <arch>. these mappings read beyond _READ (the rest of attention.* goes to the guard).
+_PER_LAYER_READ: dict[str, tuple[str, ...]] = {
+    "gemma4": ("attention.key_length_swa", "attention.value_length_swa", "attention.shared_kv_layers"),
+    # attention.value_scale scales V before it is cached: no size (MiMoV2FlashConfig attention_value_scale).
+    "mimo2": ("attention.key_length_swa", "attention.value_length_swa", "attention.value_scale"),
+}
+
+# Plain attention architectures (ARCH_TYPES): llama.cpp 0c1e570 keeps every token in every layer.
+_NO_WINDOW = frozenset({
+    "arcee", "granite", "granitemoe", "olmo", "olmoe", "seed_oss", "ernie4_5", "ernie4_5-moe", "smollm3",
+    "internlm2", "minicpm", "stablelm", "mistral3",
+})  # fmt: skip
+# src/models/exaone4.cpp load_arch_hparams @ 0c1e570: only a 64-layer model (EXAONE-4.0-32B) gets
+# swa_type STANDARD, n_swa 4096 unless sliding_window says otherwise, and load_swa_pattern(ml, 4):
+# the per-layer sliding_window_pattern array, else a scalar period (default 4), sliding where
+# il % period < period - 1 (llama_hparams::set_swa_pattern), as kvcalc's sliding_window_pattern rule.
+_EXAONE4_SWA_LAYERS = 64
+_EXAONE4_WINDOW = 4096
+_EXAONE4_PERIOD = 4
+
+
+def _exaone4_windows(
+    config: dict[str, Any], window: Any, pattern: Any, arch: str, layers: int, label: str, notes: list[str]
+) -> None:
+    """exaone4: conversion/exaone.py Exaone4Model @ 0c1e570 writes sliding_window and the per-layer
+    pattern (from layer_types, or a "LLLG" / integer sliding_window_pattern) when the config has a
+    window; llama.cpp applies it on 64-layer models only (see _EXAONE4_SWA_LAYERS)."""
+    if layers != _EXAONE4_SWA_LAYERS:
+        if window or pattern is not None:
+            notes.append(
+                f"{arch}.attention.sliding_window ignored: llama.cpp 0c1e570 gives exaone4 a window only with "
+                f"{_EXAONE4_SWA_LAYERS} layers (src/models/exaone4.cpp), so every layer keeps the whole context"
+            )
+        return
+    config["sliding_window"] = _count(_or(window, _EXAONE4_WINDOW), f"{arch}.attention.sliding_window", label)
+    if isinstance(pattern, list):
+        if len(pattern) != layers or any(p not in (0, 1) for p in pattern):
+            raise SourceError(f"{label}: GGUF key {arch}.attention.sliding_window_pattern must flag {layers} layers")
+        swa = [bool(p) for p in pattern]
+        config["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+    else:
+        period = _count(_or(pattern, _EXAONE4_PERIOD), f"{arch}.attention.sliding_window_pattern", label)
+        swa = [i % period < period - 1 for i in range(layers)]
+        config["sliding_window_pattern"] = period
+    if not any(swa):  # create_memory: GGML_ASSERT(hparams.is_swa_any())
+        raise SourceError(f"{label}: GGUF exaone4 whose sliding_window_pattern flags no sliding layer; not supported")
+
+
+def _gated_delta_net(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
     """qwen3next: conversion/qwen.py Qwen3NextModel @ 03173d5e writes the gated delta net as
     ssm.conv_kernel linear_conv_kernel_dim, ssm.state_size linear_key_head_dim, ssm.group_count
     linear_num_key_heads, ssm.time_step_rank linear_num_value_heads, ssm.inner_size
     linear_value_head_dim x linear_num_value_heads, and full_attention_interval; head_count_kv
     is a scalar (the full-attention layers'). Mapped back to Qwen3NextConfig's fields, whose
     kvcalc rule puts the full layers every interval-th layer (tests/test_gguf_more.py checks the
-    layers llama.cpp 0c1e570 places against a real run)."""
+    layers llama.cpp 0c1e570 places against a real run).
+
+    qwen35 / qwen35moe (Qwen3_5TextModel / Qwen3_5MoeTextModel, subclasses of Qwen3NextModel in
+    conversion/qwen.py of llama.cpp 0c1e570) write the same keys; that converter also writes
+    attention.recurrent_layers (true on each "linear_attention" layer) when the HF config lists
+    layer_types. The loaders of all three (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp @
+    0c1e570) take recurrent_layers when present, else full_attention_interval, else 4, and
+    llama.cpp's state for these layers is n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x
+    d_state), n_embd_s = d_state x d_inner (src/llama-hparams.cpp): Qwen3.5's conv over Q, K
+    (linear_num_key_heads x linear_key_head_dim each) and V, and its value-heads x key-dim x
+    value-dim delta-rule state, as kvcalc's qwen3_5 and qwen3_next rules size them
+    (tests/test_gguf_hybrid2.py runs llama.cpp on qwen35 and qwen35moe files)."""
     values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
     v_heads = values["ssm.time_step_rank"]
     config.update(
@@ -711,8 +999,65 @@ def _gated_delta_net(config: dict[str, Any], need: Any, arch: str, label: str) -
         linear_num_value_heads=v_heads,
         linear_value_head_dim=_ratio(values["ssm.inner_size"], v_heads, f"{arch}.ssm.inner_size",
                                      "ssm.time_step_rank (value heads)", label),
-        full_attention_interval=_count(need("full_attention_interval"), f"{arch}.full_attention_interval", label),
     )  # fmt: skip
+    recurrent = get("attention.recurrent_layers")
+    if recurrent is not None:
+        layers = config["num_hidden_layers"]
+        flags = recurrent if isinstance(recurrent, list) else []
+        if len(flags) != layers or any(not isinstance(v, bool) for v in flags):
+            raise SourceError(
+                f"{label}: GGUF key {arch}.attention.recurrent_layers must list the {layers} layers as booleans"
+            )
+        config["layer_types"] = ["linear_attention" if v else "full_attention" for v in flags]
+    elif get("full_attention_interval") is not None:  # absent: 4 in llama.cpp, as in kvcalc's rules
+        config["full_attention_interval"] = _count(
+            get("full_attention_interval"), f"{arch}.full_attention_interval", label
+        )
+
+
+def _kimi_linear(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
+    """kimi-linear: conversion/kimi_linear.py KimiLinearModel (llama.cpp 0c1e570) writes MLA as
+    deepseek2 since the MLA rework (kv_lora_rank, rope.dimension_count qk_rope_head_dim, key_length
+    kv_lora_rank + rope dims, key_length_mla, value_length_mla), head_count_kv per layer (1, MQA over
+    the latent, on linear_attn_config's 1-based full_attn_layers; 0 on the others, the KDA layers),
+    ssm.conv_kernel short_conv_kernel_size and kda.head_dim head_dim, but no KDA head count.
+    src/models/kimi-linear.cpp @ 0c1e570 makes the layers of head_count_kv 0 recurrent and sizes
+    their state by attention.head_count (src/llama-hparams.cpp: n_embd_r = 3 x (d_conv - 1) x n_head x
+    kda_head_dim, n_embd_s = kda_head_dim^2 x n_head, f32), so linear_attn_config's num_heads is read
+    back as head_count: the heads llama.cpp gives the state. Its MLA layers cache K only (is_mla: no
+    V, src/llama-kv-cache.cpp), key_length x head_count_kv per token: kvcalc's latent + rope only when
+    head_count_kv is 1 and key_length is kv_lora_rank + rope dims, which is refused otherwise."""
+    layers = config["num_hidden_layers"]
+    kv = need("attention.head_count_kv")
+    if not isinstance(kv, list) or len(kv) != layers:
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.head_count_kv must list the {layers} layers (0 on KDA layers)"
+        )
+    if any(isinstance(v, bool) or v not in (0, 1) for v in kv):
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.head_count_kv is not 1 on every MLA layer: llama.cpp would cache "
+            "that many latent copies; not supported"
+        )
+    for key in ("attention.key_length_mla", "attention.value_length_mla"):
+        need(key)  # kimi-linear.cpp requires both (no MLA before the rework)
+    _mla(config, get, need, arch, label)
+    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
+    if k_len != config["kv_lora_rank"] + config["qk_rope_head_dim"]:
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.key_length ({k_len}) is not kv_lora_rank + rope dims "
+            f"({config['kv_lora_rank']} + {config['qk_rope_head_dim']}), the latent llama.cpp caches; not supported"
+        )
+    values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
+    config["linear_attn_config"] = {
+        "full_attn_layers": [i + 1 for i, v in enumerate(kv) if v],
+        "kda_layers": [i + 1 for i, v in enumerate(kv) if not v],
+        "num_heads": config["num_attention_heads"],
+        "head_dim": values["kda.head_dim"],
+        "short_conv_kernel_size": values["ssm.conv_kernel"],
+    }
+    # The file has no such key; llama.cpp's graph (src/models/kimi-linear.cpp @ 0c1e570) rotates no
+    # MLA query or key (no ggml_rope call): Kimi's NoPE MLA, which the config says as mla_use_nope.
+    config["mla_use_nope"] = True
 
 
 def _ratio(value: int, by: int, key: str, other: str, label: str) -> int:
@@ -726,6 +1071,16 @@ def _windows(
 ) -> None:
     window = get("attention.sliding_window")
     pattern = get("attention.sliding_window_pattern")
+    if arch == "exaone4":
+        _exaone4_windows(config, window, pattern, arch, layers, label, notes)
+        return
+    if arch in _NO_WINDOW and (window or pattern is not None):
+        # Their converters write no window; a file that has one is run without it by llama.cpp.
+        notes.append(
+            f"{arch}.attention.sliding_window ignored: llama.cpp's {arch} sets no sliding-window type "
+            f"(src/models/*.cpp @ 0c1e570), so every layer keeps the whole context"
+        )
+        return
     if arch == "llama4":
         # src/models/llama4.cpp: sliding_window 0 -> no chunks; otherwise 8192-token chunks on three
         # layers in four (its set_swa_pattern(4), as Llama4TextConfig's no_rope_layer_interval 4).
@@ -772,6 +1127,72 @@ def _mla(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> 
     )
 
 
+# --- NextN (MTP) layers ---------------------------------------------------------------------------------------
+#
+# Converters that keep a model's multi-token-prediction layers (conversion/glm.py Glm4MoeModel, qwen.py's
+# MTP mixin, deepseek.py, mimo.py, ...) count them in block_count and write nextn_predict_layers. llama.cpp
+# 0c1e570 runs the first n_layer() = block_count - nextn_predict_layers blocks (src/llama-hparams.cpp
+# n_layer()); a plain context's memory filters the rest out (src/llama-model.cpp create_memory: "filter
+# = il < n_layer()" for attention-only models, the same bound in the hybrids' filter_attn/filter_recr), and
+# the architectures below create every tensor of those blocks with TENSOR_SKIP unless the model is loaded
+# for MTP drafting (llama_model_params.load_mtp, set by --spec-type draft-mtp): llama-model-loader.cpp
+# create_tensor then logs "model has unused tensor ... -- ignoring" and takes its bytes off the model
+# buffer. Checked on a real llama.cpp 0c1e570 load (tests/test_gguf_nextn.py): "layer 2: filtered".
+# An architecture not listed here, or a file that holds only NextN blocks (a drafter), is refused.
+_SKIPS_NEXTN = frozenset({
+    "deepseek2", "glm4", "glm4moe", "qwen3next", "qwen35", "qwen35moe", "mimo2", "exaone4", "nemotron_h",
+    "nemotron_h_moe",
+})  # fmt: skip
+
+
+def nextn_layers(meta: dict[str, Any], label: str) -> int:
+    """How many of a GGUF's last blocks are NextN (MTP) layers that a plain llama.cpp context skips."""
+    arch = meta.get("general.architecture")
+    value = meta.get(f"{arch}.nextn_predict_layers")
+    if value is None or value == 0:
+        return 0
+    key = f"{arch}.nextn_predict_layers"
+    count = _count(value, key, label)
+    blocks = meta.get(f"{arch}.block_count")
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or count >= blocks:
+        raise SourceError(f"{label}: GGUF key {key} is {count}, not fewer than the {blocks} blocks: a drafter "
+                          "file holding only NextN layers is not supported")  # fmt: skip
+    if arch not in _SKIPS_NEXTN:
+        raise SourceError(f"{label}: GGUF {arch} with {key} {count}: whether llama.cpp loads and caches the NextN "
+                          "layers of this architecture is not known to kvcalc; not supported")  # fmt: skip
+    return count
+
+
+def _loaded_blocks(meta: dict[str, Any], label: str) -> int | None:
+    """The blocks whose tensors llama.cpp loads (all but the NextN ones), or None to load all."""
+    nextn = nextn_layers(meta, label)
+    if not nextn:
+        return None
+    return int(meta[f"{meta['general.architecture']}.block_count"]) - nextn
+
+
+def loaded_tensor_bytes(headers: list[GgufHeader], label: str) -> int:
+    """Bytes of the tensors llama.cpp loads from these shards (the first one first): every tensor
+    but those of skipped NextN blocks."""
+    return sum(t.nbytes for t in _loaded(headers, label))
+
+
+def loaded_parameters(headers: list[GgufHeader], label: str) -> int:
+    """Elements of the tensors llama.cpp loads (the parameters, whatever their quantization)."""
+    return sum(math.prod(t.dims) for t in _loaded(headers, label))
+
+
+def _loaded(headers: list[GgufHeader], label: str) -> list[TensorInfo]:
+    trunk = _loaded_blocks(headers[0].metadata, label)
+    kept = []
+    for header in headers:
+        for t in header.tensors:
+            m = _BLOCK.match(t.name)
+            if trunk is None or m is None or int(m[1]) < trunk:
+                kept.append(t)
+    return kept
+
+
 # --- weights by llama.cpp layer (for the GPU/CPU split) ------------------------------------------------------
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
@@ -801,6 +1222,7 @@ def headers_layer_weights(headers: list[GgufHeader], label: str) -> LayerWeights
     layers = first.metadata.get(f"{arch}.block_count")
     if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
         raise SourceError(f"{path}: GGUF has no {arch}.block_count")
+    trunk = _loaded_blocks(first.metadata, path)
     per_layer = [0] * layers
     input_bytes = output_bytes = 0
     names = {t.name for t in tensors}
@@ -810,11 +1232,12 @@ def headers_layer_weights(headers: list[GgufHeader], label: str) -> LayerWeights
             index = int(m[1])
             if index >= layers:
                 raise SourceError(f"{path}: GGUF tensor {t.name} is past the {layers} layers of {arch}.block_count")
-            per_layer[index] += t.nbytes
+            if trunk is None or index < trunk:  # a NextN block's tensors are not loaded (TENSOR_SKIP)
+                per_layer[index] += t.nbytes
         elif t.name.startswith(("output.", "output_norm.")):
             output_bytes += t.nbytes
         else:
             input_bytes += t.nbytes
             if t.name == "token_embd.weight" and "output.weight" not in names:
                 output_bytes += t.nbytes  # the tied head: a copy with the output layer
-    return LayerWeights(input_bytes, tuple(per_layer), output_bytes)
+    return LayerWeights(input_bytes, tuple(per_layer), output_bytes, nextn=0 if trunk is None else layers - trunk)

@@ -298,11 +298,12 @@ def shard_headers(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[[st
 
 def hub_gguf_weights(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[[str], None] | None) -> tuple[int, str]:
     """Bytes of a Hub GGUF's tensors from the tensor infos of every shard's header."""
+    from .gguf import loaded_tensor_bytes
     from .sources import MAX_WEIGHTS_BYTES
 
     headers = shard_headers(gguf, revision=revision, on_fetch=on_fetch)
     shards = headers
-    total = sum(h.header.tensor_bytes for h in headers)
+    total = loaded_tensor_bytes([h.header for h in headers], gguf.name)
     if total <= 0:
         raise SourceError(f"{gguf.name} holds no tensors: give --weights SIZE")
     if total > MAX_WEIGHTS_BYTES:

@@ -22,12 +22,15 @@ CPU = -1
 class LayerWeights:
     """Weights by llama.cpp layer: the input layer (token embeddings), each repeating layer, and
     the output layer (final norm and head; a copy of the embeddings when the head is tied).
-    ``exact`` is False when the per-layer split is an estimate (a config, not a GGUF)."""
+    ``exact`` is False when the per-layer split is an estimate (a config, not a GGUF). The last
+    ``nextn`` layers are NextN (MTP) blocks that llama.cpp counts in -ngl but neither loads nor
+    caches (0 bytes here; kvcalc.gguf.nextn_layers)."""
 
     input: int
     layers: tuple[int, ...]
     output: int
     exact: bool = True
+    nextn: int = 0
 
     @property
     def total(self) -> int:

@@ -208,10 +208,10 @@ def _from_gguf(path: Path) -> Source:
 def gguf_weights_bytes(path: Path) -> tuple[int, str]:
     """Bytes of a GGUF's tensors from the tensor infos of its header (of every shard of a split
     GGUF, which must lie beside its first shard)."""
-    from .gguf import read_header, split_shards
+    from .gguf import loaded_tensor_bytes, read_header, split_shards
 
     shards = split_shards(path)
-    total = sum(read_header(shard).tensor_bytes for shard in shards)
+    total = loaded_tensor_bytes([read_header(shard) for shard in shards], str(path))
     if total <= 0:
         raise SourceError(f"{path} holds no tensors: give --weights SIZE")
     if total > MAX_WEIGHTS_BYTES:
