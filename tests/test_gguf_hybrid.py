@@ -12,7 +12,8 @@ a preset's config). Three checks:
 - the real llama.cpp (llama-cpp-python 0.3.36 = llama.cpp 0c1e570): a context of the same file,
   sized with no_alloc, logs ``llama_kv_cache: size = ...`` for the attention layers and
   ``llama_memory_recurrent: size = ... R (f32): ... MiB, S (f32): ... MiB`` for the recurrent ones.
-  The bytes are rebuilt from llama.cpp's own figures (cells, layers it placed, the per-layer K/V
+  The bytes are rebuilt by the probe's own parser (kvcalc.llamacpp_probe, shared with ``kvcalc probe
+  --engine llama.cpp``) from llama.cpp's figures (cells, layers it placed, the per-layer K/V
   widths and SSM sizes it printed) and must print as llama.cpp printed them, to the last digit, and
   equal kvcalc's ``--engine llama.cpp`` estimate.
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc import api
+from kvcalc import api, llamacpp_probe
 from kvcalc.engines.llamacpp import LlamaCpp
 from kvcalc.errors import SourceError
 from kvcalc.gguf import gguf_config, read_header
@@ -227,68 +228,49 @@ def test_refusals(tmp_path: Path) -> None:
 
 def run_llama_cpp(path: Path, contexts: list[dict[str, Any]]) -> dict[str, Any]:
     """llama.cpp's log of loading the file (no_alloc: sized, not allocated) and of each context,
-    through the probe's own child process (kvcalc.llamacpp_probe.measure_file)."""
+    through the probe's own child process (kvcalc.llamacpp_probe.measure_file), with what the
+    probe's parser read from each context's log (its KV caches and recurrent memory)."""
     from kvcalc.llamacpp_probe import measure_file
 
     answer = measure_file(path, contexts, timeout=600, no_alloc=True)
-    results = [{"ok": "error" not in r, "log": r["log"]} for r in answer["results"]]
-    return {"load": answer["load"], "results": results}
+    results = [{**r, "ok": "error" not in r} for r in answer["results"]]
+    return {"load": answer["load"], "model": answer["model"], "results": results}
 
 
+# The probe's own patterns for llama.cpp's log, shared with tests/test_gguf_more.py and
+# tests/test_gguf_hybrid2.py through these names.
+_KV = llamacpp_probe._SIZE_LINE
+_KV_LAYER = llamacpp_probe._KV_LAYER_LINE
+_RS_LAYER = llamacpp_probe._RS_LAYER_LINE
+_per_layer = llamacpp_probe._per_layer
+# Kept for tests/test_gguf_hybrid2.py, which rebuilds more architectures' rows itself: every
+# print_info figure, and the recurrent size line without its P column (this file reads the probe's).
 _INFO = re.compile(r"print_info: (\w+) += (.+)")
-_KV = re.compile(
-    r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
-    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
-)
 _RS = re.compile(
     r"llama_memory_recurrent: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+) seqs +(\d+) rs_seq\), "
     r"R \((\w+)\): +([\d.]+) MiB, S \((\w+)\): +([\d.]+) MiB"
 )
-_RS_LAYER = re.compile(r"llama_memory_recurrent, layer +(\d+): dev = ")
-_KV_LAYER = re.compile(r"llama_kv_cache: layer +(\d+): dev = ")
 _BYTES = {"f16": 2, "f32": 4}
-
-
-def _per_layer(text: str, layers: int) -> list[int]:
-    text = text.strip()
-    return [int(v) for v in text.strip("[]").split(",")] if text.startswith("[") else [int(text)] * layers
 
 
 def _mib(value: int) -> str:
     return f"{value / 2**20:.2f}"
 
 
-def measured(arch: str, keys: dict[str, Any], load: str, log: str) -> dict[str, int]:
-    """llama.cpp's K, V, R and S bytes rebuilt from what it printed, each checked against the MiB it logged."""
-    info = dict(_INFO.findall(load))
-    layers = int(info["n_layer"])
+def measured(result: dict[str, Any]) -> dict[str, int]:
+    """llama.cpp's K, V, R and S bytes as the probe's parser rebuilt them from what llama.cpp printed
+    (cells, streams, the layers it placed, the per-layer K/V widths, n_embd_r / n_embd_s from the
+    SSM sizes or lfm2's shortconv.l_cache), each printing as llama.cpp printed its MiB."""
     found = {"k": 0, "v": 0, "r": 0, "s": 0}
-    kv = _KV.search(log)
-    if kv:
-        _, cells, n, _, streams, k_type, k_mib, v_type, v_mib = kv.groups()
-        k_widths = [w for w in _per_layer(info["n_embd_k_gqa"], layers) if w]
-        v_widths = [w for w in _per_layer(info["n_embd_v_gqa"], layers) if w]
-        assert len(k_widths) == len(v_widths) == int(n)  # every attention layer, no other
-        found["k"] = int(cells) * int(streams) * sum(k_widths) * _BYTES[k_type]
-        found["v"] = int(cells) * int(streams) * sum(v_widths) * _BYTES[v_type]
-        assert (_mib(found["k"]), _mib(found["v"])) == (k_mib, v_mib)
-    rs = _RS.search(log)
-    if rs:
-        _, cells, _, _, rs_seq, r_type, r_mib, s_type, s_mib = rs.groups()
-        assert rs_seq == "0"
-        recurrent = len(_RS_LAYER.findall(log))  # the layers it placed; the others are "skipped"
-        # n_embd_r / n_embd_s (src/llama-hparams.cpp): lfm2 keeps (l_cache - 1) x n_embd conv values and
-        # no SSM; Mamba (ssm_n_group 0) and Mamba-2 (d_conv - 1) x (d_inner + 2 x n_group x d_state)
-        # and d_state x d_inner.
-        if arch == "lfm2":  # print_info does not print shortconv_l_cache: the file's value
-            r_row, s_row = (keys["shortconv.l_cache"] - 1) * int(info["n_embd"]), 0
-        else:
-            d_conv, d_inner, d_state = (int(info[k]) for k in ("ssm_d_conv", "ssm_d_inner", "ssm_d_state"))
-            r_row = (d_conv - 1) * (d_inner + 2 * int(info["ssm_n_group"]) * d_state)
-            s_row = d_state * d_inner
-        found["r"] = int(cells) * recurrent * r_row * _BYTES[r_type]
-        found["s"] = int(cells) * recurrent * s_row * _BYTES[s_type]
-        assert (_mib(found["r"]), _mib(found["s"])) == (r_mib, s_mib)
+    for kv in result["caches"]:
+        assert kv["prints_as_logged"], kv
+        found["k"] += kv["k_bytes"]
+        found["v"] += kv["v_bytes"]
+    for rs in result["recurrent"]:
+        assert rs["rs_seq"] == 0 and rs["r_prints_as_logged"] and rs["s_prints_as_logged"], rs
+        assert rs["p_mib"] == "0.00"  # llama.cpp's P (PLE conv history): qwen4exp only
+        found["r"] += rs["r_bytes"]
+        found["s"] += rs["s_bytes"]
     return found
 
 
@@ -341,18 +323,18 @@ def _llama_cpp_run(arch: str, tmp: str) -> tuple[Path, dict[str, Any], dict[str,
 @pytest.mark.parametrize("arch", list(LLAMA_CPP_FILES))
 def test_llama_cpp_allocates_what_kvcalc_estimates(arch: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("llama_cpp")
-    path, keys, answer = _llama_cpp_run(arch, str(tmp_path_factory.mktemp(arch)))
+    path, _, answer = _llama_cpp_run(arch, str(tmp_path_factory.mktemp(arch)))
     for (tokens, batch, unified), result in zip(WORKLOADS, answer["results"], strict=True):
         assert result["ok"], result["log"][-1000:]
-        got = measured(arch, keys, answer["load"], result["log"])
+        got = measured(result)
         want = estimated(path, tokens, batch, unified)
         assert got == want, (tokens, batch, unified)
         # The same layers: llama.cpp's placed K/V layers and recurrent layers are kvcalc's.
         spec = read_gguf(path)
-        assert [int(i) for i in _KV_LAYER.findall(result["log"])] == [
+        assert llamacpp_probe.kv_layers(result["log"]) == [
             i for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)
         ]
-        assert [int(i) for i in _RS_LAYER.findall(result["log"])] == [
+        assert llamacpp_probe.recurrent_layers(result["log"]) == [
             i for i, c in enumerate(spec.caches) if isinstance(c, StateCache)
         ]
         assert got["s"] + got["r"] > 0  # every file here has recurrent layers

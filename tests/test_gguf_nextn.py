@@ -233,3 +233,14 @@ def test_llama_cpp_glm4moe_filters_the_nextn_block(tmp_path: Path) -> None:
     assert api.estimate(str(path), tokens=1000, engine="llama.cpp").total_bytes == 2 * 1024 * 2 * 2 * 128 * 2
     buffer = re.search(r"CPU_Mapped model buffer size = +([\d.]+) MiB", log)
     assert buffer is not None and buffer[1] == f"{gguf_weights_bytes(path)[0] / 2**20:.2f}"
+
+
+def test_probe_of_a_file_with_nextn_blocks(tmp_path: Path) -> None:
+    # The probe's data-less copy is the trunk (block_count 3, nextn 0): llama.cpp caches the same 3
+    # layers as the real file: 1024 cells x 3 x 2 (K, V) x 2 KV heads x 128 x 2 B
+    pytest.importorskip("llama_cpp")
+    arch, keys = _with_nextn("glm4moe", 4, 1)
+    path = write(tmp_path / "glm.gguf", arch, keys)
+    report = api.probe_llamacpp(str(path), tokens=1000, batch=1)
+    assert report.match and report.measured_bytes == 1024 * 3 * 2 * 2 * 128 * 2
+    assert any("leaves out the 1 NextN block" in n for n in report.notes)

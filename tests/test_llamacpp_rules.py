@@ -150,9 +150,9 @@ def test_missing_llama_cpp_is_a_one_line_hint(run_cli: Any, monkeypatch: pytest.
 
 
 def test_probe_refuses_an_architecture_it_cannot_build(run_cli: Any) -> None:
-    result = run_cli("probe", "nemotron-h-8b", "--engine", "llama.cpp")
+    result = run_cli("probe", "kimi-linear-48b-a3b", "--engine", "llama.cpp")
     assert result.exit_code != 0
-    assert "the llama.cpp probe cannot build a nemotron_h model" in result.stderr
+    assert "the llama.cpp probe cannot build a kimi_linear model" in result.stderr
 
 
 needs_llama_cpp = pytest.mark.skipif(not llama_cpp_available(), reason="pip install 'kvcalc[llamacpp]'")

@@ -11,6 +11,11 @@ contexts (``llama_init_from_model``) with the user's n_ctx, sequences, unified c
 n_ubatch, K/V types and swa_full, and reads what llama.cpp logs as it allocates each KV cache
 (``llama_kv_cache: size = ... (N cells, L layers, S/T seqs), K (type): ..., V (type): ...``,
 src/llama-kv-cache.cpp) and the per-layer K/V widths it loaded (``print_info: n_embd_k_gqa``).
+Recurrent and hybrid models (Mamba, Mamba-2, Jamba, Granite-4.0-H, LFM2, Qwen3-Next, Nemotron-H,
+Falcon-H1) also get a recurrent memory: ``llama_memory_recurrent: size = ... (N cells, L layers, S
+seqs Q rs_seq), R (f32): ..., S (f32): ..., P (f32): ...`` (src/llama-memory-recurrent.cpp), whose
+R (conv history) and S (SSM / delta-rule state) rows are rebuilt from the SSM sizes print_info
+prints (or lfm2's shortconv.l_cache) and set beside kvcalc's state bytes, apart from the K/V.
 The bytes are rebuilt from those figures with llama.cpp's own ``ggml_row_size`` and must print as
 llama.cpp's MiB figures do, to the last digit.
 
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .spec import AttentionCache, LatentCache, ModelSpec
+from .spec import AttentionCache, LatentCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
     from .gguf import GgufHeader
@@ -65,6 +70,21 @@ ARCHITECTURES: dict[str, tuple[str, bool]] = {
     "llama4_text": ("llama4", False),
     "deepseek_v2": ("deepseek2", False),
     "deepseek_v3": ("deepseek2", False),
+}
+
+# HF model_type of a recurrent or hybrid model -> the llama.cpp architecture convert_hf_to_gguf.py
+# writes (conversion/mamba.py Mamba(2)Model @ 32e9e044, granite.py GraniteHybridModel @ 010f22d8,
+# jamba.py @ 7bca1fd9, lfm2.py LFM2Model @ 051139f5, qwen.py Qwen3NextModel @ 03173d5e, nemotron.py
+# NemotronHModel @ 7bca1fd9, falcon_h1.py FalconH1Model @ 7bca1fd9); _recurrent_plan writes their keys.
+RECURRENT_ARCHITECTURES: dict[str, str] = {
+    "mamba": "mamba",
+    "mamba2": "mamba2",
+    "granitemoehybrid": "granitehybrid",
+    "jamba": "jamba",
+    "lfm2": "lfm2",
+    "qwen3_next": "qwen3next",
+    "nemotron_h": "nemotron_h",
+    "falcon_h1": "falcon-h1",
 }
 
 # Architectures whose graphs project Q (and the attention output) from n_embd to n_embd
@@ -103,8 +123,10 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     """The GGUF metadata of ``spec``'s attention geometry; a UsageError for a model the probe
     cannot build (one line saying why)."""
     mt = spec.model_type
+    if mt in RECURRENT_ARCHITECTURES:
+        return _recurrent_plan(RECURRENT_ARCHITECTURES[mt], spec, n_ctx_train)
     if mt not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
+        known = ", ".join(sorted({*ARCHITECTURES, *RECURRENT_ARCHITECTURES}))
         raise UsageError(f"the llama.cpp probe cannot build a {mt} model (it builds {known})")
     arch, writes_window = ARCHITECTURES[mt]
     caches = spec.caches
@@ -137,6 +159,141 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         raise UsageError(f"the llama.cpp probe builds plain attention or MLA layers; {spec.name} has {kinds}")
     keys += _family_keys(arch, spec)
     return GgufPlan(arch, tuple(keys), _weights_bytes(spec, width))
+
+
+def _ssm_sizes(state: StateCache, name: str) -> tuple[int, int, int]:
+    """(d_inner, d_state, n_group) of a Mamba-2 or gated-delta-net state: llama.cpp keeps
+    (d_conv - 1) x (d_inner + 2 x n_group x d_state) conv values and d_state x d_inner state values
+    (src/llama-hparams.cpp n_embd_r / n_embd_s, 0c1e570), all the bytes depend on. kvcalc's state
+    holds the two products, not the factors: the probe takes the smallest d_state that gives both
+    in whole numbers (the converters' own sizes for every preset kvcalc has)."""
+    channels, recurrent = state.conv_channels, state.recurrent_elements
+    for d_state in range(1, recurrent + 1):
+        if recurrent % d_state:
+            continue
+        d_inner = recurrent // d_state
+        rest = channels - d_inner
+        if rest > 0 and rest % (2 * d_state) == 0 and d_inner % (rest // (2 * d_state)) == 0:
+            return d_inner, d_state, rest // (2 * d_state)
+    raise UsageError(f"the llama.cpp probe cannot size {name}'s SSM state as llama.cpp's d_inner, d_state, n_group")
+
+
+def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
+    """The keys convert_hf_to_gguf.py writes for a recurrent or hybrid architecture (the converters
+    named at RECURRENT_ARCHITECTURES), from kvcalc's layers: the SSM sizes, the conv kernel, the
+    attention layers' heads and head dims, and which layer is which; a tiny vocabulary, MLP and
+    (where the architecture needs some) experts, which size no cache."""
+    where = spec.entry_layers or tuple(range(len(spec.caches)))
+    states = {where[i]: c for i, c in enumerate(spec.caches) if isinstance(c, StateCache)}
+    attention = {where[i]: c for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)}
+    others = sorted({c.kind.value for c in spec.caches if not isinstance(c, (StateCache, AttentionCache))})
+    if others and not (arch == "nemotron_h" and others == ["no_cache"]):  # Nemotron-H's MLP layers
+        raise UsageError(f"the llama.cpp probe builds {arch} with state and attention layers; {spec.name} has {others}")
+    if not states or len(set(states.values())) > 1:
+        raise UsageError(f"the llama.cpp probe builds {arch} layers of one state geometry; {spec.name}'s differ")
+    state = next(iter(states.values()))
+    geometries = {(c.kv_heads, c.k_head_dim, c.v_head_dim, c.window, c.tokens) for c in attention.values()}
+    if len(geometries) > 1 or any(g[3] is not None or g[4] != "decoder" for g in geometries):
+        raise UsageError(f"the llama.cpp probe builds {arch} with one full-attention geometry; {spec.name} has others")
+    layers = spec.layers
+    keys: list[tuple[str, str, Any]] = [
+        ("general.architecture", "string", arch),
+        ("general.name", "string", f"kvcalc probe of {spec.name}"),
+        (f"{arch}.context_length", "uint32", n_ctx_train),
+        (f"{arch}.block_count", "uint32", layers),
+        (f"{arch}.vocab_size", "uint32", TINY_VOCAB),
+        (f"{arch}.attention.layer_norm_rms_epsilon", "float32", 1e-5),
+        (f"{arch}.attention.layer_norm_epsilon", "float32", 1e-5),
+        ("tokenizer.ggml.model", "string", "none"),
+    ]
+    width = TINY_EMBD
+    if arch == "lfm2":
+        # LFM2's conv runs over the hidden size: n_embd_r = n_embd x (l_cache - 1) (src/llama-hparams.cpp).
+        if state.recurrent_elements:
+            raise UsageError(f"the llama.cpp probe builds lfm2 short convolutions with no state; {spec.name} has one")
+        width = state.conv_channels
+        keys.append((f"{arch}.shortconv.l_cache", "uint32", state.conv_kernel))
+    elif arch in ("mamba", "jamba"):
+        # Mamba-1 (n_group 0): conv over d_inner; src/models/mamba.cpp and jamba.cpp require d_inner = 2 x n_embd.
+        d_inner = state.conv_channels
+        if state.recurrent_elements % d_inner or d_inner % 2:
+            raise UsageError(f"the llama.cpp probe cannot size {spec.name}'s Mamba state as d_inner x d_state")
+        width = d_inner // 2
+        keys += _ssm_keys(arch, state.conv_kernel, d_inner, state.recurrent_elements // d_inner, None, 16)
+    else:
+        d_inner, d_state, groups = _ssm_sizes(state, spec.name)
+        if arch == "granitehybrid":  # src/models/granite-hybrid.cpp asserts d_inner = 2 x n_embd
+            if d_inner % 2:
+                raise UsageError(f"the llama.cpp probe cannot build {spec.name}: an odd d_inner {d_inner}")
+            width = d_inner // 2
+        # SSM heads (ssm.time_step_rank): Mamba-2 heads of 64 where they divide, each group a whole
+        # number of heads; Qwen3-Next's value heads of d_state (its head_v_dim = head_k_dim).
+        head = d_state if arch == "qwen3next" else 64
+        heads = d_inner // head if d_inner % head == 0 and (d_inner // head) % groups == 0 else groups
+        keys += _ssm_keys(arch, state.conv_kernel, d_inner, d_state, groups, heads)
+    keys.append((f"{arch}.embedding_length", "uint32", width))
+    ssm = {k.split(".")[-1]: v for k, _, v in keys if ".ssm." in k}
+    written = (
+        f"the probe wrote {arch} with ssm inner_size {ssm.get('inner_size')}, state_size {ssm.get('state_size')}, "
+        f"group_count {ssm.get('group_count', 0)}: the factors of kvcalc's conv and state sizes, all llama.cpp's "
+        "R and S rows depend on"
+    )
+    # The weights: unbounded (2**62), so llama.cpp sizes them with no_alloc.
+    notes = (written if ssm else f"the probe wrote {arch} with shortconv.l_cache {state.conv_kernel}",)
+    if arch in ("mamba", "mamba2"):
+        keys += [(f"{arch}.feed_forward_length", "uint32", 0), (f"{arch}.attention.head_count", "uint32", 0)]
+        return GgufPlan(arch, tuple(keys), 2**62, notes)
+    if not attention:
+        raise UsageError(f"the llama.cpp probe builds {arch} with attention layers; {spec.name} has none")
+    first = next(iter(attention.values()))
+    kv = [first.kv_heads if i in attention else 0 for i in range(layers)]
+    keys += [
+        (f"{arch}.attention.head_count", "uint32", spec.query_heads or first.kv_heads),
+        (f"{arch}.attention.key_length", "uint32", first.k_head_dim),
+        (f"{arch}.attention.value_length", "uint32", first.v_head_dim),
+        (f"{arch}.rope.dimension_count", "uint32", first.k_head_dim),
+    ]
+    if arch == "falcon-h1":  # attention and a Mamba-2 mixer in every layer: a scalar head_count_kv
+        keys += [(f"{arch}.attention.head_count_kv", "uint32", first.kv_heads),
+                 (f"{arch}.feed_forward_length", "uint32", TINY_FF)]  # fmt: skip
+    elif arch == "qwen3next":
+        # src/models/qwen3next.cpp: layer i is full attention when (i + 1) % full_attention_interval == 0.
+        interval = min(attention) + 1
+        if sorted(attention) != [i for i in range(layers) if (i + 1) % interval == 0]:
+            raise UsageError(f"the llama.cpp probe writes qwen3next's full_attention_interval; {spec.name}'s "
+                             "attention layers are not every n-th")  # fmt: skip
+        keys += [
+            (f"{arch}.attention.head_count_kv", "uint32", first.kv_heads),
+            (f"{arch}.full_attention_interval", "uint32", interval),
+            (f"{arch}.feed_forward_length", "uint32", TINY_FF),
+            (f"{arch}.expert_count", "uint32", TINY_EXPERTS),
+            (f"{arch}.expert_used_count", "uint32", 1),
+            (f"{arch}.expert_feed_forward_length", "uint32", TINY_FF),
+            (f"{arch}.expert_shared_feed_forward_length", "uint32", TINY_FF),
+        ]
+    else:  # per-layer KV heads: 0 on recurrent layers (and, Nemotron-H, MLP layers: a feed-forward instead)
+        keys.append((f"{arch}.attention.head_count_kv", "array[uint32]", kv))
+        if arch == "nemotron_h":
+            ff = [TINY_FF if i not in attention and i not in states else 0 for i in range(layers)]
+            keys.append((f"{arch}.feed_forward_length", "array[uint32]", ff))
+        else:
+            keys.append((f"{arch}.feed_forward_length", "uint32", TINY_FF))
+        if arch in ("jamba", "granitehybrid"):
+            keys += [(f"{arch}.expert_count", "uint32", 0), (f"{arch}.expert_used_count", "uint32", 0)]
+    return GgufPlan(arch, tuple(keys), 2**62, notes)
+
+
+def _ssm_keys(
+    arch: str, kernel: int, d_inner: int, d_state: int, groups: int | None, rank: int
+) -> list[tuple[str, str, Any]]:
+    """The ssm.* keys of the converters (conversion/mamba.py Mamba2Model; group_count from Mamba-2 on)."""
+    keys = [
+        (f"{arch}.ssm.conv_kernel", "uint32", kernel),
+        (f"{arch}.ssm.inner_size", "uint32", d_inner),
+        (f"{arch}.ssm.state_size", "uint32", d_state),
+        (f"{arch}.ssm.time_step_rank", "uint32", rank),
+    ]
+    return keys + ([(f"{arch}.ssm.group_count", "uint32", groups)] if groups is not None else [])
 
 
 def _weights_bytes(spec: ModelSpec, width: int) -> int:
@@ -237,9 +394,28 @@ def file_plan(header: GgufHeader, label: str) -> GgufPlan:
         raise UsageError(f"{label}: the GGUF header has no general.architecture string")
     keys: list[tuple[str, str, Any]] = []
     notes: list[str] = []
-    for key, value in meta.items():
+    # NextN (MTP) blocks: llama.cpp creates their tensors TENSOR_SKIP, which a load with no tensor
+    # data cannot place (GGML_ASSERT(buft != nullptr)), and a plain context caches none of them
+    # (kvcalc.gguf.nextn_layers; tests/test_gguf_nextn.py loads such files with data). The probe's
+    # copy is the trunk: block_count less the NextN blocks, per-layer arrays cut to it.
+    from .gguf import nextn_layers
+
+    nextn = nextn_layers(meta, label)
+    blocks = meta.get(f"{arch}.block_count")
+    if nextn:
+        notes.append(f"the probe's copy leaves out the {nextn} NextN block(s), which llama.cpp neither loads nor "
+                     "caches in a plain context")  # fmt: skip
+    trunk = blocks - nextn if nextn and isinstance(blocks, int) else None
+    for key, given in meta.items():
         if key.startswith(("tokenizer.ggml.", "split.")):
             continue
+        value = given
+        if trunk is not None and key == f"{arch}.block_count":
+            value = trunk
+        elif trunk is not None and key == f"{arch}.nextn_predict_layers":
+            value = 0
+        elif trunk is not None and isinstance(given, list) and len(given) == blocks:
+            value = given[:trunk]
         kind, item = header.value_types.get(key, (None, None))
         if kind == _ARRAY_ID and item in VALUE_TYPES:
             if not value:  # the gguf package writes no empty array
@@ -308,7 +484,29 @@ _SIZE_LINE = re.compile(
     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
 )
 _SWA_LINE = re.compile(r"llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, size = (\d+) cells")
-_INFO_LINE = re.compile(r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_layer|n_swa|is_swa_any) += (.+)")
+_INFO_LINE = re.compile(
+    r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_embd|n_head|n_layer|n_swa|is_swa_any|ssm_d_conv|ssm_d_inner"
+    r"|ssm_d_state|ssm_n_group) += (.+)"
+)
+# The recurrent memory of a recurrent or hybrid model (src/llama-memory-recurrent.cpp, llama.cpp 0c1e570,
+# the constructor's LLAMA_LOG_INFO): "size = X MiB (C cells, L layers, N seqs Q rs_seq), R (t): MiB,
+# S (t): MiB, P (t): MiB", L being every layer of the model; the layers it holds are the ones listed
+# "llama_memory_recurrent, layer N: dev = ..." before it (the others: "layer N: skipped").
+_RS_SIZE_LINE = re.compile(
+    r"llama_memory_recurrent: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+) seqs +(\d+) rs_seq\), "
+    r"R \((\w+)\): +([\d.]+) MiB, S \((\w+)\): +([\d.]+) MiB(?:, P \((\w+)\): +([\d.]+) MiB)?"
+)
+_RS_LAYER_LINE = re.compile(r"llama_memory_recurrent, layer +(\d+): dev = ")
+# Architectures whose recurrent rows are llama_hparams::n_embd_r / n_embd_s's Mamba case
+# (src/llama-hparams.cpp, 0c1e570): R (d_conv - 1) x (d_inner + 2 x n_group x d_state), S d_state x
+# d_inner, from the ssm_* figures print_info prints for them. lfm2's short convolution (shortconv.l_cache
+# set) keeps R n_embd x (l_cache - 1) and no S; Kimi's KDA (kda.head_dim set) R 3 x (d_conv - 1) x
+# n_head x head_dim and S head_dim^2 x n_head. Other recurrent rules (RWKV's token shift, MiniMax's
+# linear attention) are not rebuilt: their rows are reported as not understood.
+_MAMBA_ROWS = ("mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "qwen3next", "qwen35", "qwen35moe",
+               "nemotron_h", "nemotron_h_moe")  # fmt: skip
+_SHORTCONV_ROWS = ("lfm2", "lfm2moe")
+_KDA_ROWS = ("kimi-linear",)
 _CPARAM_LINE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max) += (\d+)")
 _ERROR_LINE = re.compile(r"llama_init_from_model: (.+)")
 _KV_LAYER_LINE = re.compile(r"llama_kv_cache: layer +(\d+): dev = ")
@@ -372,6 +570,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         refused = _LOAD_ERROR.findall("".join(log))
         return {"error": "llama.cpp could not build the model: " + (refused[-1] if refused else _last_error(log))}
     info = _model_info(log)
+    info["recurrent_rows"] = _recurrent_rows(info, lambda key: _meta(lc, model, key))
     loaded = len(log)
     results = []
     for asked in request["contexts"]:
@@ -401,6 +600,9 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     return {"results": results, "model": info, "load": "".join(log[:loaded])}
 
 
+_ONE_FIGURE = ("n_embd", "n_head", "ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group")
+
+
 def _model_info(log: list[str]) -> dict[str, Any]:
     found = dict(_INFO_LINE.findall("".join(log)))
     layers = int(found["n_layer"])
@@ -409,7 +611,75 @@ def _model_info(log: list[str]) -> dict[str, Any]:
         "n_swa": int(found.get("n_swa", "0")),
         "n_embd_k_gqa": _per_layer(found["n_embd_k_gqa"], layers),
         "n_embd_v_gqa": _per_layer(found["n_embd_v_gqa"], layers),
+        # one figure each (the hidden size; the SSM sizes of recurrent architectures): n_embd_r / n_embd_s
+        **{k: found[k].strip() for k in _ONE_FIGURE if k in found},
     }
+
+
+def _meta(lc: Any, model: Any, key: str) -> str | None:
+    """A metadata value of the loaded model as llama.cpp prints it (llama_model_meta_val_str)."""
+    buf = bytes(256)
+    n = lc.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+    return buf[:n].decode() if n >= 0 else None
+
+
+def _recurrent_rows(info: dict[str, Any], meta: Any) -> list[int] | None:
+    """llama_hparams::n_embd_r and n_embd_s (src/llama-hparams.cpp, 0c1e570) of the loaded model, the
+    elements of one R (conv) row and one S (recurrent state) row, from what llama.cpp printed and the
+    model's metadata; None for an architecture whose rule the probe does not rebuild (see _MAMBA_ROWS)."""
+    arch = meta("general.architecture")
+    l_cache = meta(f"{arch}.shortconv.l_cache")
+    if arch in _SHORTCONV_ROWS and l_cache is not None and "n_embd" in info:
+        return [int(info["n_embd"]) * (int(l_cache) - 1), 0]
+    kda, kernel = meta(f"{arch}.kda.head_dim"), meta(f"{arch}.ssm.conv_kernel")
+    if arch in _KDA_ROWS and kda is not None and kernel is not None and "n_head" in info:
+        # llama_hparams::n_head() is layer 0's count (print_info lists every layer's when they differ)
+        heads = int(str(info["n_head"]).strip("[]").split(",")[0])
+        d_conv = int(kernel) - 1 if int(kernel) > 0 else 3  # n_embd_r's fallback for a kernel of 0
+        return [3 * d_conv * heads * int(kda), int(kda) * int(kda) * heads]
+    ssm = [info[k] for k in ("ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group") if k in info]
+    if arch in _MAMBA_ROWS and len(ssm) == 4:
+        d_conv, d_inner, d_state, n_group = (int(v) for v in ssm)
+        return [max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state), d_state * d_inner]
+    return None
+
+
+def recurrent_layers(log: str) -> list[int]:
+    """The layers llama.cpp placed in its recurrent memory, in order (its ``layer N: dev`` lines)."""
+    return [int(x) for x in _RS_LAYER_LINE.findall(log)]
+
+
+def kv_layers(log: str) -> list[int]:
+    """The layers llama.cpp placed in its KV caches, in order (its ``layer N: dev`` lines)."""
+    return [int(x) for x in _KV_LAYER_LINE.findall(log)]
+
+
+def _recurrent_result(
+    text: str, rows: list[int] | None, type_ids: dict[str, int], row_size: Any
+) -> list[dict[str, Any]]:
+    """Each recurrent memory llama.cpp created: its rows (cells x (1 + rs_seq)), the layers it holds,
+    and its R and S bytes rebuilt from them, n_embd_r / n_embd_s and ggml_row_size, with whether they
+    print as llama.cpp printed its MiB. P, the PLE conv history (cache_ple_r_l*,
+    src/llama-memory-recurrent.cpp), has a row only in qwen4exp's PLE layer: it is taken as logged."""
+    memories = []
+    start = 0
+    for m in _RS_SIZE_LINE.finditer(text):
+        _, cells, _, seqs, rs_seq, r_type, r_mib, s_type, s_mib, p_type, p_mib = m.groups()
+        held = [int(x) for x in _RS_LAYER_LINE.findall(text, start, m.start())]
+        start = m.end()
+        n_rows = int(cells) * (1 + int(rs_seq))  # llama_memory_recurrent: mem_size x (1 + n_rs_seq) rows
+        known = rows is not None and r_type in type_ids and s_type in type_ids
+        r_bytes = n_rows * len(held) * row_size(type_ids[r_type], rows[0]) if known and rows else 0
+        s_bytes = n_rows * len(held) * row_size(type_ids[s_type], rows[1]) if known and rows else 0
+        memories.append({
+            "cells": int(cells), "rows": n_rows, "layers": len(held), "held": held, "seqs": int(seqs),
+            "rs_seq": int(rs_seq), "r_type": r_type, "s_type": s_type, "r_bytes": r_bytes, "s_bytes": s_bytes,
+            "r_mib": r_mib, "s_mib": s_mib, "p_type": p_type or r_type, "p_mib": p_mib or "0.00",
+            "rows_known": known,
+            "r_prints_as_logged": known and f"{r_bytes / 2**20:.2f}" == r_mib,
+            "s_prints_as_logged": known and f"{s_bytes / 2**20:.2f}" == s_mib,
+        })  # fmt: skip
+    return memories
 
 
 def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], row_size: Any) -> dict[str, Any]:
@@ -433,15 +703,19 @@ def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], r
         v_rows = sum(row_size(type_ids[v_type], widths_v[layer]) for layer in held) if float(v_mib) > 0 else 0
         k_bytes = int(cells) * int(streams) * k_rows
         v_bytes = int(cells) * int(streams) * v_rows
+        # llama.cpp lists a layer with no K/V heads (deci's no-op and linear layers: n_head_kv 0)
+        # among the cache's layers with 0-wide tensors; kvcalc counts only layers that hold K/V.
+        holding = sum(1 for layer in held if widths_k[layer] + widths_v[layer] > 0)
         caches.append({
-            "side": side, "cells": int(cells), "layers": n, "seqs": int(seqs), "streams": int(streams),
+            "side": side, "cells": int(cells), "layers": holding, "seqs": int(seqs), "streams": int(streams),
             "k_type": k_type, "v_type": v_type, "k_bytes": k_bytes, "v_bytes": v_bytes,
             "k_mib": k_mib, "v_mib": v_mib,
             "prints_as_logged": f"{k_bytes / 2**20:.2f}" == k_mib and f"{v_bytes / 2**20:.2f}" == v_mib,
         })  # fmt: skip
     cparams = {k: int(v) for k, v in _CPARAM_LINE.findall(text)}
     compute = {buffer: mib for buffer, mib in _COMPUTE_LINE.findall(text)}
-    return {"caches": caches, "cparams": cparams, "compute_mib": compute}
+    recurrent = _recurrent_result(text, info.get("recurrent_rows"), type_ids, row_size)
+    return {"caches": caches, "recurrent": recurrent, "cparams": cparams, "compute_mib": compute}
 
 
 def _last_error(lines: list[str]) -> str:
@@ -455,9 +729,12 @@ def _last_error(lines: list[str]) -> str:
 
 @dataclass(frozen=True)
 class GroupCheck:
-    """One of llama.cpp's KV caches beside kvcalc's groups of the same layers (layers, cells x
-    streams per layer, bytes): ``full`` (its base cache) or ``swa`` (the SWA cache of
-    llama_kv_cache_iswa: sliding or chunked layers)."""
+    """One of llama.cpp's memories beside kvcalc's groups of the same layers (layers, cells x
+    streams per layer, bytes): ``full`` (its base KV cache), ``swa`` (the SWA cache of
+    llama_kv_cache_iswa: sliding or chunked layers), or the two buffers of its recurrent memory
+    (llama_memory_recurrent): ``conv (R)``, the conv history rows, and ``state (S)``, the SSM /
+    delta-rule state rows, one row per sequence; ``ple (P)`` only when llama.cpp made a PLE buffer,
+    which kvcalc does not model (so it fails)."""
 
     side: str
     estimated_layers: int
@@ -468,6 +745,7 @@ class GroupCheck:
     measured_bytes: int
     streams: int = 1
     prints_as_logged: bool = True
+    note: str = ""
 
     @property
     def match(self) -> bool:
@@ -489,11 +767,26 @@ def context_request(engine: Any, tokens: int, batch: int, k_type: str, v_type: s
     }  # fmt: skip
 
 
+# The recurrent memory's buffers as the probe's rows name them.
+CONV, STATE, PLE = "conv (R)", "state (S)", "ple (P)"
+# Why llama.cpp's P buffer is not in kvcalc's estimate (src/llama-memory-recurrent.cpp and
+# src/models/qwen4exp.cpp, 0c1e570).
+PLE_NOTE = (
+    "llama.cpp's recurrent memory also logs P, the PLE conv history (cache_ple_r_l*), made only for the "
+    "PLE layer of a qwen4exp file (ple.* keys); kvcalc does not model it"
+)
+
+
 def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
-    """kvcalc's groups (an Estimate under llama.cpp's rules) side by side with llama.cpp's caches."""
+    """kvcalc's groups (an Estimate under llama.cpp's rules) side by side with llama.cpp's caches
+    and recurrent memory."""
     estimated: dict[str, list[int]] = {}
+    states = []
     for g in estimate.groups:
-        if not g.cache.caches_tokens and not g.cache.is_state:
+        if g.cache.is_state:
+            states.append(g)
+            continue
+        if not g.cache.caches_tokens:
             continue  # KV-sharing layers (Gemma 3n) read another layer's cache: llama.cpp makes none
         side = "swa" if g.cache.token_bound is not None and g.cache.tokens == "decoder" else "full"
         layers, cells, total = estimated.get(side, [0, 0, 0])
@@ -518,6 +811,42 @@ def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
                 c["prints_as_logged"] if c else True,
             )
         )
+    return tuple(checks) + _recurrent_checks(states, measured.get("recurrent", []))
+
+
+def _recurrent_checks(states: list[Any], memories: list[dict[str, Any]]) -> tuple[GroupCheck, ...]:
+    """kvcalc's state groups beside llama.cpp's recurrent memory, R and S apart. kvcalc's R is its
+    llama.cpp engine rule (engines/llamacpp.py ``state_parts``: kernel - 1 conv columns, f32) over
+    the group's layers and sequences; its S the rest of the group's bytes, so R + S is the estimate."""
+    from .engines.llamacpp import LlamaCpp
+
+    if not states and not memories:
+        return ()
+    layers = sum(g.layers for g in states)
+    seqs = conv = 0
+    for g in states:
+        per_sequence = g.layers * g.state_bytes
+        seqs = max(seqs, g.bytes // per_sequence if per_sequence else 0)
+        (elements, dtype), _ = LlamaCpp().state_parts(g.cache)
+        size = dtype.bytes_per_element if dtype is not None else 0  # llama.cpp's rule names f32 for both
+        conv += g.layers * (g.bytes // per_sequence if per_sequence else 0) * elements * size
+    total = sum(g.bytes for g in states)
+    m = memories[0] if len(memories) == 1 else None
+    if len(memories) > 1:  # one recurrent memory a model (llama_memory_hybrid holds one)
+        raise UsageError(f"llama.cpp made {len(memories)} recurrent memories; the probe compares one")
+    unknown = ""
+    if m is not None and not m["rows_known"]:
+        unknown = "the probe does not rebuild this architecture's recurrent rows (llama_hparams::n_embd_r / n_embd_s)"
+    checks = [
+        GroupCheck(CONV, layers, seqs, conv, m["layers"] if m else 0, m["rows"] if m else 0,
+                   m["r_bytes"] if m else 0, 1, m["r_prints_as_logged"] if m else True, unknown),
+        GroupCheck(STATE, layers, seqs, total - conv, m["layers"] if m else 0, m["rows"] if m else 0,
+                   m["s_bytes"] if m else 0, 1, m["s_prints_as_logged"] if m else True, unknown),
+    ]  # fmt: skip
+    if m is not None and m["p_mib"] != "0.00":
+        # Not rebuilt (its row is not among print_info's figures): it fails, with its MiB in the note.
+        why = f"llama.cpp's P ({m['p_type']}): {m['p_mib']} MiB, not in kvcalc's estimate"
+        checks.append(GroupCheck(PLE, 0, 0, 0, 1, m["rows"], 0, 1, False, why))
     return tuple(checks)
 
 
@@ -541,6 +870,16 @@ class LlamaCppProbe:
     def match(self) -> bool:
         return all(c.match for c in self.checks) and self.measured_bytes == self.estimate.total_bytes
 
+    @property
+    def check_notes(self) -> tuple[str, ...]:
+        """What the rows leave out or could not rebuild: each row's note, and, beside a recurrent
+        memory with no P, what P is and why it is not in the estimate."""
+        notes = [f"{c.side}: {c.note}" for c in self.checks if c.note]
+        sides = {c.side for c in self.checks}
+        if CONV in sides and PLE not in sides:
+            notes.append(f"P 0 bytes: {PLE_NOTE}")
+        return tuple(notes)
+
 
 def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
     return {
@@ -557,6 +896,7 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
                 "bytes": {"measured": c.measured_bytes, "estimated": c.estimated_bytes},
                 "prints_as_logged": c.prints_as_logged,
                 "match": c.match,
+                **({"note": c.note} if c.note else {}),
             }
             for c in report.checks
         ],
@@ -564,7 +904,7 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
         "estimated_bytes": report.estimate.total_bytes,
         "match": report.match,
         "allocated": report.allocated,
-        "notes": list(report.notes),
+        "notes": [*report.check_notes, *report.notes],
     }
 
 
@@ -577,17 +917,19 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
         f"{r['n_ctx'] // r['n_seq_max']:,}), {streams}, K {r['type_k']}, V {r['type_v']}, n_batch {r['n_batch']}, "
         f"n_ubatch {r['n_ubatch']}, swa_full {'on' if r['swa_full'] else 'off'}"
     )
-    header = f"{'group':<8} {'layers':>13} {'cells (all streams)':>23} {'llama.cpp bytes':>17} {'kvcalc bytes':>15}"
+    header = f"{'group':<9} {'layers':>13} {'cells (all streams)':>23} {'llama.cpp bytes':>17} {'kvcalc bytes':>15}"
     rows = [header + "  match"]
     for c in report.checks:
         rows.append(
-            f"{c.side:<8} {c.measured_layers:>6} / {c.estimated_layers:<5} {c.measured_cells:>11,} / "
+            f"{c.side:<9} {c.measured_layers:>6} / {c.estimated_layers:<5} {c.measured_cells:>11,} / "
             f"{c.estimated_cells:<9,} {c.measured_bytes:>17,} {c.estimated_bytes:>15,}  {'yes' if c.match else 'NO'}"
         )
-    total = f"{'total':<8} {'':>13} {'':>23} {report.measured_bytes:>17,} {report.estimate.total_bytes:>15,}"
+    total = f"{'total':<9} {'':>13} {'':>23} {report.measured_bytes:>17,} {report.estimate.total_bytes:>15,}"
     verdict = "matches byte for byte" if report.match else "DIFFERS from llama.cpp"
-    lines = [head, "layers and cells: llama.cpp / kvcalc", "", *rows, total, "",
-             f"kvcalc estimate --engine {report.estimate.engine} {verdict}"]  # fmt: skip
+    legend = "layers and cells: llama.cpp / kvcalc"
+    if any(c.side in (CONV, STATE, PLE) for c in report.checks):
+        legend += "; recurrent memory: R (conv history) and S (state), one row (cell) per sequence"
+    lines = [head, legend, "", *rows, total, "", f"kvcalc estimate --engine {report.estimate.engine} {verdict}"]
     context = ", ".join(f"{k} {v:,}" for k, v in report.cparams.items())
     lines.append(f"llama.cpp's context: {context}")
     if not report.allocated:
@@ -595,7 +937,7 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
             f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB (or unbounded): llama.cpp sized its tensors with "
             "no_alloc (as it would allocate them) without allocating them"
         )
-    return lines + [f"note: {n}" for n in report.notes]
+    return lines + [f"note: {n}" for n in (*report.check_notes, *report.notes)]
 
 
 # --- running the child --------------------------------------------------------------------------------------

