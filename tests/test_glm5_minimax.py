@@ -15,7 +15,7 @@ from kvcalc.api import load_model
 from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16, FP8
 from kvcalc.engines import make_engine
-from kvcalc.errors import ConfigError, UsageError
+from kvcalc.errors import ConfigError
 from kvcalc.estimator import Workload, estimate
 from kvcalc.presets import load_presets
 from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec
@@ -249,13 +249,20 @@ def test_minimax_unknown_sparse_field_is_named_by_the_guard() -> None:
     assert [w.split("'")[1] for w in spec.warnings] == ["sparse_attention_config.sparse_kv_compress"]
 
 
-# --- engines that refuse -----------------------------------------------------------------------------
+# --- llama.cpp: the indexer keys in a second cache --------------------------------------------------
 
 
-@pytest.mark.parametrize(("model", "reason"), [("glm-5", "indexer"), ("minimax-m3", "MiniMax-M3")])
-def test_llamacpp_refuses(model: str, reason: str) -> None:
-    with pytest.raises(UsageError, match=reason):
-        _per_token(load_model(model), "llama.cpp")
+# llama.cpp 0c1e570 (src/llama-kv-cache-dsa.cpp, llama-kv-cache-msa.cpp): the indexer keys live in a
+# second llama_kv_cache of -ctk's type (f16). GLM-5: 78 MLA layers of 576 and 78 keys of 128, no V;
+# MiniMax-M3: 60 GQA layers (4 KV heads x 128, K and V) and, not being MLA, each of its 57 sparse
+# layers' keys of 128 carries a V row of the attention's value dim 128 that the graph never reads.
+# Real llama.cpp runs: tests/test_gguf_sparse.py.
+@pytest.mark.parametrize(
+    ("model", "per_token"),
+    [("glm-5", 78 * (576 + 128) * 2), ("minimax-m3", 60 * 4 * 128 * 2 * 2 + 57 * (128 + 128) * 2)],
+)
+def test_llamacpp_indexer_cache(model: str, per_token: int) -> None:
+    assert _per_token(load_model(model), "llama.cpp") == per_token
 
 
 # --- the probe: transformers' real cache, byte for byte ----------------------------------------------

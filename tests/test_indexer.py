@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from kvcalc.api import load_model
 from kvcalc.configs import read_config
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
-from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
 from kvcalc.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache
@@ -72,9 +69,11 @@ def test_sglang_stores_fp8_keys_with_scales() -> None:
     assert _estimate("sglang").per_token_bytes == 78_324
 
 
-def test_llamacpp_refuses() -> None:
-    with pytest.raises(UsageError, match="indexer"):
-        _estimate("llama.cpp")
+def test_llamacpp_caches_the_keys_in_a_second_cache() -> None:
+    # llama.cpp 0c1e570 (src/llama-kv-cache-dsa.cpp): the indexer keys in a second llama_kv_cache of
+    # -ctk's type (f16), one 128-wide key a layer and no V (MLA): 61 x (576 + 128) x 2 B; checked
+    # against real llama.cpp runs in tests/test_gguf_sparse.py
+    assert _estimate("llama.cpp").per_token_bytes == 61 * (576 + 128) * 2 == 85_888
 
 
 def test_pipeline_stages_keep_each_layer_with_its_indexer() -> None:

@@ -359,6 +359,14 @@ ARCH_TYPES: dict[str, str] = {
     "mistral3": "ministral3",
     # EXAONE 4: a window only on 64-layer models (_exaone4_windows).
     "exaone4": "exaone4",
+    # Sparse attention with an indexer key cache (_sparse_mla, _minimax_m3), and MiniMax-M2's plain GQA
+    # (conversion/minimax.py MiniMaxM2Model @ 0c1e570; src/models/minimax-m2.cpp reads no window).
+    "deepseek32": "deepseek_v32",
+    "glm-dsa": "glm_moe_dsa",
+    "minimax-m3": "minimax_m3_vl_text",
+    "minimax-m2": "minimax_m2",
+    # Encoder-decoder: the decoder's self-attention is cached, cross-attention is not (_t5).
+    "t5": "t5",
 }
 
 # src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
@@ -393,6 +401,8 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise SourceError(f"{label}: GGUF has no general.architecture (a later shard of a split GGUF?)")
+    if arch in _REFUSED:
+        raise SourceError(f"{label}: GGUF architecture {arch!r} is not supported: {_REFUSED[arch]}")
     if arch not in ARCH_TYPES:
         known = ", ".join(sorted(ARCH_TYPES))
         raise SourceError(f"{label}: GGUF architecture {arch!r} is not supported (kvcalc reads {known})")
@@ -441,8 +451,12 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         _recurrent(config, need, arch, None, label)
     elif arch == "deepseek2":
         _mla(config, get, need, arch, label)
+    elif arch in ("deepseek32", "glm-dsa"):
+        _sparse_mla(config, get, need, arch, layers, label, notes)
     elif arch == "kimi-linear":
         _kimi_linear(config, get, need, arch, label)
+    elif arch == "t5":
+        _t5(config, get, arch, layers, heads, label)
     elif arch in _PER_LAYER_ATTENTION:
         _PER_LAYER_ATTENTION[arch](config, get, need, arch, config["num_hidden_layers"], label, notes)
     else:
@@ -486,6 +500,8 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
             _falcon_h1(config, need, arch, label)
         elif arch == "gemma3n":
             _gemma3n(config, need, arch, layers, label)
+        elif arch == "minimax-m3":
+            _minimax_m3(config, get, need, arch, layers, label)
 
     tensors = {t.name: t for t in header.tensors}
     _widths(config, meta, arch, tensors)
@@ -757,6 +773,52 @@ def _gemma3n(config: dict[str, Any], need: Any, arch: str, layers: int, label: s
     config["num_kv_shared_layers"] = shared
 
 
+def _t5(config: dict[str, Any], get: Any, arch: str, layers: int, heads: int, label: str) -> None:
+    """t5 (conversion/t5.py T5Model @ 0c1e570: T5, MT5, UMT5): block_count num_layers (the encoder's),
+    decoder_block_count num_decoder_layers when the config has it, head_count num_heads, key/value_length
+    d_kv, no head_count_kv. Read as a T5Config. llama.cpp caches the decoder's self-attention K/V in one
+    llama_kv_cache (src/llama-model.cpp create_memory, default branch) and recomputes cross-attention K/V
+    from the encoder output at every decode (src/models/t5.cpp), which its llama.cpp rules follow."""
+    decoder = get("decoder_block_count")
+    if decoder is not None and _count(decoder, f"{arch}.decoder_block_count", label) != layers:
+        # src/llama-kv-cache.cpp makes one K/V per hparams.n_layer_all (block_count) while src/models/t5.cpp
+        # runs dec_n_layer decoder layers: fewer leave cache layers unused, more fail to load (a vector range
+        # check in a real run, tests/test_gguf_t5_ds4.py).
+        raise SourceError(
+            f"{label}: GGUF t5 with {arch}.decoder_block_count {decoder} and block_count {layers}: llama.cpp sizes "
+            "the decoder's KV cache by the encoder's block count; only equal counts are supported"
+        )
+    kv = get("attention.head_count_kv")
+    kv = heads if kv is None else _uniform(kv, f"{arch}.attention.head_count_kv", layers, label)
+    embd: int | None = config.get("hidden_size")
+    dims = []
+    for part in ("key_length", "value_length"):
+        value = get(f"attention.{part}")
+        if value is not None:
+            dims.append(_count(value, f"{arch}.attention.{part}", label))
+        elif embd is not None and embd % heads == 0:
+            dims.append(embd // heads)  # llama.cpp's default: n_embd / n_head
+        else:
+            raise SourceError(f"{label}: GGUF has no {arch}.attention.{part} and no embedding_length / heads")
+    if dims[0] != dims[1]:
+        # src/models/t5.cpp: GGML_ASSERT(n_embd_head == hparams.n_embd_head_k()).
+        raise SourceError(f"{label}: GGUF t5 with K and V head dims {dims[0]} and {dims[1]}: llama.cpp asserts equal")
+    config.update(d_kv=dims[0], num_key_value_heads=kv, num_decoder_layers=layers, is_encoder_decoder=True)
+
+
+# GGUF architectures kvcalc knows of and refuses, and why (one line each).
+_REFUSED = {
+    # src/llama-model.cpp create_memory @ 0c1e570 lists no t5encoder among the no-memory architectures
+    # (BERT and the like): a real run allocates block_count layers x n_ctx cells (tests/test_gguf_t5_ds4.py).
+    "t5encoder": "an encoder-only T5 caches nothing in transformers, yet llama.cpp 0c1e570 allocates a KV "
+    "cache of block_count layers x n_ctx cells that its encoder graph never reads; kvcalc models neither",
+    # src/llama-kv-cache-dsv4.cpp @ 0c1e570 (llama_kv_cache_dsv4, built by create_memory's deepseek4 branch).
+    "deepseek4": "llama.cpp 0c1e570 caches DeepSeek-V4 in llama_kv_cache_dsv4: a K-only window per sequence "
+    "whatever --kv-unified says, CSA / HCA / indexer K of pad(ceil(n_ctx_seq / ratio), 256) cells per sequence, "
+    "and f32 compressor states of n_seq x (1 + n_rs_seq) planes, which kvcalc's llama.cpp rules do not model",
+}
+
+
 # --- attention whose geometry differs by layer (gemma4, mimo2, deci) ----------------------------------------
 #
 # llama.cpp 0c1e570's common loader (src/llama-model.cpp llama_model_base::load_hparams) reads
@@ -922,18 +984,25 @@ def _deci(config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, l
     config.update(num_attention_heads=heads, head_dim=k_dim, block_configs=blocks)
 
 
+_INDEXER_KEYS = ("attention.indexer.head_count", "attention.indexer.key_length", "attention.indexer.top_k")
 _PER_LAYER_ATTENTION = {"gemma4": _gemma4, "mimo2": _mimo2, "deci": _deci}
 # Keys under <arch>. these mappings read beyond _READ (the rest of attention.* goes to the guard).
 _PER_LAYER_READ: dict[str, tuple[str, ...]] = {
     "gemma4": ("attention.key_length_swa", "attention.value_length_swa", "attention.shared_kv_layers"),
     # attention.value_scale scales V before it is cached: no size (MiMoV2FlashConfig attention_value_scale).
     "mimo2": ("attention.key_length_swa", "attention.value_length_swa", "attention.value_scale"),
+    # The indexer keys _sparse_mla and _minimax_m3 read or set aside (queries, top-k: compute only).
+    "deepseek32": _INDEXER_KEYS,
+    "glm-dsa": (*_INDEXER_KEYS, "attention.indexer.types"),
+    "minimax-m3": (*_INDEXER_KEYS, "attention.indexer.block_size", "attention.indexer.local_blocks"),
+    # T5's relative-position buckets size a bias weight, no cache.
+    "t5": ("attention.relative_buckets_count",),
 }
 
 # Plain attention architectures (ARCH_TYPES): llama.cpp 0c1e570 keeps every token in every layer.
 _NO_WINDOW = frozenset({
     "arcee", "granite", "granitemoe", "olmo", "olmoe", "seed_oss", "ernie4_5", "ernie4_5-moe", "smollm3",
-    "internlm2", "minicpm", "stablelm", "mistral3",
+    "internlm2", "minicpm", "stablelm", "mistral3", "minimax-m2", "minimax-m3",
 })  # fmt: skip
 # src/models/exaone4.cpp load_arch_hparams @ 0c1e570: only a 64-layer model (EXAONE-4.0-32B) gets
 # swa_type STANDARD, n_swa 4096 unless sliding_window says otherwise, and load_swa_pattern(ml, 4):
@@ -1127,6 +1196,93 @@ def _mla(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> 
     )
 
 
+def _sparse_mla(
+    config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, label: str, notes: list[str]
+) -> None:
+    """deepseek32 (DeepSeek-V3.2) and glm-dsa (GLM-5): conversion/deepseek.py DeepseekV32Model and
+    conversion/glm.py GlmMoeDsaModel (llama.cpp 0c1e570), both DeepseekV2Model's MLA keys (head_count_kv
+    1, key_length kv_lora_rank + rope dims, the decompressed dims as *_mla) plus attention.indexer.
+    head_count / key_length / top_k (index_n_heads, index_head_dim, index_topk) and, for glm-dsa,
+    attention.indexer.types (true on the "full" layers) when the config lists indexer_types. Both
+    loaders require MLA (src/models/deepseek32.cpp, glm-dsa.cpp). create_memory (src/llama-model.cpp)
+    builds a llama_kv_cache_dsa: the latent cache, K only, on the trunk layers, and an indexer key
+    cache (src/llama-kv-cache-dsa.cpp) on every trunk layer for deepseek32 and on the is_indexer_full
+    ones for glm-dsa, whose loader without indexer.types makes every layer full when context_length
+    is under 1048576 (GLM-5, 5.1) and takes GLM-5.2's table otherwise. kvcalc's deepseek_v32 and
+    glm_moe_dsa rules cache the same; tests/test_gguf_sparse.py runs llama.cpp on both."""
+    kv = need("attention.head_count_kv")
+    if kv != 1 or isinstance(kv, bool):
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.head_count_kv is {_short(kv)}, not 1 (MQA over the latent): "
+            "llama.cpp would cache that many latent copies; not supported"
+        )
+    for key in ("attention.key_length_mla", "attention.value_length_mla"):
+        need(key)  # converted since the MLA rework, which both converters postdate
+    _mla(config, get, need, arch, label)
+    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
+    if k_len != config["kv_lora_rank"] + config["qk_rope_head_dim"]:
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.key_length ({k_len}) is not kv_lora_rank + rope dims "
+            f"({config['kv_lora_rank']} + {config['qk_rope_head_dim']}), the latent llama.cpp caches; not supported"
+        )
+    for key, name in (("key_length", "index_head_dim"), ("head_count", "index_n_heads"), ("top_k", "index_topk")):
+        config[name] = _count(need(f"attention.indexer.{key}"), f"{arch}.attention.indexer.{key}", label)
+    if arch != "glm-dsa":
+        return
+    types = get("attention.indexer.types")
+    if types is None:
+        ctx = _count(need("context_length"), f"{arch}.context_length", label)
+        if ctx < _GLM_DSA_PRE_5_2_CTX:
+            full = [True] * layers
+        else:
+            # GLM_5_2_DEFAULT_INDEXER_TYPES (src/models/glm-dsa.cpp): layers 0 and 1, then every 4th from
+            # layer 2, full, for its 78 entries; the rest of the LLAMA_MAX_LAYERS array is 0 (shared).
+            full = [i < _GLM_5_2_LAYERS and (i < 2 or (i - 2) % 4 == 0) for i in range(layers)]
+            notes.append(
+                f"no {arch}.attention.indexer.types and context_length {ctx:,} >= {_GLM_DSA_PRE_5_2_CTX:,}: "
+                "llama.cpp takes GLM-5.2's indexer layout (src/models/glm-dsa.cpp)"
+            )
+    elif isinstance(types, list) and len(types) == layers and all(v in (0, 1) for v in types):
+        full = [bool(v) for v in types]
+    elif isinstance(types, bool):  # llama.cpp's get_key_or_arr gives a scalar to every layer
+        full = [types] * layers
+    else:
+        raise SourceError(f"{label}: GGUF key {arch}.attention.indexer.types must list the {layers} layers as booleans")
+    config["indexer_types"] = ["full" if f else "shared" for f in full]
+    # The same layout as GlmMoeDsaConfig's index_topk_pattern letters, which vLLM reads instead of the
+    # list (families/glm_moe_dsa.py): with both given, no engine derives another layout.
+    config["index_topk_pattern"] = "".join("F" if f else "S" for f in full)
+
+
+# src/models/glm-dsa.cpp load_arch_hparams @ 0c1e570: n_ctx_train < 1048576 is GLM-5 or 5.1 (every
+# layer full); its GLM_5_2_DEFAULT_INDEXER_TYPES table lists 78 layers.
+_GLM_DSA_PRE_5_2_CTX = 1048576
+_GLM_5_2_LAYERS = 78
+
+
+def _minimax_m3(config: dict[str, Any], get: Any, need: Any, arch: str, layers: int, label: str) -> None:
+    """minimax-m3: conversion/minimax.py MiniMaxM3Model (llama.cpp 0c1e570), a MiniMaxM2Model: TextModel's
+    GQA keys (head_count_kv, key_length = value_length = head_dim), attention.indexer.key_length
+    sparse_index_dim (head_count, top_k, block_size and local_blocks choose blocks, no cache) and
+    leading_dense_block_count, the leading zeros of moe_layer_freq. create_memory (src/llama-model.cpp)
+    builds a llama_kv_cache_msa whose indexer cache holds the layers il >= n_layer_dense_lead: llama.cpp
+    makes the MoE layers the sparse ones, so the config's sparse_attention_freq is read back as that
+    split (the released checkpoint's two lists agree)."""
+    if "per_layer_config" in config or "v_head_dim" in config:
+        raise SourceError(
+            f"{label}: GGUF {arch} with KV heads or a value length that differ from the rest: kvcalc's "
+            "minimax_m3 rules have one K/V geometry; not supported"
+        )
+    dense = get("leading_dense_block_count")
+    if dense is None:
+        dense = 0  # llama.cpp's n_layer_dense_lead default: every layer sparse
+    elif isinstance(dense, bool) or not isinstance(dense, int) or dense < 0:
+        raise SourceError(f"{label}: GGUF key {arch}.leading_dense_block_count is {_short(dense)}")
+    key = f"{arch}.attention.indexer.key_length"
+    config["index_head_dim"] = _count(need("attention.indexer.key_length"), key, label)
+    config["layer_types"] = ["full_attention" if i < dense else "minimax_m3_sparse" for i in range(layers)]
+
+
 # --- NextN (MTP) layers ---------------------------------------------------------------------------------------
 #
 # Converters that keep a model's multi-token-prediction layers (conversion/glm.py Glm4MoeModel, qwen.py's
@@ -1141,7 +1297,7 @@ def _mla(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> 
 # An architecture not listed here, or a file that holds only NextN blocks (a drafter), is refused.
 _SKIPS_NEXTN = frozenset({
     "deepseek2", "glm4", "glm4moe", "qwen3next", "qwen35", "qwen35moe", "mimo2", "exaone4", "nemotron_h",
-    "nemotron_h_moe",
+    "nemotron_h_moe", "deepseek32", "glm-dsa",
 })  # fmt: skip
 
 
@@ -1180,6 +1336,21 @@ def loaded_tensor_bytes(headers: list[GgufHeader], label: str) -> int:
 def loaded_parameters(headers: list[GgufHeader], label: str) -> int:
     """Elements of the tensors llama.cpp loads (the parameters, whatever their quantization)."""
     return sum(math.prod(t.dims) for t in _loaded(headers, label))
+
+
+def stored_split(headers: list[GgufHeader], label: str) -> tuple[int, int]:
+    """(input embedding bytes, routed experts' bytes) of the loaded tensors: token_embd, and the
+    stacked expert tensors (llama.cpp's ``blk.N.ffn_{gate,up,down,gate_up}_exps``)."""
+    embedding = experts = 0
+    for t in _loaded(headers, label):
+        if t.name == "token_embd.weight":
+            embedding += t.nbytes
+        elif _EXPERTS.match(t.name):
+            experts += t.nbytes
+    return embedding, experts
+
+
+_EXPERTS = re.compile(r"^blk\.\d+\.ffn_(gate|up|down|gate_up)_exps\.")
 
 
 def _loaded(headers: list[GgufHeader], label: str) -> list[TensorInfo]:

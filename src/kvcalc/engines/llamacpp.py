@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from kvcalc.dtypes import FP16, FP32, DType
 from kvcalc.errors import UsageError
-from kvcalc.spec import AttentionCache, LayerCache, ModelSpec
+from kvcalc.spec import AttentionCache, IndexerCache, LayerCache, ModelSpec, NoCache
 
 from .base import Engine, EngineOptions, pad
 
@@ -52,6 +52,13 @@ _WINDOW_KEPT = {
 # whatever attention_chunk_size the config gives (convert_hf_to_gguf writes none).
 LLAMA4_CHUNK = 8192
 _LLAMA4_TYPES = ("llama4", "llama4_text")
+
+# Model types conversion/t5.py T5Model converts to llama.cpp's t5 architecture (T5ForConditionalGeneration,
+# MT5..., UMT5...). src/models/t5.cpp projects cross-attention K and V from the encoder output (llama_cross::v_embd,
+# a host f32 copy of n_embd x encoded tokens made by src/llama-context.cpp encode) at every decode: only the
+# decoder's self-attention has a KV cache (llama.cpp 0c1e570).
+_T5_TYPES = ("t5", "mt5", "umt5")
+_T5_CROSS = NoCache(block="T5 cross-attention: llama.cpp recomputes its K/V from the encoder output at every decode")
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ class LlamaCpp(Engine):
         _check_blocks(spec, k_dtype, v_dtype)
         notes: list[str] = []
         mt = spec.model_type
-        caches = spec.caches
+        caches = _msa_indexers(spec.caches)
         if mt in _WINDOW_DROPPED and any(_windowed(c) for c in caches):
             arch, why = _WINDOW_DROPPED[mt]
             caches = tuple(_without_window(c) for c in caches)
@@ -115,6 +122,19 @@ class LlamaCpp(Engine):
                 f"llama.cpp fixes Llama 4's attention chunk at {LLAMA4_CHUNK:,} tokens (src/models/llama4.cpp), "
                 f"not the config's {given:,}"
             )
+        if mt in _T5_TYPES and any(c.tokens == "encoder" for c in caches):
+            caches = tuple(_T5_CROSS if c.tokens == "encoder" else c for c in caches)
+            notes.append(
+                "llama.cpp caches no T5 cross-attention K/V: it recomputes them from the encoder output at every "
+                "decode (src/models/t5.cpp), kept as an f32 host copy of n_embd x encoder tokens, not counted here"
+            )
+            if not self.unified:
+                # Seen in a real run (tests/test_gguf_t5_ds4.py): src/llama-graph.cpp build_pos_bias makes one
+                # [n_kv, n_tokens, n_head] bias, which does not broadcast over scores split into streams.
+                notes.append(
+                    "llama.cpp 0c1e570 aborts a T5 context of more than one sequence without --kv-unified "
+                    "(GGML_ASSERT(ggml_can_repeat(b, a)) in ggml.c): batch 1 or --kv-unified runs"
+                )
         if self.swa_full and any(c.token_bound is not None and c.tokens == "decoder" for c in caches):
             notes.append("--swa-full: llama.cpp gives sliding and chunked layers full-size caches (n_ctx cells)")
         return (replace(spec, caches=caches) if caches != spec.caches else spec), notes
@@ -162,15 +182,13 @@ class LlamaCpp(Engine):
         return self.batch_slots(cache, tokens, 1, 0)
 
     def indexer_dtype(self, kv: DType, compute: DType, family: str = "dsa") -> DType:
-        """Not modelled. llama.cpp (ggml-org/llama.cpp @ 00395eb2, src/llama-model.cpp) builds
-        glm-dsa (GLM-5) as dense DeepSeek-2 MLA with no indexer and no indexer keys, keeps
-        DeepSeek-V3.2's keys in its own llama_kv_cache_dsa, and has no MiniMax-M3 architecture."""
-        if family == "msa":
-            raise UsageError("llama.cpp has no MiniMax-M3 architecture (src/llama-arch.cpp): not modelled")
-        raise UsageError(
-            "llama.cpp's sparse-attention indexer cache (DeepSeek-V3.2 DSA; GLM-5's glm-dsa runs as dense MLA "
-            "without one) is not modelled"
-        )
+        """The K cache type (-ctk, f16 by default). llama.cpp 0c1e570 keeps the indexer keys in a
+        second llama_kv_cache built with the main cache's type_k, type_v, kv_size, n_seq_max,
+        unified and n_pad, its hparams copied with n_head_kv 1 and n_embd_head_k = indexer.key_length
+        (src/llama-kv-cache-dsa.cpp for deepseek32 and glm-dsa, src/llama-kv-cache-msa.cpp for
+        minimax-m3): the cells and streams of the layer's own cache, one key row per token in
+        type_k (checked on real llama.cpp runs: tests/test_gguf_sparse.py)."""
+        return kv
 
     def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """common/common.h ``cache_type_k/v = GGML_TYPE_F16`` and ``llama_context_default_params()``:
@@ -200,6 +218,57 @@ class LlamaServer(LlamaCpp):
         assert isinstance(engine, LlamaCpp)
         fields = {k: getattr(engine, k) for k in ("n_ubatch", "n_batch", "swa_full", "mla")}
         return cls(unified=True, **fields), notes
+
+
+@dataclass(frozen=True)
+class _MsaIndexer(IndexerCache):
+    """A MiniMax-M3 indexer layer as llama.cpp 0c1e570 caches it: llama_kv_cache_msa builds the
+    indexer cache from the model's hparams with n_head_kv 1 and n_embd_head_k = indexer.key_length
+    but n_embd_head_v left as the attention's (src/llama-kv-cache-msa.cpp), and minimax-m3 is no
+    MLA model, so llama_kv_cache gives it a V row too, one head of that value dim per token in
+    type_v (src/llama-kv-cache.cpp: has_v = !is_mla), which no graph reads. A real run shows it:
+    "K (f16): 0.75 MiB, V (f16): 0.38 MiB" for 3 layers of 1024 cells, keys of 128, values of 64."""
+
+    value_dim: int = 0
+
+    @property
+    def elements_per_token(self) -> int:
+        return self.head_dim + self.value_dim
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.head_dim, self.value_dim, None
+
+    def describe(self) -> tuple[str, str]:
+        return "indexer", f"{self.head_dim} + V {self.value_dim}"
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x ({self.head_dim} + {self.value_dim}) x {s}"
+
+    def explain(self) -> str:
+        return (
+            f"llama.cpp's MiniMax-M3 indexer cache holds one {self.head_dim}-element key and an unread "
+            f"{self.value_dim}-element V row per token"
+        )
+
+
+def _msa_indexers(caches: tuple[LayerCache, ...]) -> tuple[LayerCache, ...]:
+    """MiniMax-M3's indexer entries with the V row llama.cpp gives them: one head of the value dim
+    of the model's attention layers (llama.cpp's hparams hold one n_embd_head_v for them all)."""
+    if not any(isinstance(c, IndexerCache) and c.family == "msa" for c in caches):
+        return caches
+    dims = {c.v_head_dim for c in caches if isinstance(c, AttentionCache)}
+    if len(dims) != 1:
+        raise UsageError(
+            "llama.cpp sizes MiniMax-M3's indexer V rows by the one value head dim of its attention; this model "
+            f"has {sorted(dims)}: not modelled"
+        )
+    (v_dim,) = dims
+    return tuple(
+        _MsaIndexer(head_dim=c.head_dim, ratio=c.ratio, family="msa", value_dim=v_dim)
+        if isinstance(c, IndexerCache) and c.family == "msa"
+        else c
+        for c in caches
+    )
 
 
 def _windowed(cache: LayerCache) -> bool:
