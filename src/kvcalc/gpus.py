@@ -14,6 +14,24 @@ from dataclasses import dataclass
 from .errors import UsageError
 
 MIB = 2**20
+T = 10**12
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """A GPU's peak memory bandwidth (bytes/s, decimal as vendors state it) and dense tensor
+    throughput (FLOP/s, no 2:4 sparsity: NVIDIA's starred figures halved) per compute dtype; None
+    where the GPU has no tensor path for it. ``int8`` counts operations."""
+
+    bandwidth: int
+    bf16: int
+    fp8: int | None
+    fp4: int | None
+    int8: int
+    source: str
+
+    def flops(self, dtype: str) -> int | None:
+        return {"bf16": self.bf16, "fp16": self.bf16, "fp8": self.fp8, "fp4": self.fp4, "int8": self.int8}[dtype]
 
 
 @dataclass(frozen=True)
@@ -23,9 +41,47 @@ class GPU:
     smi_mib: int
     source: str
     aliases: tuple[str, ...] = ()
+    peaks: Peaks | None = None
 
 
-GPUS = (
+_H100 = "NVIDIA H100 datasheet (SXM column; starred figures are with sparsity) and Hopper whitepaper: "
+# Where a vendor published two bandwidths the larger is kept: a lower bound on time must not be too high.
+PEAKS = {
+    "h100-sxm": Peaks(3_350_000_000_000, 989_400_000_000_000, 1_978_900_000_000_000, None, 1_978_900_000_000_000,
+                      _H100 + "3.35 TB/s HBM3, BF16 1,979* / FP8 3,958* / INT8 3,958* TFLOPS (whitepaper 989.4 / "
+                      "1,978.9 dense); ai-dynamo/aiconfigurator systems/h100_sxm.yaml mem_bw 3350e9"),
+    "h100-pcie": Peaks(2_000_000_000_000, 756_500_000_000_000, 1_513_000_000_000_000, None, 1_513_000_000_000_000,
+                       "NVIDIA H100 datasheet, PCIe column: 2 TB/s HBM2e, BF16 1,513* / FP8 3,026* / INT8 3,026* "
+                       "TFLOPS (* with sparsity; dense half)"),
+    "h200": Peaks(4_800_000_000_000, 989_400_000_000_000, 1_978_900_000_000_000, None, 1_978_900_000_000_000,
+                  "NVIDIA H200 (SXM) product page: 4.8 TB/s HBM3e, BF16 1,979* / FP8 3,958* TFLOPS (* with "
+                  "sparsity; dense half: the H100's GH100 compute); aiconfigurator systems/h200_sxm.yaml "
+                  "mem_bw 4800e9"),
+    "a100-40gb": Peaks(1_555_000_000_000, 312 * T, None, None, 624 * T,
+                       "NVIDIA A100 datasheet: 40GB 1,555 GB/s HBM2, BF16 312 (624*) TFLOPS, INT8 624 (1,248*) TOPS"),
+    "a100-80gb": Peaks(2_039_000_000_000, 312 * T, None, None, 624 * T,
+                       "NVIDIA A100 datasheet: 80GB SXM 2,039 GB/s (PCIe 1,935 GB/s; the larger kept), BF16 312 "
+                       "TFLOPS dense; aiconfigurator systems/a100_sxm.yaml mem_bw 2039e9"),
+    "l4": Peaks(300_000_000_000, 121 * T, 242_500_000_000_000, None, 242_500_000_000_000,
+                "NVIDIA L4 datasheet: 300 GB/s GDDR6, BF16 242* / FP8 485* TFLOPS (* with sparsity; dense half)"),
+    "l40s": Peaks(864_000_000_000, 362_050_000_000_000, 733 * T, None, 733 * T,
+                  "NVIDIA L40S datasheet: 864 GB/s GDDR6, BF16 362.05 | 733* TFLOPS, FP8 733 | 1,466*; "
+                  "aiconfigurator systems/l40s.yaml"),
+    "rtx-4090": Peaks(1_008_000_000_000, 330_300_000_000_000, 660_600_000_000_000, None, 660_600_000_000_000,
+                      "NVIDIA Ada GPU architecture whitepaper, RTX 4090: 1,008 GB/s GDDR6X; FP16 with FP16 "
+                      "accumulate 330.3 TFLOPS dense (FP32 accumulate, BF16: 165.2), FP8 with FP16 accumulate "
+                      "660.6, INT8 660.6 TOPS: the fastest path, as a bound needs (llama.cpp's F16 GEMMs use it)"),
+    "b200": Peaks(8 * T, 2_250 * T, 4_500 * T, 9_000 * T, 4_500 * T,
+                  "NVIDIA HGX/DGX B200 specs: 8 TB/s HBM3e per GPU at launch (a later table says 7.7; the larger "
+                  "kept), BF16 4.5* / FP8 9* / FP4 18* PFLOPS (* with sparsity; dense half); aiconfigurator "
+                  "systems/b200_sxm.yaml"),
+    "mi300x": Peaks(5_300_000_000_000, 1_307_400_000_000_000, 2_614_900_000_000_000, None, 2_614_900_000_000_000,
+                    "AMD Instinct MI300X data sheet: 5.3 TB/s HBM3, BF16 1,307.4 TFLOPS dense (2,614.9 with "
+                    "sparsity), FP8 2,614.9 dense"),
+}  # fmt: skip
+
+
+_MEMORY = (
     GPU("h100-sxm", 85_017_755_648, 81_559,
         "CUDA deviceQuery 81,079 MiB (85,017,755,648 B), driver 13.0 / runtime 12.5; torch shows 81,082-81,090 MiB "
         "on other drivers; nvidia-smi 81,559 MiB (modal-labs/modal-client PR #2797)",
@@ -50,6 +106,10 @@ GPUS = (
         "ROCm torch total_memory=196592MB = rocm-smi 206,141,652,992 B, bare metal (ROCm/ROCm issue #4203); "
         "SR-IOV cloud VFs report 205,822,885,888 B", ("mi300",)),
 )  # fmt: skip
+
+
+# Each GPU with its peaks (kvcalc.roofline).
+GPUS = tuple(GPU(g.name, g.runtime_bytes, g.smi_mib, g.source, g.aliases, PEAKS.get(g.name)) for g in _MEMORY)
 
 
 def find_gpu(name: str) -> GPU:

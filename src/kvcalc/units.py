@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Literal
 
 from .errors import UsageError
@@ -114,3 +115,20 @@ def parse_size(text: str, *, what: str) -> int:
     whole, _, frac = number.partition(".")
     value: int = (int(whole + frac) * scale) // 10 ** len(frac)
     return value
+
+
+_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgtpe]?)\s*(?:b/s|bps|flop/s|flops)?\s*$", re.IGNORECASE)
+
+
+def parse_rate(text: str, *, what: str) -> int:
+    """A per-second peak as a whole number: ``3.35TB/s``, ``3350GB/s`` or ``3.35e12`` bytes/s;
+    ``989.4T``, ``989.4TFLOPS`` or ``989.4e12`` FLOP/s. Prefixes are decimal (T = 10^12), as vendors
+    state peaks."""
+    m = _RATE.match(text)
+    if m is None:
+        raise UsageError(f"{what} must be a rate like 3.35TB/s or 989.4e12, got {text!r}")
+    value = Decimal(m[1]) * _SI[m[2].lower()]
+    if value <= 0 or value != value.to_integral_value() or value > 10**21:
+        raise UsageError(f"{what} must come to a positive whole number per second, got {text!r}")
+    return int(value)
