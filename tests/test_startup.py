@@ -75,8 +75,9 @@ def _run_child(argv: list[str], cwd: Path) -> dict[str, Any]:
         ["estimate", "llama-3.1-8b", "--tokens", "32k"],
         ["presets"],
         ["presets", "--json"],
+        ["speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--json"],
     ],
-    ids=["estimate-json", "estimate-table", "presets", "presets-json"],
+    ids=["estimate-json", "estimate-table", "presets", "presets-json", "speed-json"],
 )
 def test_common_paths_import_no_heavy_modules(argv: list[str], tmp_path: Path) -> None:
     report = _run_child(argv, tmp_path)

@@ -19,6 +19,9 @@ _EXPORTS = {
     "read_requests": "api",
     "compare": "api",
     "fit": "api",
+    "fit_offload": "api",
+    "speed": "api",
+    "SpeedReport": "api",
     "probe": "api",
     "probe_request": "api",
     "list_presets": "api",
@@ -69,6 +72,7 @@ __all__ = [
     "RequestSummary",
     "SharedCache",
     "SourceError",
+    "SpeedReport",
     "StateCache",
     "UsageError",
     "Workload",
@@ -77,6 +81,7 @@ __all__ = [
     "estimate",
     "estimate_requests",
     "fit",
+    "fit_offload",
     "list_presets",
     "load_model",
     "model_from_geometry",
@@ -86,16 +91,19 @@ __all__ = [
     "probe_request",
     "read_requests",
     "show_preset",
+    "speed",
 ]
 
 if TYPE_CHECKING:
     from .api import FitReport as FitReport
     from .api import Model as Model
     from .api import ProbeReport as ProbeReport
+    from .api import SpeedReport as SpeedReport
     from .api import compare as compare
     from .api import estimate as estimate
     from .api import estimate_requests as estimate_requests
     from .api import fit as fit
+    from .api import fit_offload as fit_offload
     from .api import list_presets as list_presets
     from .api import load_model as load_model
     from .api import model_from_geometry as model_from_geometry
@@ -104,6 +112,7 @@ if TYPE_CHECKING:
     from .api import probe_request as probe_request
     from .api import read_requests as read_requests
     from .api import show_preset as show_preset
+    from .api import speed as speed
     from .comparison import Comparison as Comparison
     from .dtypes import DType as DType
     from .dtypes import parse_dtype as parse_dtype

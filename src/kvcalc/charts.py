@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .comparison import Comparison
 from .errors import UsageError
 
+if TYPE_CHECKING:
+    from .roofline import SweepRow
+
 _FORMATS = {".png": "png", ".svg": "svg"}
 
 
-def save_plot(comp: Comparison, path: str) -> None:
-    """Bytes (GiB) against context length, one line per row of the comparison."""
+def _pyplot(path: str) -> tuple[Any, Path, str]:
+    """matplotlib's pyplot (files only), the target and its format; one UsageError line otherwise."""
     target = Path(path)
     fmt = _FORMATS.get(target.suffix.lower())
     if fmt is None:
@@ -25,6 +30,43 @@ def save_plot(comp: Comparison, path: str) -> None:
         raise UsageError(
             "--plot needs matplotlib: pip install matplotlib (in a kvcalc checkout: pip install '.[plot]')"
         ) from None
+    return plt, target, fmt
+
+
+def _save(fig: Any, target: Path, fmt: str, path: str) -> None:
+    try:
+        fig.savefig(target, format=fmt)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def save_speed_plot(rows: Sequence[SweepRow], path: str, title: str) -> None:
+    """The batch sweep of kvcalc speed: per-request TPOT (ms) and the batch's output tokens/s
+    against batch size, side by side: what a request waits and what the GPU delivers."""
+    plt, target, fmt = _pyplot(path)
+    fig, (wait, rate) = plt.subplots(1, 2, figsize=(10, 4.5), dpi=120)
+    try:
+        batches = [r.batch for r in rows]
+        wait.plot(batches, [r.decode.mean_s * 1e3 for r in rows], marker="o")
+        rate.plot(batches, [r.throughput for r in rows], marker="o", color="tab:green")
+        for ax, label in ((wait, "TPOT per request, mean (ms)"), (rate, "output tokens/s of the batch")):
+            if len(batches) > 1 and max(batches) / min(batches) >= 8:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(batches, [f"{b:,}" for b in batches])
+            ax.minorticks_off()
+            ax.set_xlabel("batch (sequences decoding together)")
+            ax.set_ylabel(label)
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(title)
+        fig.tight_layout()
+        _save(fig, target, fmt, path)
+    finally:
+        plt.close(fig)
+
+
+def save_plot(comp: Comparison, path: str) -> None:
+    """Bytes (GiB) against context length, one line per row of the comparison."""
+    plt, target, fmt = _pyplot(path)
 
     series: dict[str, list[tuple[int, int]]] = {}
     for r in comp.rows:
@@ -47,10 +89,7 @@ def save_plot(comp: Comparison, path: str) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         fig.tight_layout()
-        try:
-            fig.savefig(target, format=fmt)
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        _save(fig, target, fmt, path)
     finally:
         plt.close(fig)
 

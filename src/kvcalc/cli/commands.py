@@ -5,5 +5,6 @@ from .estimate import estimate
 from .fit import fit
 from .presets import presets, presets_show
 from .probe import probe
+from .speed import speed
 
-__all__ = ["compare", "estimate", "fit", "presets", "presets_show", "probe"]
+__all__ = ["compare", "estimate", "fit", "presets", "presets_show", "probe", "speed"]

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from .labels import attention_kind
 
 if TYPE_CHECKING:
-    from kvcalc.api import OffloadReport
+    from kvcalc.api import OffloadReport, SpeedReport
     from kvcalc.capacity import Budget, Fit, Verdict
     from kvcalc.comparison import Comparison
     from kvcalc.crosscheck import CrossCheck
     from kvcalc.estimator import Estimate, Workload
     from kvcalc.presets import Preset
+    from kvcalc.roofline import Step
     from kvcalc.spec import ModelSpec
     from kvcalc.workloads import RequestSummary
 
@@ -299,3 +300,59 @@ def offload_json(report: OffloadReport) -> dict[str, Any]:
         "fits": report.fits,
         "notes": list(report.notes),
     }
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {
+        "weight_bytes": step.weight_bytes,
+        "kv_bytes": step.kv_bytes,
+        "flops": step.flops,
+        "attention_flops": step.attention_flops,
+        "memory_seconds": step.memory_s,
+        "compute_seconds": step.compute_s,
+        "seconds": step.seconds,
+        "bound_by": step.bound_by,
+    }
+
+
+def speed_json(report: SpeedReport) -> dict[str, Any]:
+    """``kvcalc speed --json``: bytes and FLOPs are integers (per GPU); times in seconds."""
+    s = report.result
+    hw, w, d = s.hardware, s.weights, s.decode
+    return {
+        "model": report.model.name,
+        "engine": report.engine,
+        "kv_dtype": report.kv_dtype.name,
+        "kind": "bound" if hw.is_bound else "estimate",
+        "hardware": {
+            "label": hw.label, "bandwidth_bytes_per_s": hw.bandwidth, "flops_per_s": hw.flops,
+            "compute_dtype": hw.compute_dtype, "bandwidth_efficiency": float(hw.bandwidth_efficiency),
+            "flops_efficiency": float(hw.flops_efficiency),
+        },
+        "tp": s.tp,
+        "batch": s.batch,
+        "prompt_tokens": s.prompt,
+        "output_tokens": s.output,
+        "weights": {
+            "bytes": w.total_bytes, "source": report.weights_label, "embedding_bytes": w.embedding_bytes,
+            "expert_bytes": w.expert_bytes, "experts": w.experts, "experts_per_token": w.top_k,
+            "parameters_per_token": w.params_per_token,
+        },
+        "prefill": {**_step_json(s.prefill), "ttft_seconds": s.prefill.seconds, "ttft_mean_seconds": s.ttft_mean_s},
+        "decode": {
+            "first": _step_json(d.first), "last": _step_json(d.last), "tpot_mean_seconds": d.mean_s,
+            "steps": d.steps, "steps_evaluated": d.sampled, "memory_bound_steps": d.memory_bound_steps,
+        },
+        "compute_bound_from_prompt": s.compute_bound_prompt,
+        "kv_read_overtakes_weights_at": s.kv_overtakes_at,
+        "sweep": [
+            {
+                "batch": r.batch, "ttft_seconds": r.prefill.seconds, "ttft_mean_seconds": r.ttft_mean_s,
+                "tpot_mean_seconds": r.decode.mean_s,
+                "output_tokens_per_s": r.throughput, "first_step_kv_bytes": r.decode.first.kv_bytes,
+                "fits": r.fits,
+            }
+            for r in s.sweep
+        ],
+        "notes": list(report.notes),
+    }  # fmt: skip

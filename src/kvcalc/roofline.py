@@ -1,0 +1,492 @@
+"""Prefill and decode in time (kvcalc speed): lower bounds on TTFT and TPOT from the bytes and FLOPs each step moves.
+
+A roofline: a step cannot take less than the bytes it must read over the GPU's memory bandwidth,
+nor less than its FLOPs over the GPU's dense peak; the step's bound is the larger of the two. The
+bytes are the model's weights as a step reads them (MoE: the experts its tokens are routed to) and
+the KV cache it attends over, exactly as kvcalc's per-layer model keeps it; the FLOPs are the
+matmuls (2 per parameter a token goes through) and attention's score and value products over the
+tokens each layer attends to. What the bound leaves out (activations, launch gaps, communication,
+imperfect kernels) only makes real steps slower, so measured latencies sit above it; efficiency
+factors, off by default and labelled, turn the bound into an estimate.
+
+Pure: integers and callables in, a report out. The caller (kvcalc.api.speed) supplies the KV cache
+bytes for a context length and batch, from the estimator under the chosen engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from .dims import ModelDims
+from .errors import UsageError
+from .spec import (
+    AttentionCache,
+    IndexerCache,
+    Kind,
+    KVWindowCache,
+    LatentCache,
+    LayerCache,
+    ModelSpec,
+    StateCache,
+)
+
+# Steps of a long output evaluated one by one; past this many, evenly spaced ones (a note says so).
+MAX_STEPS = 512
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU's peaks (every GPU of a TP group alike) and the efficiency factors applied to them
+    (1: the bound itself)."""
+
+    label: str
+    bandwidth: int  # bytes/s
+    flops: int  # dense FLOP/s at compute_dtype
+    compute_dtype: str
+    bandwidth_efficiency: Fraction = Fraction(1)
+    flops_efficiency: Fraction = Fraction(1)
+
+    @property
+    def is_bound(self) -> bool:
+        return self.bandwidth_efficiency == 1 and self.flops_efficiency == 1
+
+    def memory_seconds(self, nbytes: int) -> float:
+        return float(Fraction(nbytes) / (self.bandwidth * self.bandwidth_efficiency))
+
+    def compute_seconds(self, flops: int) -> float:
+        return float(Fraction(flops) / (self.flops * self.flops_efficiency))
+
+
+# --- weights as a step reads them ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """The checkpoint's bytes by how a forward pass reads them, and the parameters behind its FLOPs.
+
+    ``embedding_bytes``: the input embedding, read one row per token (0 when the head is tied to it,
+    since the head reads the whole matrix anyway). ``expert_bytes``: every routed expert of every MoE
+    layer; a step reads the share its tokens are routed to. ``dense_params``: parameters every token
+    goes through (attention, dense MLPs, shared experts, norms), the head excluded; ``expert_params``
+    the parameters of one routed expert summed over the MoE layers; ``head_params`` the LM head."""
+
+    total_bytes: int
+    embedding_bytes: int
+    expert_bytes: int
+    experts: int
+    top_k: int
+    dense_params: int
+    expert_params: int
+    head_params: int
+    notes: tuple[str, ...] = ()
+    parameters: int = 0  # all of them, each embedding and the head counted once
+
+    @property
+    def bytes_per_param(self) -> Fraction:
+        return Fraction(self.total_bytes, self.parameters or 1)
+
+    @property
+    def params_per_token(self) -> int:
+        """Matmul parameters one token goes through: 2 FLOPs each."""
+        return self.dense_params + self.top_k * self.expert_params + self.head_params
+
+    def read_bytes(self, tokens: int) -> int:
+        """Weight bytes one forward pass over ``tokens`` tokens reads: all but the input embedding
+        (a few rows) and the routed experts no token goes to. Tokens are taken to pick experts
+        uniformly and independently: each expert is left out with probability (1 - k/E)^tokens."""
+        dense = self.total_bytes - self.embedding_bytes - self.expert_bytes
+        if not self.experts:
+            return dense
+        untouched = (1 - self.top_k / self.experts) ** tokens
+        return dense + int(self.expert_bytes * (1 - untouched))
+
+
+def moe_layer_count(text: Mapping[str, Any], layers: int) -> tuple[int, str | None]:
+    """How many decoder layers route to experts, from the config's layout keys; a note when none says."""
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str):  # Nemotron-H: 'E' marks an MoE block
+        return pattern.count("E"), None
+    freq = text.get("moe_layer_freq")
+    if isinstance(freq, list):  # MiMo-V2, MiniMax-M3: 1 marks an MoE layer
+        return sum(1 for f in freq[:layers] if f), None
+    if isinstance(text.get("first_k_dense_replace"), int):  # DeepSeek, GLM, Kimi: leading dense layers
+        dense = int(text["first_k_dense_replace"])
+        freq = text.get("moe_layer_freq", 1)
+        freq = freq if isinstance(freq, int) and freq > 0 else 1
+        return sum(1 for i in range(dense, layers) if i % freq == 0), None
+    step = text.get("interleave_moe_layer_step")  # Llama 4: every step-th layer
+    if isinstance(step, int) and step > 0:
+        return sum(1 for i in range(layers) if (i + 1) % step == 0), None
+    period = text.get("expert_layer_period")  # Jamba
+    if isinstance(period, int) and period > 0:
+        offset = int(text.get("expert_layer_offset", 0) or 0)
+        return sum(1 for i in range(layers) if i % period == offset), None
+    only = text.get("mlp_only_layers") or []
+    sparse = text.get("decoder_sparse_step")
+    if (isinstance(sparse, int) and sparse > 0) or only:  # Qwen-MoE
+        step = sparse if isinstance(sparse, int) and sparse > 0 else 1
+        return sum(1 for i in range(layers) if i not in only and (i + 1) % step == 0), None
+    return layers, f"every one of the {layers} layers taken to route to experts (the config names no dense layers)"
+
+
+def split_weights(
+    dims: ModelDims,
+    text: Mapping[str, Any],
+    *,
+    total_bytes: int,
+    parameters: int | None,
+    bytes_per_param: Fraction,
+    tied: bool,
+    stored: tuple[int, int] | None = None,
+) -> WeightSplit:
+    """Split a checkpoint of ``total_bytes`` (``parameters`` when known) by how a step reads it.
+
+    Widths come from the config (kvcalc.dims); the experts are gated MLPs (gate, up and down: 3 x
+    hidden x width each) unless the config's MLP activation is relu2 (Nemotron-H: up and down
+    only). Bytes: ``stored`` (input embedding, routed experts) when the file lists its tensors (a
+    GGUF), else at the checkpoint's mean bytes per parameter, which errs low on the dense part when
+    experts are stored smaller (gpt-oss's MXFP4), so the bound stays a bound."""
+    notes: list[str] = []
+    if parameters is None:
+        parameters = int(Fraction(total_bytes) / bytes_per_param)
+        notes.append(f"parameters taken as the weights' bytes / {float(bytes_per_param):g} B = {parameters:,}")
+    per_param = Fraction(total_bytes, parameters)
+    embedding_params = dims.vocab * dims.hidden
+    head_params = embedding_params
+    expert_params = experts = top_k = 0
+    if dims.is_moe and dims.expert_intermediate:
+        moe_layers, note = moe_layer_count(text, dims.layers)
+        if note:
+            notes.append(note)
+        experts, top_k = dims.experts, dims.top_k
+        matrices = 2 if "relu2" in (text.get("mlp_hidden_act"), text.get("hidden_act")) else 3
+        expert_params = moe_layers * matrices * dims.hidden * dims.expert_intermediate
+    all_expert_params = experts * expert_params
+    dense_params = parameters - all_expert_params - head_params - (0 if tied else embedding_params)
+    if dense_params <= 0:
+        raise UsageError(
+            f"the weights ({parameters:,} parameters) are smaller than the embeddings and experts the config "
+            "describes: give the right --weights"
+        )
+    embedding_bytes, expert_bytes = int(embedding_params * per_param), int(all_expert_params * per_param)
+    if stored is not None:
+        embedding_bytes, expert_bytes = stored
+    return WeightSplit(
+        total_bytes=total_bytes,
+        embedding_bytes=0 if tied else embedding_bytes,
+        expert_bytes=expert_bytes if experts else 0,
+        experts=experts,
+        top_k=top_k,
+        dense_params=dense_params,
+        expert_params=expert_params,
+        head_params=head_params,
+        notes=tuple(notes),
+        parameters=parameters,
+    )
+
+
+# --- attention FLOPs ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What attention's FLOPs need beyond the cache geometry: query heads, and for sparse (DSA)
+    attention the indexer's heads and the tokens each query keeps (``index_topk``)."""
+
+    query_heads: int
+    index_heads: int = 0
+    index_topk: int | None = None
+
+
+def _attended(cache: LayerCache, t: int) -> int:
+    """Tokens a decoder layer attends to at context length ``t``: windows and chunks cap it."""
+    if isinstance(cache, AttentionCache):
+        if cache.window is not None:
+            return min(t, cache.window)
+        if cache.chunk is not None:
+            return (t - 1) % cache.chunk + 1
+    if isinstance(cache, KVWindowCache):
+        return min(t, cache.window)
+    return t
+
+
+def _causal_sum(cache: LayerCache, n: int) -> int:
+    """Sum over positions 1..n of the tokens each attends to (a causal prefill of n tokens)."""
+    w = None
+    if isinstance(cache, AttentionCache):
+        if cache.chunk is not None:
+            c = cache.chunk
+            full, rest = divmod(n, c)
+            return full * c * (c + 1) // 2 + rest * (rest + 1) // 2
+        w = cache.window
+    elif isinstance(cache, KVWindowCache):
+        w = cache.window
+    if w is None or n <= w:
+        return n * (n + 1) // 2
+    return w * (w + 1) // 2 + (n - w) * w
+
+
+def attention_flops(spec: ModelSpec, shape: AttentionShape, *, context: int, prefill: int = 0) -> int:
+    """Attention FLOPs of one sequence: the decode of one token after ``context`` tokens, or (with
+    ``prefill`` n) a causal prefill of n tokens. Per head, the scores take 2 x d_k and the weighted
+    values 2 x d_v FLOPs per attended token; MLA decodes in its absorbed form (scores over the
+    latent and RoPE dims, values over the latent) and prefills decompressed. A recurrent layer
+    takes about 4 FLOPs per state element per token (decay and update, then the read); the
+    conv state 2 per element. Layers that reuse another's K/V attend like the cheapest attention
+    layer (a lower bound)."""
+    h = shape.query_heads
+    per_layer: list[int] = []
+    cheapest: int | None = None
+    sparse = any(isinstance(c, IndexerCache) for c in spec.caches)
+    for cache in spec.caches:
+        if cache.tokens != "decoder":
+            raise UsageError(f"{spec.name}: speed models decoder-only attention; {cache.kind.value} is not modelled")
+
+        def span(c: LayerCache = cache) -> int:
+            if not prefill:
+                return _attended(c, context)
+            return _causal_sum(c, prefill)
+
+        flops = 0
+        if isinstance(cache, AttentionCache):
+            flops = 2 * h * (cache.k_head_dim + cache.v_head_dim) * span()
+        elif isinstance(cache, KVWindowCache):
+            flops = 2 * h * 2 * cache.head_dim * span()
+        elif isinstance(cache, LatentCache):
+            if prefill:
+                k = cache.k_head_dim or cache.latent_dim + cache.rope_dim
+                v = cache.v_head_dim or cache.latent_dim
+                tokens = span() if not sparse or shape.index_topk is None else _topk_sum(prefill, shape.index_topk)
+                flops = 2 * h * (k + v) * tokens
+            else:
+                tokens = span() if not sparse or shape.index_topk is None else min(context, shape.index_topk)
+                flops = 2 * h * (2 * cache.latent_dim + cache.rope_dim) * tokens
+        elif isinstance(cache, IndexerCache):
+            flops = 2 * shape.index_heads * cache.head_dim * span()
+        elif isinstance(cache, StateCache):
+            conv, state = cache.state_elements(whole_kernel=False)
+            flops = (4 * state + 2 * conv) * (prefill or 1)
+        elif cache.kind in (Kind.SHARED, Kind.NONE):
+            flops = -1 if cache.kind is Kind.SHARED else 0
+        else:
+            raise UsageError(f"{spec.name}: speed does not model the FLOPs of {cache.kind.value} layers yet")
+        per_layer.append(flops)
+        if flops > 0 and isinstance(cache, AttentionCache | LatentCache | KVWindowCache):
+            cheapest = flops if cheapest is None else min(cheapest, flops)
+    return sum(f if f >= 0 else (cheapest or 0) for f in per_layer)
+
+
+def _topk_sum(n: int, k: int) -> int:
+    """Tokens a causal sparse prefill attends to: min(position, k) summed over positions 1..n."""
+    if n <= k:
+        return n * (n + 1) // 2
+    return k * (k + 1) // 2 + (n - k) * k
+
+
+# --- steps ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward pass: the bytes it must read (weights, KV cache) and its FLOPs, per GPU."""
+
+    weight_bytes: int
+    kv_bytes: int
+    flops: int  # all of them: the matmuls over the parameters and attention_flops
+    memory_s: float
+    compute_s: float
+    attention_flops: int = 0  # scores and weighted values over the attended tokens (states: their update)
+
+    @property
+    def bytes(self) -> int:
+        return self.weight_bytes + self.kv_bytes
+
+    @property
+    def seconds(self) -> float:
+        return max(self.memory_s, self.compute_s)
+
+    @property
+    def bound_by(self) -> str:
+        return "memory" if self.memory_s >= self.compute_s else "compute"
+
+
+@dataclass(frozen=True)
+class Decode:
+    """The output's decode steps: the first (after the prompt), the last, and the mean TPOT."""
+
+    first: Step
+    last: Step
+    mean_s: float
+    steps: int
+    sampled: int  # steps evaluated (all of them up to MAX_STEPS)
+    memory_bound_steps: int  # of those evaluated
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of one sequence at the mean step."""
+        return 1 / self.mean_s
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    batch: int
+    decode: Decode
+    prefill: Step  # every prompt of the batch in one pass: the last request's TTFT
+    fits: bool | None  # weights + cache within the GPUs' memory; None: no memory given
+    ttft_mean_s: float = 0.0  # the mean over the batch's requests (ttft_mean)
+
+    @property
+    def throughput(self) -> float:
+        """Output tokens per second over the whole batch at the mean step."""
+        return self.batch / self.decode.mean_s
+
+
+@dataclass(frozen=True)
+class Speed:
+    """TTFT and TPOT bounds for ``batch`` sequences of ``prompt`` + ``output`` tokens, per GPU of a
+    ``tp``-way group."""
+
+    hardware: Hardware
+    weights: WeightSplit
+    prompt: int
+    output: int
+    batch: int
+    tp: int
+    prefill: Step  # every prompt of the batch in one pass: the last request's TTFT
+    decode: Decode
+    ttft_mean_s: float  # the mean over the batch's requests (ttft_mean)
+    compute_bound_prompt: int | None  # shortest prompt whose prefill (this batch) is compute-bound
+    kv_overtakes_at: int | None  # shortest context where a decode step reads more KV than weights
+    sweep: tuple[SweepRow, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+KvBytes = Callable[[int, int], int]  # (context tokens per sequence, batch) -> KV bytes per GPU
+
+
+def step(hw: Hardware, *, weight_bytes: int, kv_bytes: int, dense_flops: int, attention_flops: int, tp: int) -> Step:
+    """A step's bytes and FLOPs per GPU: weights and FLOPs split evenly over the TP group."""
+    w, f, a = weight_bytes // tp, (dense_flops + attention_flops) // tp, attention_flops // tp
+    return Step(w, kv_bytes, f, hw.memory_seconds(w + kv_bytes), hw.compute_seconds(f), a)
+
+
+def decode_step(
+    hw: Hardware, spec: ModelSpec, weights: WeightSplit, shape: AttentionShape, kv: KvBytes, *,
+    context: int, batch: int, tp: int,
+) -> Step:  # fmt: skip
+    """Decoding one token for each of ``batch`` sequences that hold ``context`` tokens."""
+    return step(
+        hw, weight_bytes=weights.read_bytes(batch), kv_bytes=kv(context, batch),
+        dense_flops=batch * 2 * weights.params_per_token,
+        attention_flops=batch * attention_flops(spec, shape, context=context), tp=tp,
+    )  # fmt: skip
+
+
+def prefill_step(
+    hw: Hardware, spec: ModelSpec, weights: WeightSplit, shape: AttentionShape, kv: KvBytes, *,
+    prompt: int, batch: int, tp: int,
+) -> Step:  # fmt: skip
+    """The prompts of ``batch`` sequences in one pass: every prompt token through the body, the
+    head for the last position of each sequence only (engines compute no other logits), and the
+    cache written once (its bytes counted as moved)."""
+    body = weights.params_per_token - weights.head_params
+    return step(
+        hw, weight_bytes=weights.read_bytes(batch * prompt), kv_bytes=kv(prompt, batch),
+        dense_flops=batch * (2 * body * prompt + 2 * weights.head_params),
+        attention_flops=batch * attention_flops(spec, shape, context=0, prefill=prompt), tp=tp,
+    )  # fmt: skip
+
+
+def ttft_mean(hw: Hardware, weights: WeightSplit, one: Step, *, prompt: int, batch: int, tp: int) -> float:
+    """The mean TTFT over ``batch`` requests whose prompts arrive together, however an engine orders
+    and chunks them: the i-th to get its first token waits at least for i prompts' FLOPs (``one``:
+    a single prompt's prefill) and for the weights those i x prompt tokens read; the mean over i of
+    the larger is the bound (the last request's is the whole batch's prefill)."""
+    return (
+        sum(
+            max(i * one.compute_s, hw.memory_seconds(weights.read_bytes(i * prompt) // tp)) for i in range(1, batch + 1)
+        )
+        / batch
+    )
+
+
+def decode_phase(
+    hw: Hardware, spec: ModelSpec, weights: WeightSplit, shape: AttentionShape, kv: KvBytes, *,
+    prompt: int, output: int, batch: int, tp: int,
+) -> Decode:  # fmt: skip
+    """Every decode step of ``output`` tokens after a prompt of ``prompt`` (the first output token
+    comes from the prefill, so output - 1 decode steps, at contexts prompt .. prompt + output - 2);
+    past MAX_STEPS steps, MAX_STEPS evenly spaced ones stand for them."""
+    steps = max(output - 1, 1)
+    contexts = [prompt + i for i in _spread(steps)]
+    done = [
+        decode_step(hw, spec, weights, shape, kv, context=c, batch=batch, tp=tp) for c in contexts
+    ]  # fmt: skip
+    mean = sum(s.seconds for s in done) / len(done)
+    memory = sum(s.bound_by == "memory" for s in done)
+    return Decode(done[0], done[-1], mean, steps, len(done), memory)
+
+
+def _spread(steps: int) -> list[int]:
+    if steps <= MAX_STEPS:
+        return list(range(steps))
+    return sorted({round(i * (steps - 1) / (MAX_STEPS - 1)) for i in range(MAX_STEPS)})
+
+
+def first_where(test: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """The smallest n in lo..hi for which ``test`` holds, ``test`` being monotone; None if none."""
+    if not test(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if test(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def speed(
+    hw: Hardware,
+    spec: ModelSpec,
+    weights: WeightSplit,
+    shape: AttentionShape,
+    kv: KvBytes,
+    *,
+    prompt: int,
+    output: int,
+    batch: int,
+    tp: int = 1,
+    sweep: Sequence[int] = (),
+    memory_per_gpu: int | None = None,
+    context_limit: int,
+    notes: Sequence[str] = (),
+) -> Speed:
+    """Prefill and decode bounds at ``batch``, the crossover points, and a batch sweep."""
+    prefill = prefill_step(hw, spec, weights, shape, kv, prompt=prompt, batch=batch, tp=tp)
+    decode = decode_phase(hw, spec, weights, shape, kv, prompt=prompt, output=output, batch=batch, tp=tp)
+    single = prefill_step(hw, spec, weights, shape, kv, prompt=prompt, batch=1, tp=tp)
+
+    def compute_bound(p: int) -> bool:
+        return prefill_step(hw, spec, weights, shape, kv, prompt=p, batch=batch, tp=tp).bound_by == "compute"
+
+    def kv_ahead(t: int) -> bool:
+        return kv(t, batch) >= weights.read_bytes(batch) // tp
+
+    rows = []
+    for b in sweep:
+        d = decode_phase(hw, spec, weights, shape, kv, prompt=prompt, output=output, batch=b, tp=tp)
+        p = prefill_step(hw, spec, weights, shape, kv, prompt=prompt, batch=b, tp=tp)
+        fits = None
+        if memory_per_gpu is not None:
+            fits = weights.total_bytes // tp + kv(prompt + output, b) <= memory_per_gpu
+        rows.append(SweepRow(b, d, p, fits, ttft_mean(hw, weights, single, prompt=prompt, batch=b, tp=tp)))
+    return Speed(
+        hw, weights, prompt, output, batch, tp, prefill, decode,
+        ttft_mean(hw, weights, single, prompt=prompt, batch=batch, tp=tp),
+        first_where(compute_bound, 1, context_limit), first_where(kv_ahead, 1, context_limit),
+        tuple(rows), tuple(notes),
+    )  # fmt: skip
