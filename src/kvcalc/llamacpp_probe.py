@@ -16,6 +16,10 @@ Falcon-H1) also get a recurrent memory: ``llama_memory_recurrent: size = ... (N 
 seqs Q rs_seq), R (f32): ..., S (f32): ..., P (f32): ...`` (src/llama-memory-recurrent.cpp), whose
 R (conv history) and S (SSM / delta-rule state) rows are rebuilt from the SSM sizes print_info
 prints (or lfm2's shortconv.l_cache) and set beside kvcalc's state bytes, apart from the K/V.
+Sparse-attention models (deepseek32, glm-dsa: llama_kv_cache_dsa; minimax-m3: llama_kv_cache_msa)
+get a second llama_kv_cache for the indexer's keys, logged after "creating indexer KV cache": its
+rows (one key of indexer.key_length; for a model that is not MLA also one V head) are rebuilt and
+set beside kvcalc's indexer groups in a row of their own, with the layers each places them in.
 The bytes are rebuilt from those figures with llama.cpp's own ``ggml_row_size`` and must print as
 llama.cpp's MiB figures do, to the last digit.
 
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .spec import AttentionCache, LatentCache, ModelSpec, StateCache
+from .spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
     from .gguf import GgufHeader
@@ -87,6 +91,16 @@ RECURRENT_ARCHITECTURES: dict[str, str] = {
     "falcon_h1": "falcon-h1",
 }
 
+# HF model_type of a sparse-attention model with an indexer key cache -> the llama.cpp architecture
+# convert_hf_to_gguf.py writes (conversion/deepseek.py DeepseekV32Model, conversion/glm.py GlmMoeDsaModel,
+# conversion/minimax.py MiniMaxM3Model, llama.cpp 0c1e570); _sparse_plan writes their keys.
+SPARSE_ARCHITECTURES: dict[str, str] = {
+    "deepseek_v32": "deepseek32",
+    "glm_moe_dsa": "glm-dsa",
+    "minimax_m3": "minimax-m3",
+    "minimax_m3_vl_text": "minimax-m3",
+}
+
 # Architectures whose graphs project Q (and the attention output) from n_embd to n_embd
 # (src/models/phi3.cpp wo {n_embd, n_embd}; qwen2, starcoder2, cohere2 likewise): their embedding
 # length must be n_head x head_dim, the model's own hidden size.
@@ -125,8 +139,10 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     mt = spec.model_type
     if mt in RECURRENT_ARCHITECTURES:
         return _recurrent_plan(RECURRENT_ARCHITECTURES[mt], spec, n_ctx_train)
+    if mt in SPARSE_ARCHITECTURES:
+        return _sparse_plan(SPARSE_ARCHITECTURES[mt], spec, n_ctx_train)
     if mt not in ARCHITECTURES:
-        known = ", ".join(sorted({*ARCHITECTURES, *RECURRENT_ARCHITECTURES}))
+        known = ", ".join(sorted({*ARCHITECTURES, *RECURRENT_ARCHITECTURES, *SPARSE_ARCHITECTURES}))
         raise UsageError(f"the llama.cpp probe cannot build a {mt} model (it builds {known})")
     arch, writes_window = ARCHITECTURES[mt]
     caches = spec.caches
@@ -159,6 +175,76 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         raise UsageError(f"the llama.cpp probe builds plain attention or MLA layers; {spec.name} has {kinds}")
     keys += _family_keys(arch, spec)
     return GgufPlan(arch, tuple(keys), _weights_bytes(spec, width))
+
+
+def _sparse_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
+    """The keys convert_hf_to_gguf.py writes for DeepSeek-V3.2 (deepseek32), GLM-5 (glm-dsa) and
+    MiniMax-M3 (minimax-m3), from kvcalc's layers: the MLA (or GQA) geometry, the indexer's key
+    length and the layers that have one, with a tiny vocabulary, MLP and MoE (sigmoid gating, which
+    both loaders require), which size no cache. The indexer's head count, top-k and blocks size no
+    cache either (llama_kv_cache_dsa / _msa keep one key row per token): tiny values stand in."""
+    layers = spec.layers
+    where = spec.entry_layers or tuple(range(len(spec.caches)))
+    main = {where[i]: c for i, c in enumerate(spec.caches) if c.kind is not Kind.INDEXER}
+    indexed = {where[i]: c for i, c in enumerate(spec.caches) if isinstance(c, IndexerCache)}
+    key_dims = {(c.head_dim, c.ratio) for c in indexed.values()}
+    if (len(where) != len(spec.caches) or sorted(main) != list(range(layers)) or len(key_dims) != 1
+            or len(main) + len(indexed) != len(spec.caches)):  # fmt: skip
+        raise UsageError(f"the llama.cpp probe builds {arch} with one cache per layer and one indexer key width; "
+                         f"{spec.name} has others")  # fmt: skip
+    ((key_length, ratio),) = key_dims
+    if ratio != 1:
+        raise UsageError(f"the llama.cpp probe builds {arch} with an uncompressed indexer; {spec.name}'s differs")
+    moe = [(f"{arch}.expert_count", "uint32", 4), (f"{arch}.expert_used_count", "uint32", 2),
+           (f"{arch}.expert_feed_forward_length", "uint32", TINY_FF), (f"{arch}.expert_gating_func", "uint32", 2),
+           (f"{arch}.expert_shared_count", "uint32", 1)]  # fmt: skip
+    # src/models/minimax-m3.cpp asserts one indexer head per GQA group (HKV == Hd): its KV heads.
+    gqa = {c.kv_heads for c in spec.caches if isinstance(c, AttentionCache)}
+    indexer = [
+        (f"{arch}.attention.indexer.head_count", "uint32", gqa.pop() if len(gqa) == 1 else 2),
+        (f"{arch}.attention.indexer.key_length", "uint32", key_length),
+        (f"{arch}.attention.indexer.top_k", "uint32", 16),
+    ]
+    keys: list[tuple[str, str, Any]] = [
+        ("general.architecture", "string", arch),
+        ("general.name", "string", f"kvcalc probe of {spec.name}"),
+        (f"{arch}.context_length", "uint32", n_ctx_train),
+        (f"{arch}.embedding_length", "uint32", 4 * TINY_EMBD),
+        (f"{arch}.feed_forward_length", "uint32", TINY_FF),
+        (f"{arch}.block_count", "uint32", layers),
+        (f"{arch}.vocab_size", "uint32", TINY_VOCAB),
+        (f"{arch}.attention.layer_norm_rms_epsilon", "float32", 1e-5),
+        ("tokenizer.ggml.model", "string", "none"),
+        *moe,
+        *indexer,
+    ]
+    caches = list(main.values())
+    if arch in ("deepseek32", "glm-dsa"):
+        if not all(isinstance(c, LatentCache) for c in caches) or len(set(caches)) != 1:
+            raise UsageError(f"the llama.cpp probe builds {arch} with MLA layers of one geometry; {spec.name}'s differ")
+        keys += _mla_keys(arch, caches[0], spec.query_heads)  # type: ignore[arg-type]  # latent, checked above
+        keys.append((f"{arch}.leading_dense_block_count", "uint32", 1))
+        if arch == "glm-dsa":
+            # src/models/glm-dsa.cpp: indexer.types marks the layers that own an indexer ("full").
+            keys.append((f"{arch}.attention.indexer.types", "array[bool]", [i in indexed for i in range(layers)]))
+        elif sorted(indexed) != list(range(layers)):
+            raise UsageError(f"llama.cpp gives every deepseek32 layer an indexer; {spec.name} has {len(indexed)}")
+    else:
+        # src/llama-model.cpp create_memory: MiniMax-M3's indexer caches the layers past the dense lead.
+        lead = min(indexed, default=layers)
+        if sorted(indexed) != list(range(lead, layers)):
+            raise UsageError(f"llama.cpp gives minimax-m3 an indexer on every layer past the dense lead; {spec.name} "
+                             "has others")  # fmt: skip
+        keys += _attention_keys(arch, spec, False)
+        keys += [
+            (f"{arch}.leading_dense_block_count", "uint32", lead),
+            (f"{arch}.expert_weights_scale", "float32", 2.0),
+            (f"{arch}.expert_weights_norm", "bool", True),
+            (f"{arch}.attention.indexer.block_size", "uint32", 16),
+            (f"{arch}.attention.indexer.local_blocks", "uint32", 1),
+        ]
+    note = f"the probe wrote {arch} with a tiny MoE and stand-in indexer heads, top-k and blocks, which size no cache"
+    return GgufPlan(arch, tuple(keys), 2**62, (note,))  # weights unbounded: sized with no_alloc
 
 
 def _ssm_sizes(state: StateCache, name: str) -> tuple[int, int, int]:
@@ -484,9 +570,13 @@ _SIZE_LINE = re.compile(
     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
 )
 _SWA_LINE = re.compile(r"llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, size = (\d+) cells")
+# The sparse-attention indexer's key cache: llama_kv_cache_dsa (deepseek32, glm-dsa) and llama_kv_cache_msa
+# (minimax-m3) log "creating indexer KV cache" and then build a second llama_kv_cache, which logs its
+# own layers and size line (src/llama-kv-cache-dsa.cpp, src/llama-kv-cache-msa.cpp, llama.cpp 0c1e570).
+_INDEXER_LINE = re.compile(r"llama_kv_cache_(dsa|msa): creating indexer KV cache")
 _INFO_LINE = re.compile(
-    r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_embd|n_head|n_layer|n_swa|is_swa_any|ssm_d_conv|ssm_d_inner"
-    r"|ssm_d_state|ssm_n_group) += (.+)"
+    r"print_info: (n_embd_k_gqa|n_embd_v_gqa|n_embd_head_v|n_embd|n_head|n_layer|n_swa|is_swa_any|ssm_d_conv"
+    r"|ssm_d_inner|ssm_d_state|ssm_n_group) += (.+)"
 )
 # The recurrent memory of a recurrent or hybrid model (src/llama-memory-recurrent.cpp, llama.cpp 0c1e570,
 # the constructor's LLAMA_LOG_INFO): "size = X MiB (C cells, L layers, N seqs Q rs_seq), R (t): MiB,
@@ -571,6 +661,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": "llama.cpp could not build the model: " + (refused[-1] if refused else _last_error(log))}
     info = _model_info(log)
     info["recurrent_rows"] = _recurrent_rows(info, lambda key: _meta(lc, model, key))
+    info["indexer_rows"] = _indexer_rows(info, lambda key: _meta(lc, model, key))
     loaded = len(log)
     results = []
     for asked in request["contexts"]:
@@ -600,7 +691,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     return {"results": results, "model": info, "load": "".join(log[:loaded])}
 
 
-_ONE_FIGURE = ("n_embd", "n_head", "ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group")
+_ONE_FIGURE = ("n_embd", "n_embd_head_v", "n_head", "ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group")
 
 
 def _model_info(log: list[str]) -> dict[str, Any]:
@@ -642,6 +733,23 @@ def _recurrent_rows(info: dict[str, Any], meta: Any) -> list[int] | None:
         d_conv, d_inner, d_state, n_group = (int(v) for v in ssm)
         return [max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state), d_state * d_inner]
     return None
+
+
+def _indexer_rows(info: dict[str, Any], meta: Any) -> list[int] | None:
+    """The elements of one K row and one V row of the indexer cache (llama_kv_cache_dsa / _msa,
+    llama.cpp 0c1e570), or None where the model has no indexer key length. Both build it from the
+    model's hparams with n_head_kv 1 and n_embd_head_k = indexer_head_size (the GGUF's
+    attention.indexer.key_length), so a K row is one key of that width; llama_kv_cache gives it a V
+    row (n_embd_v_gqa = one head of n_embd_head_v) unless the model is MLA (src/llama-kv-cache.cpp
+    ``has_v = !is_mla``; llama_hparams::is_mla: key_length_mla and value_length_mla both set)."""
+    arch = meta("general.architecture")
+    key = meta(f"{arch}.attention.indexer.key_length")
+    if key is None:
+        return None
+    mla = all(int(meta(f"{arch}.attention.{k}") or 0) for k in ("key_length_mla", "value_length_mla"))
+    if mla:
+        return [int(key), 0]
+    return [int(key), int(info["n_embd_head_v"])] if "n_embd_head_v" in info else None
 
 
 def recurrent_layers(log: str) -> list[int]:
@@ -691,26 +799,41 @@ def _context_result(text: str, info: dict[str, Any], type_ids: dict[str, int], r
     for i, m in enumerate(_SIZE_LINE.finditer(text)):
         _, cells, layers, seqs, streams, k_type, k_mib, v_type, v_mib = m.groups()
         side = "swa" if labels and i < len(labels) and labels[i] == "SWA" else "full"
+        indexer = _INDEXER_LINE.search(text, start, m.start())
         widths_k, widths_v = info["n_embd_k_gqa"], info["n_embd_v_gqa"]
         n = int(layers)
         # The layers this cache holds, as llama.cpp lists them before its size line ("layer N: dev
         # = ..."); each with its own K/V widths (a GGUF file's layers may differ).
         held = [int(x) for x in _KV_LAYER_LINE.findall(text, start, m.start())]
         start = m.end()
-        if len(held) != n:
+        listed = len(held) == n
+        if not listed:
             held = [0] * n  # no list: one geometry per side (gguf_plan checks), any layer's widths serve
+        rows_known = True
+        if indexer is not None:
+            # The indexer's cache: every layer it holds has one key row (and, not MLA, one V head row).
+            side = "indexer"
+            rows = info.get("indexer_rows")
+            rows_known = rows is not None
+            widths_k = widths_v = {layer: 0 for layer in held}
+            if rows is not None:
+                widths_k, widths_v = {layer: rows[0] for layer in held}, {layer: rows[1] for layer in held}
         k_rows = sum(row_size(type_ids[k_type], widths_k[layer]) for layer in held)
-        v_rows = sum(row_size(type_ids[v_type], widths_v[layer]) for layer in held) if float(v_mib) > 0 else 0
+        if indexer is not None:  # the V row by llama.cpp's rule, not by the V figure it printed
+            v_rows = sum(row_size(type_ids[v_type], widths_v[layer]) for layer in held)
+        else:
+            v_rows = sum(row_size(type_ids[v_type], widths_v[layer]) for layer in held) if float(v_mib) > 0 else 0
         k_bytes = int(cells) * int(streams) * k_rows
         v_bytes = int(cells) * int(streams) * v_rows
         # llama.cpp lists a layer with no K/V heads (deci's no-op and linear layers: n_head_kv 0)
         # among the cache's layers with 0-wide tensors; kvcalc counts only layers that hold K/V.
-        holding = sum(1 for layer in held if widths_k[layer] + widths_v[layer] > 0)
+        holding = n if indexer is not None else sum(1 for layer in held if widths_k[layer] + widths_v[layer] > 0)
         caches.append({
             "side": side, "cells": int(cells), "layers": holding, "seqs": int(seqs), "streams": int(streams),
             "k_type": k_type, "v_type": v_type, "k_bytes": k_bytes, "v_bytes": v_bytes,
-            "k_mib": k_mib, "v_mib": v_mib,
-            "prints_as_logged": f"{k_bytes / 2**20:.2f}" == k_mib and f"{v_bytes / 2**20:.2f}" == v_mib,
+            "k_mib": k_mib, "v_mib": v_mib, "held": held if listed else None,
+            "family": indexer[1] if indexer is not None else None, "rows_known": rows_known,
+            "prints_as_logged": rows_known and f"{k_bytes / 2**20:.2f}" == k_mib and f"{v_bytes / 2**20:.2f}" == v_mib,
         })  # fmt: skip
     cparams = {k: int(v) for k, v in _CPARAM_LINE.findall(text)}
     compute = {buffer: mib for buffer, mib in _COMPUTE_LINE.findall(text)}
@@ -731,7 +854,9 @@ def _last_error(lines: list[str]) -> str:
 class GroupCheck:
     """One of llama.cpp's memories beside kvcalc's groups of the same layers (layers, cells x
     streams per layer, bytes): ``full`` (its base KV cache), ``swa`` (the SWA cache of
-    llama_kv_cache_iswa: sliding or chunked layers), or the two buffers of its recurrent memory
+    llama_kv_cache_iswa: sliding or chunked layers), ``indexer`` (the sparse-attention indexer's key
+    cache of llama_kv_cache_dsa / _msa, beside kvcalc's IndexerCache groups; ``measured_at`` and
+    ``estimated_at``, the layers each puts it in, must agree), or the two buffers of its recurrent memory
     (llama_memory_recurrent): ``conv (R)``, the conv history rows, and ``state (S)``, the SSM /
     delta-rule state rows, one row per sequence; ``ple (P)`` only when llama.cpp made a PLE buffer,
     which kvcalc does not model (so it fails)."""
@@ -746,11 +871,14 @@ class GroupCheck:
     streams: int = 1
     prints_as_logged: bool = True
     note: str = ""
+    measured_at: tuple[int, ...] | None = None
+    estimated_at: tuple[int, ...] | None = None
 
     @property
     def match(self) -> bool:
         return (
             self.prints_as_logged
+            and self.measured_at == self.estimated_at
             and self.estimated_layers == self.measured_layers
             and self.estimated_cells == self.measured_cells
             and self.estimated_bytes == self.measured_bytes
@@ -789,15 +917,26 @@ def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
         if not g.cache.caches_tokens:
             continue  # KV-sharing layers (Gemma 3n) read another layer's cache: llama.cpp makes none
         side = "swa" if g.cache.token_bound is not None and g.cache.tokens == "decoder" else "full"
+        if g.kind is Kind.INDEXER:  # llama.cpp keeps the indexer's keys in a cache of their own
+            side = "indexer"
         layers, cells, total = estimated.get(side, [0, 0, 0])
         estimated[side] = [layers + g.layers, max(cells, g.slots), total + g.bytes]
     found = {c["side"]: c for c in measured["caches"]}
+    if len(found) < len(measured["caches"]):
+        sides = ", ".join(c["side"] for c in measured["caches"])
+        raise UsageError(f"llama.cpp made more than one KV cache of a kind ({sides}); the probe compares one of each")
     checks = []
-    for side in ("full", "swa"):
+    for side in ("full", "swa", "indexer"):
         if side not in estimated and side not in found:
             continue
         e = estimated.get(side, [0, 0, 0])
         c = found.get(side)
+        at: dict[str, Any] = {}
+        note = ""
+        if side == "indexer":
+            at = {"measured_at": tuple(sorted(c["held"])) if c and c.get("held") is not None else None,
+                  "estimated_at": _indexer_layers(estimate.model)}  # fmt: skip
+            note = _indexer_note(c, at["measured_at"], at["estimated_at"])
         checks.append(
             GroupCheck(
                 side,
@@ -809,9 +948,36 @@ def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
                 c["k_bytes"] + c["v_bytes"] if c else 0,
                 c["streams"] if c else 1,
                 c["prints_as_logged"] if c else True,
+                note,
+                **at,
             )
         )
     return tuple(checks) + _recurrent_checks(states, measured.get("recurrent", []))
+
+
+def _indexer_layers(spec: ModelSpec) -> tuple[int, ...] | None:
+    """The layers kvcalc gives an indexer key cache (its IndexerCache entries' layers), None when
+    its entries name no layers (more entries than layers and no entry_layers)."""
+    where = spec.entry_layers or (tuple(range(spec.layers)) if len(spec.caches) == spec.layers else ())
+    if len(where) != len(spec.caches):
+        return None
+    return tuple(sorted(where[i] for i, c in enumerate(spec.caches) if c.kind is Kind.INDEXER))
+
+
+def _indexer_note(
+    cache: dict[str, Any] | None, measured: tuple[int, ...] | None, estimated: tuple[int, ...] | None
+) -> str:
+    """Why an indexer row cannot match, when it is not only its bytes: rows the probe could not
+    rebuild, or the layers llama.cpp placed the cache in against kvcalc's."""
+    if cache is None:
+        return "llama.cpp made no indexer key cache"
+    if not cache.get("rows_known", True):
+        return "no indexer.key_length in the model llama.cpp loaded: the probe cannot rebuild the indexer rows"
+    if measured is None or estimated is None:
+        return "the layers of the indexer cache are not known on both sides (llama.cpp's layer list or kvcalc's)"
+    if measured != estimated:
+        return f"llama.cpp put the indexer keys in layers {list(measured)}, kvcalc in {list(estimated)}"
+    return ""
 
 
 def _recurrent_checks(states: list[Any], memories: list[dict[str, Any]]) -> tuple[GroupCheck, ...]:
@@ -891,7 +1057,12 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
         "groups": [
             {
                 "group": c.side,
-                "layers": {"measured": c.measured_layers, "estimated": c.estimated_layers},
+                "layers": {
+                    "measured": c.measured_layers,
+                    "estimated": c.estimated_layers,
+                    **({"measured_at": list(c.measured_at)} if c.measured_at is not None else {}),
+                    **({"estimated_at": list(c.estimated_at)} if c.estimated_at is not None else {}),
+                },
                 "cells": {"measured": c.measured_cells, "estimated": c.estimated_cells, "streams": c.streams},
                 "bytes": {"measured": c.measured_bytes, "estimated": c.estimated_bytes},
                 "prints_as_logged": c.prints_as_logged,
@@ -929,6 +1100,10 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
     legend = "layers and cells: llama.cpp / kvcalc"
     if any(c.side in (CONV, STATE, PLE) for c in report.checks):
         legend += "; recurrent memory: R (conv history) and S (state), one row (cell) per sequence"
+    for c in report.checks:
+        if c.side == "indexer":  # which layers, beside the counts
+            where, mine = _layer_list(c.measured_at), _layer_list(c.estimated_at)
+            legend += f"; indexer: the sparse-attention indexer's key cache, in layers {where} / {mine}"
     lines = [head, legend, "", *rows, total, "", f"kvcalc estimate --engine {report.estimate.engine} {verdict}"]
     context = ", ".join(f"{k} {v:,}" for k, v in report.cparams.items())
     lines.append(f"llama.cpp's context: {context}")
@@ -938,6 +1113,19 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
             "no_alloc (as it would allocate them) without allocating them"
         )
     return lines + [f"note: {n}" for n in (*report.check_notes, *report.notes)]
+
+
+def _layer_list(layers: tuple[int, ...] | None) -> str:
+    """Layer numbers in runs: ``0-2, 6, 10``; ``?`` when not known."""
+    if layers is None:
+        return "?"
+    runs: list[list[int]] = []
+    for layer in layers:
+        if runs and layer == runs[-1][1] + 1:
+            runs[-1][1] = layer
+        else:
+            runs.append([layer, layer])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
 
 
 # --- running the child --------------------------------------------------------------------------------------
