@@ -285,3 +285,11 @@ def test_mean_ttft_of_a_batch_by_hand() -> None:
     one = 14_570_393_436_160 / H100_BF16
     assert r.ttft_mean_s == pytest.approx(4.5 * one, rel=1e-9)
     assert r.prefill.seconds == pytest.approx(8 * one, rel=1e-9)
+
+
+def test_a_float32_checkpoint_is_read_in_16_bits() -> None:
+    # Mamba-2.8B's checkpoint is float32 (11,073,382,400 B); served, it is 16-bit: half of it
+    r = api.speed("mamba-2.8b", prompt=100, output=2, gpu="l4", sweep=[])
+    assert r.result.weights.total_bytes == 11_073_382_400 // 2 and r.kv_dtype.name == "bf16"
+    kept = api.speed("mamba-2.8b", prompt=100, output=2, gpu="l4", sweep=[], engine="transformers")
+    assert kept.result.weights.total_bytes == 11_073_382_400  # transformers keeps float32

@@ -1446,14 +1446,33 @@ def speed(
     if attends and not query_heads:
         raise UsageError(f"{spec.name}: the config gives no attention head count", param="model")
     chosen = serving(spec, engine=engine, kv_dtype=kv_dtype)
+    from .engines.sglang import SGLang
+    from .engines.transformers import Transformers
+    from .engines.vllm import VLLM
+
+    # A float32 checkpoint is served in 16 bits (vLLM and SGLang's --dtype auto; a llama.cpp GGUF is
+    # converted to f16 / bf16 or smaller); only transformers keeps it in float32. A bound must not
+    # take the slower reading, so outside transformers the weights and, unless asked, the cache are
+    # taken at 16 bits.
+    headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
+    wide = (
+        spec.dtype is not None and spec.dtype.name == "fp32" and headers is None
+        and not isinstance(chosen.engine, Transformers)
+    )  # fmt: skip
+    if wide and kv_dtype is None and not isinstance(chosen.engine, VLLM | SGLang):
+        chosen = serving(spec, engine=chosen.engine, kv_dtype="bf16")
+        notes.append("a float32 checkpoint is served in 16 bits: KV cache taken as bf16 (--kv-dtype to choose)")
     if weights is None:
         total, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
         notes += weight_notes
+        if wide and not isinstance(chosen.engine, VLLM | SGLang):  # _weights halves for those two already
+            total //= 2
+            weights_label += ", served in 16 bits"
+            notes.append("a float32 checkpoint is served in 16 bits (vLLM, SGLang, a converted GGUF): weights halved")
     else:
         total, weights_label = weights, f"given {weights:,} bytes"
     preset = source.preset if source is not None else None
     parameters = preset.parameters if preset is not None else None  # the model's, whatever checkpoint is given
-    headers = _gguf_headers(opened, on_fetch)
     stored = None
     if headers is not None:
         from .gguf import loaded_parameters, stored_split
