@@ -1,5 +1,6 @@
 """GGUF files of llama.cpp's ``t5`` (encoder-decoder), and the architectures kvcalc refuses beside it:
-``t5encoder`` (encoder only) and ``deepseek4`` (DeepSeek-V4), read by ``kvcalc.gguf.gguf_config``.
+``t5encoder`` (encoder only) and a ``deepseek4`` (DeepSeek-V4) of several KV heads, read by
+``kvcalc.gguf.gguf_config``.
 
 Each t5 file holds the keys convert_hf_to_gguf.py writes (ggml-org/llama.cpp 0c1e570, the copy
 llama-cpp-python 0.3.36 vendors: conversion/t5.py T5Model.set_gguf_parameters). What llama.cpp
@@ -134,9 +135,11 @@ def test_t5encoder_refused(tmp_path: Path) -> None:
         load_model(str(path))
 
 
-def test_deepseek4_refused(tmp_path: Path) -> None:
-    keys: Keys = {**_general("DeepSeek V4"), "block_count": (U32, 3), "attention.head_count": (U32, 4)}
-    with pytest.raises(SourceError, match="llama_kv_cache_dsv4"):
+def test_deepseek4_needs_one_kv_head(tmp_path: Path) -> None:
+    # deepseek4 is read (tests/test_gguf_deepseek4.py); llama.cpp would cache n_head_kv K rows per token.
+    keys: Keys = {**_general("DeepSeek V4"), "block_count": (U32, 3), "attention.head_count": (U32, 4),
+                  "attention.head_count_kv": (U32, 4)}  # fmt: skip
+    with pytest.raises(SourceError, match="head_count_kv is 4, not 1"):
         load_model(str(write(tmp_path / "ds4.gguf", "deepseek4", keys)))
 
 

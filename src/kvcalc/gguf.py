@@ -367,6 +367,8 @@ ARCH_TYPES: dict[str, str] = {
     "minimax-m2": "minimax_m2",
     # Encoder-decoder: the decoder's self-attention is cached, cross-attention is not (_t5).
     "t5": "t5",
+    # DeepSeek-V4: a K=V window in every layer, compressed CSA / HCA layers (_deepseek4).
+    "deepseek4": "deepseek_v4",
 }
 
 # src/models/llama4.cpp: chunked layers of 8192 tokens unless sliding_window is 0 (kept in step
@@ -457,6 +459,8 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         _kimi_linear(config, get, need, arch, label)
     elif arch == "t5":
         _t5(config, get, arch, layers, heads, label)
+    elif arch == "deepseek4":
+        _deepseek4(config, get, need, arch, label)
     elif arch in _PER_LAYER_ATTENTION:
         _PER_LAYER_ATTENTION[arch](config, get, need, arch, config["num_hidden_layers"], label, notes)
     else:
@@ -812,10 +816,6 @@ _REFUSED = {
     # (BERT and the like): a real run allocates block_count layers x n_ctx cells (tests/test_gguf_t5_ds4.py).
     "t5encoder": "an encoder-only T5 caches nothing in transformers, yet llama.cpp 0c1e570 allocates a KV "
     "cache of block_count layers x n_ctx cells that its encoder graph never reads; kvcalc models neither",
-    # src/llama-kv-cache-dsv4.cpp @ 0c1e570 (llama_kv_cache_dsv4, built by create_memory's deepseek4 branch).
-    "deepseek4": "llama.cpp 0c1e570 caches DeepSeek-V4 in llama_kv_cache_dsv4: a K-only window per sequence "
-    "whatever --kv-unified says, CSA / HCA / indexer K of pad(ceil(n_ctx_seq / ratio), 256) cells per sequence, "
-    "and f32 compressor states of n_seq x (1 + n_rs_seq) planes, which kvcalc's llama.cpp rules do not model",
 }
 
 
@@ -997,6 +997,14 @@ _PER_LAYER_READ: dict[str, tuple[str, ...]] = {
     "minimax-m3": (*_INDEXER_KEYS, "attention.indexer.block_size", "attention.indexer.local_blocks"),
     # T5's relative-position buckets size a bias weight, no cache.
     "t5": ("attention.relative_buckets_count",),
+    # _deepseek4 reads the ratios and the indexer's key length; the rest sizes weights or compute.
+    "deepseek4": (
+        *_INDEXER_KEYS,
+        "attention.compress_ratios",
+        "attention.compress_rope_freq_base",
+        "attention.output_group_count",
+        "attention.output_lora_rank",
+    ),
 }
 
 # Plain attention architectures (ARCH_TYPES): llama.cpp 0c1e570 keeps every token in every layer.
@@ -1252,6 +1260,38 @@ def _sparse_mla(
     # The same layout as GlmMoeDsaConfig's index_topk_pattern letters, which vLLM reads instead of the
     # list (families/glm_moe_dsa.py): with both given, no engine derives another layout.
     config["index_topk_pattern"] = "".join("F" if f else "S" for f in full)
+
+
+def _deepseek4(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
+    """deepseek4 (DeepSeek-V4): conversion/deepseek.py DeepseekV4Model @ 0c1e570 writes TextModel's
+    head_count, head_count_kv (num_key_value_heads, 1) and key_length = value_length = head_dim, plus
+    sliding_window, indexer.key_length (index_head_dim) and compress_ratios (one per block: 0, 4 for
+    CSA or 128 for HCA). src/llama-kv-cache-dsv4.cpp caches one key_length row per token per layer
+    (K only, dsv4_make_k_only) and hard-codes the ratios 4 and 128, so the config's rates are those.
+    kvcalc's deepseek_v4 rules read the rest; tests/test_gguf_deepseek4.py runs llama.cpp on a file."""
+    kv = need("attention.head_count_kv")
+    if kv != 1 or isinstance(kv, bool):
+        # The K row llama.cpp caches is n_head_kv x key_length; DeepSeek-V4 has one shared K=V head.
+        raise SourceError(f"{label}: GGUF key {arch}.attention.head_count_kv is {_short(kv)}, not 1: not supported")
+    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
+    if get("attention.value_length") not in (None, k_len):
+        raise SourceError(f"{label}: GGUF {arch} with value_length unlike key_length {k_len}: not supported")
+    ratios = need("attention.compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < config["num_hidden_layers"]:
+        raise SourceError(f"{label}: GGUF key {arch}.attention.compress_ratios must list a ratio for every block")
+    config.update(
+        num_key_value_heads=1,
+        head_dim=k_len,
+        sliding_window=_count(need("attention.sliding_window"), f"{arch}.attention.sliding_window", label),
+        compress_ratios=ratios,
+        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+    )
+    if 4 in ratios[: config["num_hidden_layers"]]:
+        key = f"{arch}.attention.indexer.key_length"
+        config["index_head_dim"] = _count(need("attention.indexer.key_length"), key, label)
+    rope = get("rope.dimension_count")
+    if rope is not None:
+        config["qk_rope_head_dim"] = rope
 
 
 # src/models/glm-dsa.cpp load_arch_hparams @ 0c1e570: n_ctx_train < 1048576 is GLM-5 or 5.1 (every

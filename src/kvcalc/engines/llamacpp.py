@@ -5,12 +5,23 @@ llama.cpp 0c1e570, the copy llama-cpp-python 0.3.36 vendors)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvcalc.dtypes import FP16, FP32, DType
 from kvcalc.errors import UsageError
-from kvcalc.spec import AttentionCache, IndexerCache, LayerCache, ModelSpec, NoCache
+from kvcalc.spec import (
+    AttentionCache,
+    CompressedCache,
+    CompressorBufferCache,
+    CompressorOverlapCache,
+    IndexerCache,
+    KVWindowCache,
+    LayerCache,
+    ModelSpec,
+    NoCache,
+)
 
-from .base import Engine, EngineOptions, pad
+from .base import Engine, EngineOptions, cdiv, pad
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
@@ -106,6 +117,9 @@ class LlamaCpp(Engine):
         notes: list[str] = []
         mt = spec.model_type
         caches = _msa_indexers(spec.caches)
+        if any(c.is_compressed_attention for c in caches):
+            caches = _dsv4_layout(caches)
+            notes += _DSV4_NOTES
         if mt in _WINDOW_DROPPED and any(_windowed(c) for c in caches):
             arch, why = _WINDOW_DROPPED[mt]
             caches = tuple(_without_window(c) for c in caches)
@@ -145,11 +159,9 @@ class LlamaCpp(Engine):
             raise UsageError(f"llama.cpp cache types are {known}; not {dtype.name}")
 
     def check_layer(self, cache: LayerCache) -> None:
-        if cache.is_compressed_attention:
-            raise UsageError(
-                "llama.cpp 0c1e570's rules here have no DeepSeek-V4 compressed cache (CSA/HCA entries, K=V window): "
-                "not modelled; use --engine theoretical or transformers"
-            )
+        if isinstance(cache, CompressorBufferCache) or type(cache) is CompressorOverlapCache:
+            # transformers' compressor buffers: prepare() turns them into llama.cpp's states.
+            raise UsageError(f"llama.cpp has no {cache.kind} cache of its own (transformers' layout): not modelled")
 
     def check_model_type(self, model_type: str) -> None:
         if model_type in _NO_ARCH:
@@ -162,6 +174,8 @@ class LlamaCpp(Engine):
 
     def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
         n_ctx = pad(batch * tokens, self.cell_padding)
+        if isinstance(cache, (KVWindowCache, CompressedCache)) or (isinstance(cache, IndexerCache) and cache.ratio > 1):
+            return self._dsv4_cells(cache, n_ctx, tokens, batch) * batch
         streams, cells = (1, n_ctx) if self.unified else (batch, pad(n_ctx // batch, self.cell_padding))
         bound = cache.token_bound if cache.tokens == "decoder" else None
         if bound is not None and not self.swa_full:
@@ -180,6 +194,23 @@ class LlamaCpp(Engine):
 
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         return self.batch_slots(cache, tokens, 1, 0)
+
+    def _dsv4_cells(self, cache: LayerCache, n_ctx: int, tokens: int, batch: int) -> int:
+        """Cells per sequence of a DeepSeek-V4 cache (src/llama-kv-cache-dsv4.cpp @ 0c1e570). kv_size
+        is n_ctx_seq (src/llama-model.cpp create_memory): n_ctx with --kv-unified, else pad(n_ctx / B,
+        256) (src/llama-context.cpp). The caches ignore --kv-unified (unified_raw = unified_compressed
+        = false): one stream per sequence, so a unified context gives every sequence n_ctx cells."""
+        seq = n_ctx if self.unified else pad(n_ctx // batch, self.cell_padding)
+        if isinstance(cache, KVWindowCache):
+            # kv_raw, a llama_kv_cache_iswa whose every layer is SWA (set_swa_pattern(0) in
+            # src/models/deepseek4.cpp): pad(min(kv_size, n_swa x 1 + n_ubatch), 256), or kv_size with swa_full.
+            if self.swa_full:
+                return seq
+            return pad(min(seq, cache.window + self.ubatch(batch * tokens)), self.cell_padding)
+        # kv_csa / kv_hca / kv_lid: GGML_PAD(dsv4_comp_size(kv_size, ratio), 256), dsv4_comp_size being
+        # max(1, ceil(kv_size / ratio)).
+        ratio = cache.ratio if isinstance(cache, (CompressedCache, IndexerCache)) else 1
+        return pad(max(1, cdiv(seq, ratio)), self.cell_padding)
 
     def indexer_dtype(self, kv: DType, compute: DType, family: str = "dsa") -> DType:
         """The K cache type (-ctk, f16 by default). llama.cpp 0c1e570 keeps the indexer keys in a
@@ -269,6 +300,75 @@ def _msa_indexers(caches: tuple[LayerCache, ...]) -> tuple[LayerCache, ...]:
         else c
         for c in caches
     )
+
+
+# src/llama-kv-cache-dsv4.cpp @ 0c1e570: DSV4_CSA_RATIO and DSV4_HCA_RATIO, the only compressed layers
+# llama_kv_cache_dsv4 caches (its layer filters test compress_ratios[il] against them).
+_DSV4_RATIOS = (4, 128)
+_DSV4_NOTES = [
+    "llama.cpp keeps DeepSeek-V4's caches per sequence whatever --kv-unified says (src/llama-kv-cache-dsv4.cpp): "
+    "a K-only window row per token, CSA / HCA / indexer keys in pad(ceil(n_ctx_seq / ratio), 256) cells",
+    "llama.cpp's DeepSeek-V4 compressor states are f32 kv and score planes for one sequence position each; "
+    "MTP / speculative drafting (n_rs_seq > 0, common.cpp: the draft's n_max) adds n_rs_seq planes per "
+    "sequence, not counted here",
+]
+
+
+@dataclass(frozen=True)
+class _Dsv4State(CompressorOverlapCache):
+    """One llama_dsv4_comp_state layer (src/llama-kv-cache-dsv4.cpp @ 0c1e570): two f32 tensors, kv
+    and score, of ``width`` (n_embd_state) x ``rows`` (state_size) x n_seq x (1 + n_rs_seq). CSA's
+    compressor: 2 x head_dim x (2 x 4); its lightning indexer's: 2 x indexer.key_length x 8; HCA's:
+    head_dim x 128. They replace transformers' buffer and overlap entries one for one."""
+
+    state_rows: int = 0
+    part: str = ""
+
+    def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
+        return self.state_rows * self.width, self.state_rows * self.width  # kv, score
+
+    def describe(self) -> tuple[str, str]:
+        return "state", f"2 x {self.state_rows}x{self.width} f32"
+
+    def fields(self) -> dict[str, Any]:
+        return {"compress_ratio": self.ratio, "state_rows": self.state_rows, "width": self.width, "part": self.part}
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x 2 x {self.state_rows} x {self.width} x {s}"
+
+    def explain(self) -> str:
+        planes = f"{self.state_rows} x {self.width}"
+        return f"llama.cpp's {self.part} compressor state: f32 kv and score planes of {planes} per sequence"
+
+
+def _dsv4_layout(caches: tuple[LayerCache, ...]) -> tuple[LayerCache, ...]:
+    """DeepSeek-V4 as llama_kv_cache_dsv4 holds it: the window one K row (no V copy), compressed
+    entries and indexer keys as they are, transformers' compressor buffers and overlaps replaced by
+    llama.cpp's compressor states (one entry for one, so entry_layers still hold)."""
+    head = {c.head_dim for c in caches if isinstance(c, CompressedCache)}
+    index = {c.head_dim for c in caches if isinstance(c, IndexerCache)}
+    ratios = {c.compress_ratio for c in caches if c.is_compressed_attention or isinstance(c, IndexerCache)} - {1}
+    if len(head) > 1 or len(index) > 1 or not ratios <= set(_DSV4_RATIOS):
+        raise UsageError(
+            f"llama.cpp 0c1e570 caches DeepSeek-V4 layers of ratios {_DSV4_RATIOS} and one head dim; this model has "
+            f"ratios {sorted(ratios)}, head dims {sorted(head)}, indexer dims {sorted(index)}: not modelled"
+        )
+    hd = head.pop() if head else 0
+    idx = index.pop() if index else 0
+    out: list[LayerCache] = []
+    for c in caches:
+        if isinstance(c, KVWindowCache):
+            out.append(replace(c, v_copy=False))
+        elif isinstance(c, CompressorBufferCache) and c.ratio == _DSV4_RATIOS[0]:
+            out.append(_Dsv4State(ratio=c.ratio, width=2 * hd, state_rows=2 * c.ratio, part="CSA"))
+        elif isinstance(c, CompressorBufferCache):
+            out.append(_Dsv4State(ratio=c.ratio, width=hd, state_rows=c.ratio, part="HCA"))
+        elif isinstance(c, CompressorOverlapCache):
+            # CSA's overlap (transformers) -> the indexer's state (llama.cpp): the same layer, one each.
+            out.append(_Dsv4State(ratio=c.ratio, width=2 * idx, state_rows=2 * c.ratio, part="lightning-indexer"))
+        else:
+            out.append(c)
+    return tuple(out)
 
 
 def _windowed(cache: LayerCache) -> bool:
