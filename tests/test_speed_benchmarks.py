@@ -69,11 +69,6 @@ NEMOTRON_49B_PARAMS = 49_867_145_216
 TPOT_FLOOR = 0.3
 TTFT_FLOOR = 0.15
 
-# kvcalc bug (see test_given_weights_keep_preset_parameters): given weights=, api.speed drops the
-# preset's parameter count and takes bytes / 2 (the config's bf16 width) as parameters, so an FP8
-# checkpoint's FLOPs are halved (Q8_0 GGUF: / 1.9); compute-bound TTFT bounds fall by the same
-# factor. Still bounds, but below the floor where the loosest margins meet it.
-
 
 @dataclass(frozen=True)
 class Case:
@@ -176,9 +171,6 @@ CASES = [
          "https://github.com/ggml-org/llama.cpp/pull/4766", "llama 7B Q8_0 6.67 GiB, pp 512: 7664.00 t/s",
          weights=int(6.67 * GIB)),
 ]  # fmt: skip
-
-# Cases whose floor check fails only through the FLOPs-from-bytes bug (ratio 0.127 now, 0.26 with the
-# preset's parameter count); strict, so fixing the bug turns them into failures that ask for this removal.
 
 
 def bound_s(case: Case) -> float:
