@@ -9,6 +9,7 @@ cannot create skipped tensors).
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -18,8 +19,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("gguf")
-
-import numpy as np
 
 from kvcalc import api
 from kvcalc.errors import SourceError
@@ -116,32 +115,12 @@ GLM4_TENSORS: dict[str, tuple[int, ...]] = {
 
 
 def _elements(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape))
-
-
-def write_with_data(path: Path, arch: str, keys: Keys, tensors: dict[str, tuple[int, ...]]) -> Path:
-    """``keys`` and f32 zero tensors of the given (ne0, ne1, ...) shapes."""
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), arch)
-    for key, (kind, value) in keys.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
-        if kind.startswith("array["):
-            writer.add_key_value(full, value, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType[kind[6:-1].upper()])
-        else:
-            writer.add_key_value(full, value, gguf.GGUFValueType[kind.upper()])
-    for name, shape in tensors.items():
-        writer.add_tensor(name, np.zeros(tuple(reversed(shape)), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return math.prod(shape)
 
 
 def test_nextn_weights_are_left_out(tmp_path: Path) -> None:
     arch, keys = _with_nextn("glm4", 3, 1)
-    path = write_with_data(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
+    path = write(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
     trunk_block = sum(_elements(s) for s in _BLOCK.values()) * 4  # f32
     # per block: 256 + 65,536 + 32,768 + 32,768 + 65,536 + 256 + 256 + 131,072 + 262,144 + 256 elements
     assert trunk_block == 590_848 * 4
@@ -157,7 +136,7 @@ def test_nextn_weights_are_left_out(tmp_path: Path) -> None:
 
 def test_offload_counts_the_nextn_slot(tmp_path: Path) -> None:
     arch, keys = _with_nextn("glm4", 3, 1)
-    path = write_with_data(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
+    path = write(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
     # -ngl 2 of 4 slots (blocks 0-2, output): i_gpu_start = 3 + 1 - 2 = 2, so the NextN block 2 (nothing
     # loaded, nothing cached) and the output layer go to the GPU; both trunk layers and their caches stay.
     report = api.fit_offload(str(path), gpu_layers=2, gpu_memory=24 * 2**30, tokens=1000)
@@ -188,7 +167,7 @@ def _load(path: Path, n_ctx: int) -> str:
 
 def test_llama_cpp_skips_and_filters_the_nextn_block(tmp_path: Path) -> None:
     arch, keys = _with_nextn("glm4", 3, 1)
-    path = write_with_data(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
+    path = write(tmp_path / "glm4.gguf", arch, keys, GLM4_TENSORS)
     log = _load(path, 1000)
     assert "llama_kv_cache: layer   2: filtered" in log
     kv = re.search(r"llama_kv_cache: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers", log)
@@ -224,7 +203,7 @@ GLM4MOE_TENSORS: dict[str, tuple[int, ...]] = {
 
 def test_llama_cpp_glm4moe_filters_the_nextn_block(tmp_path: Path) -> None:
     arch, keys = _with_nextn("glm4moe", 3, 1)
-    path = write_with_data(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
+    path = write(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
     log = _load(path, 1000)
     assert "llama_kv_cache: layer   2: filtered" in log
     k = re.search(r"\( *(\d+) cells, +(\d+) layers, +1/1 seqs\), K \(f16\): +([\d.]+) MiB", log)

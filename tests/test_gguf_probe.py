@@ -169,8 +169,9 @@ GEOMETRIES: dict[str, tuple[str, Keys]] = {
 }  # fmt: skip
 
 
-def write(path: Path, arch: str, keys: Keys) -> Path:
-    """The GGUF of ``keys`` with no tensors, each key with its GGUF value type."""
+def write(path: Path, arch: str, keys: Keys, tensors: dict[str, tuple[int, ...]] | None = None) -> Path:
+    """The GGUF of ``keys``, each key with its GGUF value type, and f32 zero ``tensors`` of the given
+    (ne0, ne1, ...) shapes, as llama.cpp prints them (none by default)."""
     writer = gguf.GGUFWriter(str(path), arch)
     for key, (kind, value) in keys.items():
         full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
@@ -178,6 +179,10 @@ def write(path: Path, arch: str, keys: Keys) -> Path:
             writer.add_key_value(full, value, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType[kind[6:-1].upper()])
         else:
             writer.add_key_value(full, value, gguf.GGUFValueType[kind.upper()])
+    if tensors:
+        np: Any = pytest.importorskip("numpy")
+        for name, shape in tensors.items():
+            writer.add_tensor(name, np.zeros(tuple(reversed(shape)), dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -267,10 +267,11 @@ def test_a_model_that_does_not_fit_says_so() -> None:
 
 def test_gguf_weights_split_from_its_tensors(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("gguf")
-    from .test_gguf_nextn import GLM4MOE_TENSORS, _with_nextn, write_with_data
+    from .test_gguf_nextn import GLM4MOE_TENSORS, _with_nextn
+    from .test_gguf_probe import write
 
     arch, keys = _with_nextn("glm4moe", 3, 1)  # blocks 0-1 and a NextN block 2 without tensors
-    path = write_with_data(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
+    path = write(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
     w = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15).result.weights
     # f32 tensors: blk.1's gate, up and down experts, 4 x 256 x 128 each; the 256 x 6 token embedding
     assert (w.expert_bytes, w.embedding_bytes) == (3 * 4 * 256 * 128 * 4, 256 * 6 * 4)
