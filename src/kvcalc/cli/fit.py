@@ -8,6 +8,7 @@ from kvcalc.units import parse_size
 
 from .app import app
 from .options import (
+    GPU_NAMES,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -54,8 +55,7 @@ def fit(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help="GPU preset: h100-sxm, h100-pcie, h200, a100-40gb, a100-80gb, "
-            "l4, l40s, rtx-4090, b200, mi300x (memory as the CUDA/ROCm runtime reports it).",
+            help=f"GPU preset: {GPU_NAMES} (memory as the CUDA/ROCm runtime reports it).",
         ),
     ] = None,
     gpus: Annotated[

@@ -10,6 +10,7 @@ import typer
 
 from kvcalc.engines import REGISTRY
 from kvcalc.errors import UsageError
+from kvcalc.gpus import GPUS
 from kvcalc.units import Units, parse_count, parse_size
 
 if TYPE_CHECKING:
@@ -38,9 +39,11 @@ def complete_engine(incomplete: str) -> list[str]:
     return [name for name in REGISTRY if name.startswith(incomplete.lower())]
 
 
-def complete_gpu(incomplete: str) -> list[str]:
-    from kvcalc.gpus import GPUS
+# The GPU presets, for help texts (gpus.py is cheap to import).
+GPU_NAMES = ", ".join(g.name for g in GPUS)
 
+
+def complete_gpu(incomplete: str) -> list[str]:
     return sorted(label for g in GPUS for label in (g.name, *g.aliases) if label.startswith(incomplete.lower()))
 
 

@@ -8,6 +8,7 @@ from kvcalc.units import parse_rate
 
 from .app import app
 from .options import (
+    GPU_NAMES,
     BatchOpt,
     EngineOpt,
     JsonOpt,
@@ -36,8 +37,7 @@ def speed(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help="GPU preset with its peak bandwidth and dense FLOPs (see the notes for the sources): h100-sxm, "
-            "h100-pcie, h200, a100-40gb, a100-80gb, l4, l40s, rtx-4090, b200, mi300x.",
+            help=f"GPU preset with its peak bandwidth and dense FLOPs (see the notes for the sources): {GPU_NAMES}.",
         ),
     ] = None,
     prompt: Annotated[
