@@ -1092,6 +1092,20 @@ def _gated_delta_net(config: dict[str, Any], get: Any, need: Any, arch: str, lab
         )
 
 
+def _latent_mla(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
+    """MLA written since llama.cpp's MLA rework (key_length_mla and value_length_mla present), whose
+    cached latent (key_length) must be kv_lora_rank + rope dims, as kvcalc's latent cache is."""
+    for key in ("attention.key_length_mla", "attention.value_length_mla"):
+        need(key)
+    _mla(config, get, need, arch, label)
+    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
+    if k_len != config["kv_lora_rank"] + config["qk_rope_head_dim"]:
+        raise SourceError(
+            f"{label}: GGUF key {arch}.attention.key_length ({k_len}) is not kv_lora_rank + rope dims "
+            f"({config['kv_lora_rank']} + {config['qk_rope_head_dim']}), the latent llama.cpp caches; not supported"
+        )
+
+
 def _kimi_linear(config: dict[str, Any], get: Any, need: Any, arch: str, label: str) -> None:
     """kimi-linear: conversion/kimi_linear.py KimiLinearModel (llama.cpp 0c1e570) writes MLA as
     deepseek2 since the MLA rework (kv_lora_rank, rope.dimension_count qk_rope_head_dim, key_length
@@ -1115,15 +1129,7 @@ def _kimi_linear(config: dict[str, Any], get: Any, need: Any, arch: str, label: 
             f"{label}: GGUF key {arch}.attention.head_count_kv is not 1 on every MLA layer: llama.cpp would cache "
             "that many latent copies; not supported"
         )
-    for key in ("attention.key_length_mla", "attention.value_length_mla"):
-        need(key)  # kimi-linear.cpp requires both (no MLA before the rework)
-    _mla(config, get, need, arch, label)
-    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
-    if k_len != config["kv_lora_rank"] + config["qk_rope_head_dim"]:
-        raise SourceError(
-            f"{label}: GGUF key {arch}.attention.key_length ({k_len}) is not kv_lora_rank + rope dims "
-            f"({config['kv_lora_rank']} + {config['qk_rope_head_dim']}), the latent llama.cpp caches; not supported"
-        )
+    _latent_mla(config, get, need, arch, label)  # kimi-linear.cpp requires the *_mla keys too
     values = {k: _count(need(k), f"{arch}.{k}", label) for k in _RECURRENT_KEYS[arch]}
     config["linear_attn_config"] = {
         "full_attn_layers": [i + 1 for i, v in enumerate(kv) if v],
@@ -1224,15 +1230,7 @@ def _sparse_mla(
             f"{label}: GGUF key {arch}.attention.head_count_kv is {_short(kv)}, not 1 (MQA over the latent): "
             "llama.cpp would cache that many latent copies; not supported"
         )
-    for key in ("attention.key_length_mla", "attention.value_length_mla"):
-        need(key)  # converted since the MLA rework, which both converters postdate
-    _mla(config, get, need, arch, label)
-    k_len = _count(need("attention.key_length"), f"{arch}.attention.key_length", label)
-    if k_len != config["kv_lora_rank"] + config["qk_rope_head_dim"]:
-        raise SourceError(
-            f"{label}: GGUF key {arch}.attention.key_length ({k_len}) is not kv_lora_rank + rope dims "
-            f"({config['kv_lora_rank']} + {config['qk_rope_head_dim']}), the latent llama.cpp caches; not supported"
-        )
+    _latent_mla(config, get, need, arch, label)  # both converters postdate the MLA rework
     for key, name in (("key_length", "index_head_dim"), ("head_count", "index_n_heads"), ("top_k", "index_topk")):
         config[name] = _count(need(f"attention.indexer.{key}"), f"{arch}.attention.indexer.{key}", label)
     if arch != "glm-dsa":
