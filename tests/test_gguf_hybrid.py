@@ -32,7 +32,7 @@ from kvcalc.engines.llamacpp import LlamaCpp
 from kvcalc.errors import SourceError
 from kvcalc.gguf import gguf_config, read_header
 from kvcalc.presets import get_preset
-from kvcalc.spec import AttentionCache, StateCache
+from kvcalc.spec import AttentionCache, LatentCache, NoCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")
 
@@ -275,7 +275,8 @@ def measured(result: dict[str, Any]) -> dict[str, int]:
 
 
 def estimated(path: Path, tokens: int, batch: int, unified: bool) -> dict[str, int]:
-    """kvcalc's K, V, R (conv) and S (recurrent) bytes under --engine llama.cpp."""
+    """kvcalc's K, V, R (conv) and S (recurrent) bytes under --engine llama.cpp (an MLA layer's
+    latent + rope row is its K; a MoE or MLP layer holds nothing)."""
     est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified)
     engine = LlamaCpp()
     found = {"k": 0, "v": 0, "r": 0, "s": 0}
@@ -285,8 +286,8 @@ def estimated(path: Path, tokens: int, batch: int, unified: bool) -> dict[str, i
             assert conv_type is not None and rec_type is not None
             found["r"] += g.layers * batch * conv * conv_type.bytes_per_element
             found["s"] += g.layers * batch * rec * rec_type.bytes_per_element
-        else:
-            assert isinstance(g.cache, AttentionCache)
+        elif not isinstance(g.cache, NoCache):
+            assert isinstance(g.cache, AttentionCache | LatentCache)
             k_row, v_row, _ = engine.rows(g.cache, 1)
             found["k"] += g.layers * g.slots * k_row * 2  # f16
             found["v"] += g.layers * g.slots * v_row * 2

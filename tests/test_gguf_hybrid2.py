@@ -346,27 +346,6 @@ def measured(arch: str, keys: dict[str, Any], load: str, result: dict[str, Any])
     return found
 
 
-def estimated(path: Path, tokens: int, batch: int, unified: bool) -> dict[str, int]:
-    """kvcalc's K, V, R (conv) and S (recurrent) bytes under --engine llama.cpp (an MLA layer's
-    latent + rope row is its K; a MoE layer holds nothing)."""
-    est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified)
-    engine = LlamaCpp()
-    found = {"k": 0, "v": 0, "r": 0, "s": 0}
-    for g in est.groups:
-        if isinstance(g.cache, StateCache):
-            (conv, conv_type), (rec, rec_type) = engine.state_parts(g.cache)
-            assert conv_type is not None and rec_type is not None
-            found["r"] += g.layers * batch * conv * conv_type.bytes_per_element
-            found["s"] += g.layers * batch * rec * rec_type.bytes_per_element
-        elif not isinstance(g.cache, NoCache):
-            assert isinstance(g.cache, AttentionCache | LatentCache)
-            k_row, v_row, _ = engine.rows(g.cache, 1)
-            found["k"] += g.layers * g.slots * k_row * 2  # f16
-            found["v"] += g.layers * g.slots * v_row * 2
-    assert sum(found.values()) == est.total_bytes
-    return found
-
-
 @cache
 def _llama_cpp_run(arch: str, tmp: str) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     keys = LLAMA_CPP_FILES[arch]()
@@ -389,7 +368,7 @@ def test_llama_cpp_allocates_what_kvcalc_estimates(arch: str, tmp_path_factory: 
     for (tokens, batch, unified), result in zip(WORKLOADS[arch], answer["results"], strict=True):
         assert result["ok"], result["log"][-1000:]
         got = measured(arch, keys, answer["load"], result)
-        assert got == estimated(path, tokens, batch, unified), (tokens, batch, unified)
+        assert got == hybrid.estimated(path, tokens, batch, unified), (tokens, batch, unified)
         assert got["k"] > 0 and got["r"] > 0
         # The same layers: those llama.cpp gave K/V and recurrent state are kvcalc's.
         assert [int(i) for i in hybrid._KV_LAYER.findall(result["log"])] == [
