@@ -294,3 +294,16 @@ def test_a_float32_checkpoint_is_read_in_16_bits() -> None:
     assert r.result.weights.total_bytes == 11_073_382_400 // 2 and r.kv_dtype.name == "bf16"
     kept = api.speed("mamba-2.8b", prompt=100, output=2, gpu="l4", sweep=[], engine="transformers")
     assert kept.result.weights.total_bytes == 11_073_382_400  # transformers keeps float32
+
+
+def test_a_gguf_without_tensors_needs_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("gguf")
+    from kvcalc.errors import SourceError
+
+    from .test_gguf_nextn import _with_nextn
+    from .test_gguf_probe import write
+
+    arch, keys = _with_nextn("glm4moe", 3, 0)
+    path = write(tmp_path / "empty.gguf", arch, keys)
+    with pytest.raises(SourceError, match="holds no tensors: give --weights"):
+        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)

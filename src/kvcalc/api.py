@@ -1462,7 +1462,13 @@ def speed(
     if wide and kv_dtype is None and not isinstance(chosen.engine, VLLM | SGLang):
         chosen = serving(spec, engine=chosen.engine, kv_dtype="bf16")
         notes.append("a float32 checkpoint is served in 16 bits: KV cache taken as bf16 (--kv-dtype to choose)")
-    if weights is None:
+    if weights is None and headers is not None:  # the headers in hand: no second read
+        from .gguf import loaded_tensor_bytes
+
+        total, weights_label = loaded_tensor_bytes(headers, spec.name), "GGUF tensor infos"
+        if total <= 0:
+            raise SourceError(f"{spec.name} holds no tensors: give --weights SIZE")
+    elif weights is None:
         total, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
         notes += weight_notes
         if wide and not isinstance(chosen.engine, VLLM | SGLang):  # _weights halves for those two already
