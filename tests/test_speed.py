@@ -288,14 +288,6 @@ def test_mean_ttft_of_a_batch_by_hand() -> None:
     assert r.prefill.seconds == pytest.approx(8 * one, rel=1e-9)
 
 
-def test_a_float32_checkpoint_is_read_in_16_bits() -> None:
-    # Mamba-2.8B's checkpoint is float32 (11,073,382,400 B); served, it is 16-bit: half of it
-    r = api.speed("mamba-2.8b", prompt=100, output=2, gpu="l4", sweep=[])
-    assert r.result.weights.total_bytes == 11_073_382_400 // 2 and r.kv_dtype.name == "bf16"
-    kept = api.speed("mamba-2.8b", prompt=100, output=2, gpu="l4", sweep=[], engine="transformers")
-    assert kept.result.weights.total_bytes == 11_073_382_400  # transformers keeps float32
-
-
 def test_a_gguf_without_tensors_needs_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("gguf")
     from kvcalc.errors import SourceError

@@ -197,7 +197,12 @@ def serving(
         notes += engine_notes
     base = _dtype(kv_dtype, quant_group, "kv_dtype")
     k = _dtype(k_dtype, quant_group, "k_dtype") if k_dtype is not None else base
-    v = _dtype(v_dtype, quant_group, "v_dtype") if v_dtype is not None else k
+    v = _dtype(v_dtype, quant_group, "v_dtype") if v_dtype is not None else base
+    if v is None and k is not None and k_dtype is not None:
+        # K alone (llama.cpp -ctk without -ctv): V keeps the engine's own default format, as the
+        # engine does (common/arg.cpp sets cache_type_k and cache_type_v apart); it must not follow K.
+        v, _ = chosen.auto_kv_dtype(spec.dtype, spec.model_type)
+        notes.append(f"V format not given: {v.name}, {chosen.name}'s default (--v-dtype or --kv-dtype to set it)")
     quantized = any(d is not None and not d.is_plain for d in (k, v))
     residual = residual_tokens
     if residual is None:
@@ -701,8 +706,6 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
     """Weights bytes of an opened model as the engine holds them (beside its config file, from the
     Hub, or its preset), with notes: a preset's own remark, and vLLM's or SGLang's 16-bit load of
     a float32 checkpoint."""
-    from .engines.sglang import SGLang
-    from .engines.vllm import VLLM
     from .sources import is_gguf_file, weights_bytes
 
     source = model.source
@@ -720,13 +723,25 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
         if preset_weights.note:
             notes.append(f"weights: {preset_weights.note}")
     dtype = model.spec.dtype
-    if isinstance(engine, VLLM | SGLang) and dtype is not None and dtype.name == "fp32":
-        # vllm/config/model.py _resolve_auto_dtype (SGLang likewise): a float32 checkpoint runs in
-        # 16 bits unless --dtype float32 is asked for; every float32 tensor is loaded at half size.
-        size //= 2
-        label += ", loaded in 16 bits"
-        notes.append(f"{engine.name} loads a float32 checkpoint in 16 bits (--dtype auto): weights halved")
+    held = engine.weights_dtype(dtype, model.spec.model_type)
+    if dtype is not None and held is not None and held.bits < dtype.bits and not _is_gguf(source):
+        # The engine's one decision (Engine.weights_dtype): vLLM and SGLang load a float32
+        # checkpoint in 16 bits, a converted GGUF stores it in bf16; every tensor at that size.
+        size = size * held.bits // dtype.bits
+        label += f", held in {held.name}"
+        notes.append(f"{engine.name} holds a {dtype.name} checkpoint in {held.name}: weights scaled to "
+                     f"{held.bits} bits")  # fmt: skip
     return size, label, notes
+
+
+def _is_gguf(source: Source) -> bool:
+    """A GGUF file, local or in a Hub repo: its tensors are sized as the file stores them."""
+    from .gguf_hub import parse_hub_gguf
+    from .sources import is_gguf_file
+
+    if source.kind == "file":
+        return is_gguf_file(Path(source.label))
+    return source.kind == "hub" and parse_hub_gguf(source.label) is not None
 
 
 def _runtime(
@@ -1446,22 +1461,7 @@ def speed(
     if attends and not query_heads:
         raise UsageError(f"{spec.name}: the config gives no attention head count", param="model")
     chosen = serving(spec, engine=engine, kv_dtype=kv_dtype)
-    from .engines.sglang import SGLang
-    from .engines.transformers import Transformers
-    from .engines.vllm import VLLM
-
-    # A float32 checkpoint is served in 16 bits (vLLM and SGLang's --dtype auto; a llama.cpp GGUF is
-    # converted to f16 / bf16 or smaller); only transformers keeps it in float32. A bound must not
-    # take the slower reading, so outside transformers the weights and, unless asked, the cache are
-    # taken at 16 bits.
     headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
-    wide = (
-        spec.dtype is not None and spec.dtype.name == "fp32" and headers is None
-        and not isinstance(chosen.engine, Transformers)
-    )  # fmt: skip
-    if wide and kv_dtype is None and not isinstance(chosen.engine, VLLM | SGLang):
-        chosen = serving(spec, engine=chosen.engine, kv_dtype="bf16")
-        notes.append("a float32 checkpoint is served in 16 bits: KV cache taken as bf16 (--kv-dtype to choose)")
     if weights is None and headers is not None:  # the headers in hand: no second read
         from .gguf import loaded_tensor_bytes
 
@@ -1471,10 +1471,6 @@ def speed(
     elif weights is None:
         total, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
         notes += weight_notes
-        if wide and not isinstance(chosen.engine, VLLM | SGLang):  # _weights halves for those two already
-            total //= 2
-            weights_label += ", served in 16 bits"
-            notes.append("a float32 checkpoint is served in 16 bits (vLLM, SGLang, a converted GGUF): weights halved")
     else:
         total, weights_label = weights, f"given {weights:,} bytes"
     preset = source.preset if source is not None else None
@@ -1491,7 +1487,8 @@ def speed(
         # their share at the checkpoint's mean bytes per parameter.
         w = preset.weights
         parameters -= w.unloaded_bytes * w.parameters // w.bytes
-    dtype_bytes = Fraction(spec.dtype.bits, 8) if spec.dtype is not None and spec.dtype.bits >= 8 else Fraction(2)
+    held = spec.dtype if headers is not None else chosen.engine.weights_dtype(spec.dtype, spec.model_type)
+    dtype_bytes = Fraction(held.bits, 8) if held is not None and held.bits >= 8 else Fraction(2)
     tied = text.get("tie_word_embeddings", raw.get("tie_word_embeddings"))
     if tied is None:
         notes.append("the config does not say whether the head is tied to the embeddings: taken as untied (the "

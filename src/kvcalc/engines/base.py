@@ -152,6 +152,13 @@ class Engine:
         """The KV format when none is asked for: the model's run dtype in every engine but llama.cpp."""
         return self.model_dtype(config_dtype, model_type)
 
+    def weights_dtype(self, config_dtype: DType | None, model_type: str) -> DType | None:
+        """The float format this engine holds a checkpoint's weights in, the one decision that
+        estimate, fit and speed all read: the checkpoint's own here (the theoretical engine serves
+        the model as its config stores it, float32 included); engines that load a float32
+        checkpoint in 16 bits say so. None: the config names no dtype."""
+        return config_dtype
+
 
 # Formats a float-only paged engine stores.
 FLOAT_KV = ("fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvcalc.dtypes import FP16, FP32, DType
+from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
     AttentionCache,
@@ -226,6 +226,12 @@ class LlamaCpp(Engine):
         K and V are f16 whatever the weights are."""
         note = None if config_dtype == FP16 else "llama.cpp caches K and V as f16 unless -ctk/-ctv say otherwise"
         return FP16, note
+
+    def weights_dtype(self, config_dtype: DType | None, model_type: str) -> DType | None:
+        """A Hugging Face checkpoint reaches llama.cpp through convert_hf_to_gguf.py, whose
+        ``--outtype auto`` writes a float32 checkpoint's tensors in bf16 (the 16-bit float of
+        highest fidelity); a GGUF file's own tensors are read from its header instead."""
+        return BF16 if config_dtype == FP32 else config_dtype
 
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
         """src/llama-model.cpp ``create_memory``: recurrent memory (r_l, s_l) is GGML_TYPE_F32."""

@@ -77,6 +77,10 @@ class SGLang(Engine):
             return chosen, f"the checkpoint {what}: SGLang runs it, and caches K/V, in {chosen.name}"
         return config_dtype, None
 
+    def weights_dtype(self, config_dtype: DType | None, model_type: str) -> DType | None:
+        """The run dtype: a float32 checkpoint's weights are loaded in it (16 bits)."""
+        return self.model_dtype(config_dtype, model_type)[0] if config_dtype == FP32 else config_dtype
+
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
         """``mamba2_state_dtype``: the SSM state is float32 unless the config's ``mamba_ssm_dtype``
         (or SGLANG_MAMBA_SSM_DTYPE) says otherwise (sglang/srt/configs/mamba_utils.py); the conv

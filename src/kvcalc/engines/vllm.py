@@ -277,3 +277,7 @@ class VLLM(Engine):
         if config_dtype == FP16 and no_fp16:
             return BF16, f"vLLM does not run {model_type} in fp16: it uses bf16 (compute capability 8.0+)"
         return config_dtype, None
+
+    def weights_dtype(self, config_dtype: DType | None, model_type: str) -> DType | None:
+        """The run dtype: a float32 checkpoint's weights are loaded in it (16 bits)."""
+        return self.model_dtype(config_dtype, model_type)[0] if config_dtype == FP32 else config_dtype

@@ -1,0 +1,100 @@
+"""Hardening, round 3 (issue 20): what a newcomer's and an adversarial run of kvcalc found, each
+with the check that failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc import api
+
+from .test_gguf_more import needs_llama_cpp
+
+# --- K and V formats: a K type alone leaves V at the engine's default ---------------------------------
+
+# Llama-3.1-8B at 1,000 tokens in llama.cpp: 1,024 cells (n_ctx padded to 256), 32 layers, 8 KV
+# heads x 128 dims = 1,024 elements per row. K q8_0: 32 blocks of 34 B = 1,088 B; V f16: 2,048 B.
+LLAMA8B_Q8_K_F16_V = (1_088 + 2_048) * 32 * 1_024
+assert LLAMA8B_Q8_K_F16_V == 102_760_448
+
+
+def test_k_dtype_alone_leaves_v_at_the_engine_default_in_estimate() -> None:
+    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    assert est.kv_dtype.name == "q8_0" and est.v_dtype is not None and est.v_dtype.name == "fp16"
+    assert est.total_bytes == LLAMA8B_Q8_K_F16_V
+    assert any("V format not given: fp16" in n for n in est.notes)
+
+
+def test_k_dtype_alone_in_the_theoretical_engine_keeps_v_in_the_model_dtype() -> None:
+    # 32 layers x 8 heads x 128 dims: K int8 isn't plain, so use fp8 for K: 1,024 B, V bf16 2,048 B
+    est = api.estimate("llama-3.1-8b", tokens=1000, k_dtype="fp8")
+    assert est.v_dtype is not None and est.v_dtype.name == "bf16"
+    assert est.total_bytes == (1_024 + 2_048) * 32 * 1_000
+
+
+def test_v_dtype_alone_leaves_k_at_the_engine_default() -> None:
+    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", v_dtype="q8_0")
+    assert est.kv_dtype.name == "fp16" and est.total_bytes == LLAMA8B_Q8_K_F16_V
+
+
+def test_kv_dtype_with_k_dtype_sets_v_from_kv_dtype() -> None:
+    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", kv_dtype="q4_0", k_dtype="q8_0")
+    assert est.v_dtype is not None and est.v_dtype.name == "q4_0"
+    assert est.total_bytes == (1_088 + 32 * 18) * 32 * 1_024
+
+
+def test_k_dtype_alone_in_fit_and_offload() -> None:
+    report = api.fit("llama-3.1-8b", kv_budget=10**9, tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
+    assert report.workload.v_dtype is not None and report.workload.v_dtype.name == "fp16"
+    off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000, k_dtype="q8_0")
+    assert off.workload.v_dtype is not None and off.workload.v_dtype.name == "fp16"
+
+
+def test_k_dtype_alone_on_the_command_line(run_cli) -> None:
+    result = run_cli("estimate", "llama-3.1-8b", "--tokens", "1000", "--engine", "llama.cpp", "--k-dtype", "q8_0",
+                     "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["total_bytes"] == LLAMA8B_Q8_K_F16_V
+
+
+@needs_llama_cpp
+def test_k_dtype_alone_matches_the_real_llama_cpp() -> None:
+    # llama.cpp 0c1e570 with -ctk q8_0 and no -ctv: V stays f16 (common/arg.cpp sets them apart)
+    report = api.probe_llamacpp("llama-3.1-8b", tokens=1000, k_dtype="q8_0")
+    assert report.request["type_k"] != report.request["type_v"]
+    assert report.match, report.checks
+    assert report.estimate.total_bytes == LLAMA8B_Q8_K_F16_V
+
+
+# --- one checkpoint, one engine, one answer in every command ------------------------------------------
+
+# Mamba-2.8B's checkpoint is float32: 11,073,382,400 B (the preset's weights); Gemma-2-9B's config
+# says float32 too. Each engine decides once how it holds such a checkpoint (Engine.weights_dtype
+# and model_dtype) and every command reads that decision.
+MAMBA_FP32_BYTES = 11_073_382_400
+
+
+@pytest.mark.parametrize(
+    ("engine", "kv", "weights"),
+    [
+        ("theoretical", "fp32", MAMBA_FP32_BYTES),  # the checkpoint as its config stores it
+        ("transformers", "fp32", MAMBA_FP32_BYTES),  # from_pretrained keeps float32
+        ("vllm", "bf16", MAMBA_FP32_BYTES // 2),  # _resolve_auto_dtype: 16 bits
+        ("sglang", "fp16", MAMBA_FP32_BYTES // 2),  # _get_and_verify_dtype: fp16 outside Gemma
+        ("llama.cpp", "fp16", MAMBA_FP32_BYTES // 2),  # converted to a bf16 GGUF, cache f16
+    ],
+)
+def test_a_float32_checkpoint_is_one_decision_per_engine(engine: str, kv: str, weights: int) -> None:
+    est = api.estimate("mamba-2.8b", tokens=100, engine=engine)
+    fit = api.fit("mamba-2.8b", gpu="h100", tokens=100, engine=engine, overhead=0)
+    speed = api.speed("mamba-2.8b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
+    weight_line = next(line for line in fit.budget.lines if line.label == "- weights")
+    assert weight_line.bytes == speed.result.weights.total_bytes == weights
+    assert est.kv_dtype.name == speed.kv_dtype.name == kv
+
+
+@pytest.mark.parametrize("engine", ["theoretical", "vllm", "transformers", "llama.cpp"])
+def test_gemma2_float32_reads_the_same_kv_format_in_estimate_and_speed(engine: str) -> None:
+    est = api.estimate("gemma-2-9b", tokens=100, engine=engine)
+    speed = api.speed("gemma-2-9b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
+    assert est.kv_dtype.name == speed.kv_dtype.name
