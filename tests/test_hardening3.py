@@ -3,6 +3,8 @@ with the check that failed before its fix."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kvcalc import api
@@ -98,3 +100,67 @@ def test_gemma2_float32_reads_the_same_kv_format_in_estimate_and_speed(engine: s
     est = api.estimate("gemma-2-9b", tokens=100, engine=engine)
     speed = api.speed("gemma-2-9b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
     assert est.kv_dtype.name == speed.kv_dtype.name
+
+
+# --- --explain computes: every printed product equals its printed result ---------------------------
+
+_PRODUCT = re.compile(r"^\s*([\d,\s x+()]+?) = ([\d,]+) bytes")
+
+
+def _products(lines: list[str]) -> list[tuple[str, int]]:
+    found = []
+    for line in lines:
+        m = _PRODUCT.match(line)
+        if m and ("x" in m.group(1) or "+" in m.group(1)):
+            found.append((m.group(1), int(m.group(2).replace(",", ""))))
+    return found
+
+
+def _evaluate(expression: str) -> int:
+    text = expression.replace(",", "").replace("x", "*")
+    assert re.fullmatch(r"[\d\s*+()]+", text), expression
+    return int(eval(text))  # digits, *, + and parentheses only, checked above
+
+
+ENGINES = ("theoretical", "transformers", "vllm", "sglang", "llama.cpp")
+
+
+def test_every_explain_product_equals_its_result() -> None:
+    from kvcalc.presets import load_presets
+    from kvcalc.views.estimate import explain_lines
+
+    checked = 0
+    for name in load_presets():
+        for engine in ENGINES:
+            try:
+                est = api.estimate(name, tokens=3000, batch=2, engine=engine)
+            except Exception:  # an engine that does not run this model says so elsewhere
+                continue
+            for expression, result in _products(explain_lines(est, "both")):
+                assert _evaluate(expression) == result, (name, engine, expression, result)
+                checked += 1
+    assert checked > 300
+
+
+def test_nemotron_h_state_says_each_part_and_its_format(run_cli) -> None:
+    # Nemotron-H 8B: 24 Mamba layers; conv 8,192 + 2 x 8 x 128 = 10,240 channels x (4 - 1) = 30,720
+    # elements in bf16 and a recurrent state of 128 heads x 64 x 128 = 1,048,576 elements in fp32
+    # (mamba_ssm_cache_dtype absent: NemotronHForCausalLMConfig's float32).
+    per_seq = 30_720 * 2 + 1_048_576 * 4
+    result = run_cli("estimate", "nemotron-h-8b", "--tokens", "2048", "--explain")
+    assert result.exit_code == 0, result.stderr
+    assert "conv 30,720 elements in bf16 + recurrent 1,048,576 elements in fp32" in result.stdout
+    assert f"24 x 1 x (30,720 x 2 + 1,048,576 x 4) = {24 * per_seq:,} bytes" in result.stdout
+    data = run_cli("estimate", "nemotron-h-8b", "--tokens", "2048", "--json").json()
+    mamba = next(g for g in data["groups"] if g["kind"] == "mamba")
+    assert mamba["dtype"] == "mixed" and mamba["state_bytes"] == per_seq
+    assert mamba["state_parts"] == [
+        {"part": "conv", "elements": 30_720, "dtype": "bf16"},
+        {"part": "recurrent", "elements": 1_048_576, "dtype": "fp32"},
+    ]
+
+
+def test_a_group_with_k_and_v_apart_says_mixed(run_cli) -> None:
+    data = run_cli("estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--k-dtype", "q8_0", "--json").json()
+    (group,) = data["groups"]
+    assert (group["dtype"], group["k_dtype"], group["v_dtype"]) == ("mixed", "q8_0", "fp16")

@@ -103,6 +103,18 @@ class GroupEstimate:
     image_slots: int = 0
     # Whether each text token takes a slot in this layer; None: the layer caches decoder tokens.
     grows_with_tokens: bool | None = None
+    # A state layer's parts as the engine stores them, per sequence and GPU: (elements, format),
+    # in the order of the cache's state_part_names. Their formats may differ (conv bf16, SSM fp32).
+    state_parts: tuple[tuple[int, DType], ...] = ()
+    # The V rows' format where it differs from K's (``dtype``): llama.cpp's -ctk / -ctv apart.
+    v_dtype: DType | None = None
+
+    @property
+    def dtype_label(self) -> str:
+        """The group's element format, or "mixed" when its parts (K and V, or a state's conv and
+        recurrent parts) are stored in different ones."""
+        formats = {d for _, d in self.state_parts} or {self.dtype, self.v_dtype or self.dtype}
+        return self.dtype.name if formats == {self.dtype} else "mixed"
 
     @property
     def kind(self) -> Kind:
@@ -302,11 +314,13 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             dtype = cache.state_dtype or w.state_dtype or compute_dtype
             # Tensor parallel splits the heads (and conv channels) of the state across ranks.
             ranks = w.tp if cache.state_splits_across_ranks else 1
-            per_seq = sum(
-                -(-elements // ranks) * (part_dtype or dtype).bytes_per_element
-                for elements, part_dtype in engine.state_parts(cache)
+            parts = tuple(
+                (-(-elements // ranks), part_dtype or dtype) for elements, part_dtype in engine.state_parts(cache)
             )
-            g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, dtype)
+            per_seq = sum(elements * part.bytes_per_element for elements, part in parts)
+            formats = {part for _, part in parts}
+            g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, formats.pop() if len(formats) == 1 else dtype,
+                              state_parts=parts)  # fmt: skip
             return batch * per_seq, 0, g
         if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
             return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
@@ -331,8 +345,9 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
         image_slots, grows = _image_shape(engine, cache, images)
         g = GroupEstimate(
-            cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots, image_slots=image_slots, grows_with_tokens=grows
-        )
+            cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots, image_slots=image_slots, grows_with_tokens=grows,
+            v_dtype=v_dtype if v_row and v_dtype != k_fmt else None,
+        )  # fmt: skip
         return total, meta, g
 
     batches = replica_batches(w.batch, w.dp)
@@ -382,6 +397,8 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
                 slots=shape.slots,
                 image_slots=shape.image_slots,
                 grows_with_tokens=shape.grows_with_tokens,
+                state_parts=shape.state_parts,
+                v_dtype=shape.v_dtype,
             )
         )
     return Estimate(

@@ -173,6 +173,11 @@ class _Layer:
         return None
 
     @property
+    def state_part_names(self) -> tuple[str, str]:
+        """What the two parts of a state layer's ``state_elements`` hold, for --explain and JSON."""
+        return "conv", "recurrent"
+
+    @property
     def compress_ratio(self) -> int:
         """Tokens pooled into one cached entry (DeepSeek-V4's compressed attention); 1: a row per token."""
         return 1
@@ -436,13 +441,7 @@ class StateCache(_Layer):
         return "state", "-"
 
     def explain(self) -> str:
-        return (
-            f"fixed state per sequence, whatever T: conv {self.conv_elements:,} + recurrent "
-            f"{self.recurrent_elements:,} elements"
-        )
-
-    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
-        return f"{layers} x {batch:,} x ({self.conv_elements:,} + {self.recurrent_elements:,}) x {s}"
+        return "fixed state per sequence, whatever T: a conv history and a recurrent state"
 
     def fields(self) -> dict[str, Any]:
         return {"conv_elements": self.conv_elements, "recurrent_elements": self.recurrent_elements}
@@ -665,8 +664,9 @@ class CompressorOverlapCache(_Layer):
     def fields(self) -> dict[str, Any]:
         return {"compress_ratio": self.ratio, "width": self.width}
 
-    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
-        return f"{layers} x {batch:,} x 2 x {self.ratio} x {self.width} x {s}"
+    @property
+    def state_part_names(self) -> tuple[str, str]:
+        return "projections", "gate logits"
 
     def explain(self) -> str:
         return (

@@ -95,10 +95,18 @@ def vs_theoretical_lines(est: Estimate, theory: Estimate, units: Units) -> list[
 def _seed_form(est: Estimate) -> bool:
     """Whether every group is literally 2 x L x B x T x H_kv x d_h x s (else slots x row bytes)."""
     w = est.workload
-    plain = est.kv_dtype.is_plain and est.v_dtype is None
+    # Every group in a whole-byte format (a vLLM fp8 indexer with its scales is not).
+    plain = est.kv_dtype.is_plain and est.v_dtype is None and all(g.dtype.is_plain for g in est.groups)
     simple_layout = w.tp == w.pp == w.dp == 1 and not w.shared_prefix and not w.residual_tokens
     per_sequence = all(g.slots == w.batch * g.tokens_kept for g in est.groups if g.bytes_per_token)
-    return plain and simple_layout and per_sequence
+    # The engine stores the layer's own rows (transformers copies DeepSeek-V4's shared K=V row twice
+    # and expands MLA per head: the layer's seed term would not be what is stored).
+    own_rows = plain and all(
+        g.bytes_per_token == g.cache.elements_per_token * g.dtype.bytes_per_element
+        for g in est.groups
+        if g.bytes_per_token
+    )
+    return plain and simple_layout and per_sequence and own_rows
 
 
 def explain_lines(est: Estimate, units: Units) -> list[str]:
@@ -145,11 +153,28 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
         per_image = w.image_tokens or est.model.image_tokens or 0
         out.append(f"T = {w.images:,} image(s) x {per_image:,} tokens = {g.tokens_kept:,} image tokens")
     if c.explain():
-        out.append(c.explain() + (f" in {g.dtype.name}" if c.is_state else ""))
+        out.append(c.explain())
+    if g.state_parts:
+        out.extend(_state_formula(est, g))
+        return out
     product = c.seed_product(g.layers, w.batch, g.tokens_kept, g.dtype.bytes_per_element)
     if product is not None:
         out.append(f"{product} = {g.bytes:,} bytes")
     return out
+
+
+def _state_formula(est: Estimate, g: GroupEstimate) -> list[str]:
+    """A state group's parts as the engine stores them, each in its own format, and the product
+    that gives the group's bytes: L x B x (elements x s + ...)."""
+    names = g.cache.state_part_names
+    parts = [(name, n, d) for name, (n, d) in zip(names, g.state_parts, strict=True) if n]
+    listed = " + ".join(f"{name} {n:,} elements in {d.name}" for name, n, d in parts)
+    if len({d for _, _, d in parts}) == 1:
+        s = parts[0][2].bytes_per_element
+        inner = f"({' + '.join(f'{n:,}' for _, n, _ in parts)}) x {s}" if len(parts) > 1 else f"{parts[0][1]:,} x {s}"
+    else:
+        inner = "(" + " + ".join(f"{n:,} x {d.bytes_per_element}" for _, n, d in parts) + ")"
+    return [listed, f"{g.layers} x {est.workload.batch:,} x {inner} = {g.bytes:,} bytes"]
 
 
 def _slot_formula(est: Estimate, g: GroupEstimate) -> list[str]:

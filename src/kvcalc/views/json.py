@@ -37,9 +37,17 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
             "elements_per_token": g.cache.elements_per_token,
             "bytes_per_token": g.bytes_per_token,
             "state_bytes": g.state_bytes,
-            "dtype": g.dtype.name,
+            "dtype": g.dtype_label,
             "bytes": g.bytes,
         }
+        if g.v_dtype is not None:
+            entry |= {"k_dtype": g.dtype.name, "v_dtype": g.v_dtype.name}
+        if g.state_parts:  # as the engine stores them, per sequence and GPU
+            names = c.state_part_names
+            entry["state_parts"] = [
+                {"part": name, "elements": elements, "dtype": part.name}
+                for name, (elements, part) in zip(names, g.state_parts, strict=True)
+            ]
         groups.append(entry)
     return {
         "model": est.model.name,
