@@ -143,7 +143,6 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
     ("args", "message"),
     [
         (("--gpu", "h1000"), "unknown GPU 'h1000'; did you mean"),
-        (("--gpu-memory", "20GB"), "nothing is left for the KV cache"),
         (("--gpu", "h100", "--tp", "3"), "--tp 3 does not divide the 32 query heads"),
         (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
         (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),

@@ -9,7 +9,6 @@ import pytest
 
 from kvcalc import api
 from kvcalc.configs import context_limit
-from kvcalc.errors import UsageError
 
 # Llama 3.1 8B: 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B per token (bf16).
 PER_TOKEN = 131_072
@@ -122,8 +121,13 @@ def test_weights_too_big_say_how_many_gpus() -> None:
     # GLM-5 in bf16: 1,507,728,316,928 B less its 19,905,841,664 B MTP layer = 1,487,822,475,264 B loaded.
     # An H200 (150,109,945,856 B) x 0.9 = 135,098,951,270, less the 2 GiB assumed runtime =
     # 132,951,467,622 per GPU: 11 GPUs hold 1,462,466,143,842 (too few), 12 hold enough.
-    with pytest.raises(UsageError, match="nothing is left for the KV cache; needs at least 12 such GPUs"):
-        api.fit("glm-5", gpu="h200", gpus=8, tokens=4096)
+    # That is an answer, not an error: fits false, and the first count of GPUs that splits GLM-5's
+    # 64 query heads evenly from 12 up is 16.
+    report = api.fit("glm-5", gpu="h200", gpus=8, tokens=4096)
+    assert report.budget.gpus_needed == 12
+    assert report.verdict is not None and not report.verdict.fits
+    first = report.verdict.first_remedy
+    assert first is not None and first.change == "16 GPUs (--tp 16)"
 
 
 @pytest.mark.parametrize(

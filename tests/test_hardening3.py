@@ -8,6 +8,7 @@ import re
 import pytest
 
 from kvcalc import api
+from kvcalc.workloads import Request
 
 from .test_gguf_more import needs_llama_cpp
 
@@ -164,3 +165,47 @@ def test_a_group_with_k_and_v_apart_says_mixed(run_cli) -> None:
     data = run_cli("estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--k-dtype", "q8_0", "--json").json()
     (group,) = data["groups"]
     assert (group["dtype"], group["k_dtype"], group["v_dtype"]) == ("mixed", "q8_0", "fp16")
+
+
+# --- fit: one context rule; weights that do not fit are an answer -------------------------------------
+
+
+def test_a_request_past_the_model_limit_is_capped_and_not_called_a_fit() -> None:
+    # Gemma-2-9B: max_position_embeddings 8,192. Whatever --tokens says, max context stops there.
+    for tokens in (16_384, 131_072):
+        report = api.fit("gemma-2-9b", gpu="h100", tokens=tokens)
+        assert report.result.max_context == 8_192, tokens
+        assert report.verdict is not None and not report.verdict.fits
+        assert report.verdict.reason is not None and "past the model's context limit" in report.verdict.reason
+    within = api.fit("gemma-2-9b", gpu="h100", tokens=8_192)
+    assert within.verdict is not None and within.verdict.fits
+    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, context_cap=False)
+    assert uncapped.verdict is not None and uncapped.verdict.fits
+
+
+def test_weights_that_do_not_fit_are_a_verdict_exit_0(run_cli) -> None:
+    # Llama-3.1-70B: 141,107,412,992 B of weights; an A100 40GB (42,298,834,944 B) x 0.9 less the 2 GiB
+    # runtime leaves 35,921,467,801 B: 141,107,412,992 // 35,921,467,801 + 1 = 4 GPUs leave anything;
+    # tp 5, 6 and 7 do not split its 64 query heads, tp 4 leaves too little for 8k tokens, tp 8 fits.
+    result = run_cli("fit", "llama-3.1-70b", "--gpu", "a100-40gb", "--tokens", "8k", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = result.json()
+    assert data["fits"] is False and data["verdict"]["fits"] is False
+    assert data["kv_budget_bytes"] == 35_921_467_801 - 141_107_412_992
+    assert data["verdict"]["first_remedy"] == "8 GPUs (--tp 8)"
+    text = run_cli("fit", "llama-3.1-70b", "--gpu", "a100-40gb", "--tokens", "8k")
+    assert text.exit_code == 0 and "first change 8 GPUs (--tp 8)" in text.stdout
+
+
+def test_every_command_notes_a_length_past_the_model_limit_once() -> None:
+    # Gemma-2-9B's max_position_embeddings is 8,192; 131,072 tokens is past it (a note, not an error)
+    said = "131,072 tokens is past the model's context limit (max_position_embeddings 8,192)"
+    est = api.estimate("gemma-2-9b", tokens=131_072)
+    assert sum(said in n for n in est.notes) == 1
+    comp = api.compare(["gemma-2-9b"], tokens=[4096, 131_072])
+    assert sum(said in n for n in comp.notes) == 1
+    speed = api.speed("gemma-2-9b", prompt=131_000, output=72, gpu="h100", sweep=[])
+    assert sum(said in n for n in speed.notes) == 1
+    mix = api.estimate_requests("gemma-2-9b", [Request(prompt=100, output=28), Request(prompt=131_000, output=72)])
+    assert sum("1 request(s), the longest " + said in n for n in mix.notes) == 1
+    assert not any("past the model's context limit" in n for n in api.estimate("gemma-2-9b", tokens=8192).notes)

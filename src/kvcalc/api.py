@@ -267,6 +267,16 @@ def _images(spec: ModelSpec, images: int | None, image_tokens: int | None) -> di
     return {"images": images or 0, "image_tokens": image_tokens}
 
 
+def _past_limit(spec: ModelSpec, tokens: int, who: str = "") -> list[str]:
+    """The note every command gives once when a length is past the model's own context limit
+    (its max_position_embeddings or kin): engines refuse such requests unless told otherwise."""
+    limit = spec.max_context
+    if limit is None or tokens <= limit:
+        return []
+    return [f"{who}{tokens:,} tokens is past the model's context limit ({spec.max_context_key}): engines refuse "
+            "such requests by default"]  # fmt: skip
+
+
 def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(note for group in groups for note in group))
 
@@ -328,7 +338,8 @@ def estimate(
         shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,
     )  # fmt: skip
     result = estimate_spec(spec, workload, engine=chosen.engine)
-    return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes))
+    limit_notes = [] if spec.is_encoder_decoder else _past_limit(spec, t)
+    return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes, limit_notes))
 
 
 def read_requests(path: str | Path) -> list[Request]:
@@ -389,7 +400,11 @@ def estimate_requests(
         shared_prefix=min(shared_prefix, longest), tp=tp, pp=pp,
     )  # fmt: skip
     summary = summarize_requests(spec, workload, chosen.engine, listed)
-    return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes))
+    past = sum(1 for r in listed if spec.max_context is not None and r.tokens > spec.max_context)
+    limit_notes = (
+        _past_limit(spec, longest, f"{past:,} request(s), the longest ") if past and not spec.is_encoder_decoder else []
+    )
+    return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes, limit_notes))
 
 
 # --- compare ------------------------------------------------------------------------------------------
@@ -447,6 +462,9 @@ def compare(
             )
         candidates = [candidate_for(m.spec) for m in opened]
         mode = "models"
+    for m in opened:
+        if not m.spec.is_encoder_decoder:
+            notes += _past_limit(m.spec, max(tokens), f"{m.name}: " if len(opened) > 1 else "")
     if isinstance(engine, EngineBase):
         chosen = engine
     else:
@@ -618,7 +636,12 @@ def fit(
             gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
             runtime=runtime,
         )  # fmt: skip
-    result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
+    if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
+        from .capacity import Fit
+
+        result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, chosen.engine.name)
+    else:
+        result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
     if context_limit is not None and max_model_len is None and result.max_context == context_limit:
         notes.append(
             f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
@@ -640,19 +663,52 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
 
     result, w, engine = report.result, report.workload, report.engine
     assert engine is not None
-    needed = workload_bytes(report.model.spec, w, engine, result)
-    if needed <= result.kv_budget:
-        return Verdict(True, needed, result.kv_budget)
+    spec = report.model.spec
 
     def headroom(change: str, **changed: Any) -> Remedy | None:
         try:
             alt = fit(**{**call, **changed, "verdict": False})
         except UsageError:
-            return None  # the engine cannot do it (fp8 KV on this engine), or nothing is left
+            return None  # the engine cannot do it (fp8 KV on this engine, a tp that splits no heads)
         assert alt.engine is not None
+        if alt.budget.leaves_nothing:
+            return Remedy(change, False, f"the weights still leave nothing ({alt.budget.kv_bytes:,} B per GPU)")
         alt_needed = workload_bytes(alt.model.spec, alt.workload, alt.engine, alt.result)
         room = alt.result.kv_budget - alt_needed
         return Remedy(change, room >= 0, f"headroom {room:,} B per GPU")
+
+    if report.budget.leaves_nothing:
+        least = report.budget.gpus_needed
+        reason = f"the weights and the runtime leave nothing for the KV cache ({result.kv_budget:,} B per GPU)" + (
+            "; no count of such GPUs does: the runtime alone fills one" if least is None else ""
+        )
+        tried: list[Remedy] = []
+        shards = w.tp * w.pp
+        # The fewest GPUs that hold the request too: from the fewest that leave anything, upward.
+        for tp in range(max(least or 0, shards + 1), max(least or 0, shards + 1) + 8 if least else 0):
+            gpus = tp * w.pp * w.dp
+            remedy = headroom(f"{gpus} GPUs (--tp {tp})", tp=tp, gpus=None)
+            if remedy is not None:
+                tried.append(remedy)
+                if remedy.fits:
+                    break
+        remedies_found = tuple(r for r in tried if r.fits) or tuple(tried[-1:])
+        return Verdict(False, 0, result.kv_budget, remedies_found, reason)
+    needed = workload_bytes(spec, w, engine, result)
+    limit = report.context_limit
+    if limit is not None and w.tokens > limit and call.get("max_model_len") is None:
+        reason = (
+            f"requests of {w.tokens:,} tokens are past the model's context limit ({spec.max_context_key}): "
+            "engines refuse them (--no-context-cap to size them anyway)"
+        )
+        fits_memory = needed <= result.kv_budget
+        memory = Remedy("past the limit anyway (--no-context-cap)", fits_memory,
+                        f"headroom {result.kv_budget - needed:,} B per GPU")  # fmt: skip
+        shorter = Remedy("shorter context (--tokens)", True, f"up to {min(limit, result.max_context or limit):,} "
+                         f"tokens at batch {w.batch:,}")  # fmt: skip
+        return Verdict(False, needed, result.kv_budget, (shorter, memory), reason)
+    if needed <= result.kv_budget:
+        return Verdict(True, needed, result.kv_budget)
 
     remedies: list[Remedy | None] = []
     kv = w.kv_dtype or report.model.spec.dtype
@@ -691,15 +747,10 @@ def _context_limit(
     if limit is None:
         notes.append("the config gives no context limit (max_position_embeddings or kin): context is not capped")
         return None, notes
-    if tokens > limit:
-        notes.append(
-            f"requests of {tokens:,} tokens are past the model's own limit ({spec.max_context_key}); "
-            "engines refuse them by default"
-        )
     if not context_cap:
         notes.append(f"context not capped at the model's limit ({spec.max_context_key}): --no-context-cap")
         return None, notes
-    return max(limit, tokens), notes
+    return limit, notes
 
 
 def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFetch) -> tuple[int, str, list[str]]:
@@ -1546,6 +1597,7 @@ def speed(
         return read
 
     limit = max(spec.max_context or 0, prompt + output)
+    notes += _past_limit(spec, prompt + output)
     gpu_memory = find_gpu(gpu).runtime_bytes if gpu is not None else None
     if gpu_memory is not None:
         notes.append(f"'fit' in the sweep: weights / TP + the cache at prompt + output within the GPU's "

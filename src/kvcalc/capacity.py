@@ -44,6 +44,14 @@ class Budget:
     kv_low: int | None = None
     kv_high: int | None = None
     runtime: Runtime | None = None
+    # When nothing is left for the cache (kv_bytes <= 0): the fewest GPUs (tp x pp) whose share of
+    # the weights leaves anything, or None when even one GPU's runtime does not fit.
+    gpus_needed: int | None = None
+
+    @property
+    def leaves_nothing(self) -> bool:
+        """The weights and the runtime take the whole share: no KV cache at all."""
+        return self.kv_bytes <= 0
 
 
 def kv_budget(
@@ -90,18 +98,13 @@ def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_la
     lines.append(
         BudgetLine("= KV cache budget per GPU", kv, low=kv_low if ranged else None, high=kv_high if ranged else None)
     )
+    least = None
     if kv <= 0:
         room = usable - runtime.bytes
-        # The fewest GPUs (tp x pp) whose share of the weights leaves anything for the cache.
+        # The fewest GPUs (tp x pp) whose share of the weights leaves anything for the cache: an
+        # answer (the verdict says it), not an error.
         least = weights_bytes // room + 1 if room > 0 else None
-        hint = f"at least {least} such GPUs (--tp / --pp)" if least is not None else "a GPU with more memory"
-        raise UsageError(
-            f"does not fit: {gpu_bytes:,} B per GPU leaves {usable:,} to the engine "
-            f"({runtime.share_label.removeprefix('x ')}), minus {weights:,} of weights and {runtime.bytes:,} of "
-            f"runtime is {kv:,}: nothing is left for the KV cache; needs {hint}, a quantized checkpoint, or a "
-            "smaller model"
-        )
-    return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime)
+    return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime, least)
 
 
 @dataclass(frozen=True)
@@ -434,6 +437,9 @@ class Verdict:
     needed_bytes: int
     kv_budget: int
     remedies: tuple[Remedy, ...] = ()
+    # Why it does not fit when the budget's headroom is not the whole story: the weights leave no
+    # room at all, or the request is longer than the model's context limit.
+    reason: str | None = None
 
     @property
     def headroom_bytes(self) -> int:

@@ -21,7 +21,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
         lines.append(f"GPU: {report.gpu_label}")
     width = max(len(line.label) for line in budget.lines)
     for line in budget.lines:
-        size = format_binary(line.bytes) if line.bytes else ""
+        size = format_binary(line.bytes) if line.bytes > 0 else ""
         span = ""
         if line.low is not None and line.high is not None and (line.low, line.high) != (line.bytes, line.bytes):
             span = f"  (may be {format_binary(line.low)} to {format_binary(line.high)})"
@@ -49,7 +49,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     else:
         context = f"{result.max_context:,} tokens"
     lines.append(f"max context    {context} at batch {result.batch:,}")
-    if not result.fits:
+    if not result.fits and not budget.leaves_nothing:  # else the verdict says why
         lines.append(
             f"nothing fits   not one request of {result.tokens:,} tokens fits in "
             f"{result.kv_budget:,} bytes of KV budget per GPU"
@@ -69,9 +69,11 @@ def _verdict_lines(report: FitReport) -> list[Block]:
         return [f"verdict        fits: {ask} of KV per GPU; headroom {v.headroom_bytes:,} B "
                 f"({format_binary(v.headroom_bytes)})"]  # fmt: skip
     short = -v.headroom_bytes
-    lines: list[Block] = [
-        f"verdict        does not fit: {ask} of KV per GPU, {short:,} B ({format_binary(short)}) more than the budget"
-    ]
+    if v.reason is not None:
+        lines: list[Block] = [f"verdict        does not fit: {v.reason}"]
+    else:
+        lines = [f"verdict        does not fit: {ask} of KV per GPU, {short:,} B ({format_binary(short)}) more than "
+                 "the budget"]  # fmt: skip
     first = v.first_remedy
     for remedy in v.remedies:
         label = "first change" if remedy is first else ("would fit" if remedy.fits else "not enough")

@@ -177,6 +177,7 @@ def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:
     first = verdict.first_remedy
     return {
         "fits": verdict.fits,
+        "reason": verdict.reason,
         "needed_bytes": verdict.needed_bytes,
         "headroom_bytes": verdict.headroom_bytes,
         "first_remedy": None if first is None else first.change,
