@@ -8,8 +8,10 @@ import re
 import pytest
 
 from kvcalc import api
+from kvcalc.errors import UsageError
 from kvcalc.workloads import Request
 
+from .conftest import assert_one_line_error
 from .test_gguf_more import needs_llama_cpp
 
 # --- K and V formats: a K type alone leaves V at the engine's default ---------------------------------
@@ -209,3 +211,45 @@ def test_every_command_notes_a_length_past_the_model_limit_once() -> None:
     mix = api.estimate_requests("gemma-2-9b", [Request(prompt=100, output=28), Request(prompt=131_000, output=72)])
     assert sum("1 request(s), the longest " + said in n for n in mix.notes) == 1
     assert not any("past the model's context limit" in n for n in api.estimate("gemma-2-9b", tokens=8192).notes)
+
+
+# --- tracebacks and hangs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize("flag", ["--bandwidth-efficiency", "--flops-efficiency"])
+def test_a_non_finite_efficiency_is_one_line_exit_2(run_cli, flag: str, value: str) -> None:
+    result = run_cli("speed", "llama-3.1-8b", "--gpu", "h100", "--prompt", "10", "--output", "2", flag, value)
+    assert result.exit_code == 2
+    assert_one_line_error(result, f"{flag} must be in (0, 1]")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "0.5"])
+def test_the_api_refuses_a_non_finite_efficiency_with_its_own_error(value: object) -> None:
+    with pytest.raises(UsageError, match="bandwidth_efficiency must be in"):
+        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", bandwidth_efficiency=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("lengths", [20, 60, 120])
+def test_splitting_a_wide_table_lays_out_linearly_in_its_columns(monkeypatch, lengths: int) -> None:
+    # compare with 30-60 lengths took 13 s to minutes: every way to cut the columns was laid out.
+    # Now one layout per column (greedy), one per table (the even share-out) and one per table drawn.
+    from kvcalc.views import table
+
+    calls = 0
+    real = table.layout
+
+    def counted(grid: table.Grid, width: int) -> table.Layout | None:
+        nonlocal calls
+        calls += 1
+        return real(grid, width)
+
+    monkeypatch.setattr(table, "layout", counted)
+    columns = (table.Column("variant", right=False), *(table.Column(f"T={t:,}") for t in range(lengths)))
+    rows = tuple(("GQA-8", *(f"{t:,} MiB / {t * 1.05:,.2f} MB (0.25x)" for t in range(lengths))) for _ in range(4))
+    parts = table.split(table.Grid("title", columns, rows), 80)
+    assert len(parts) > 1 and all(fitted is not None for _, fitted in parts)
+    for g, fitted in parts:
+        assert fitted is not None
+        assert sum(fitted.widths) + 3 * len(g.columns) + 1 - (0 if fitted.pad_edge else 2) <= 80
+    assert calls <= 1 + lengths + 3 * len(parts)

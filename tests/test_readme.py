@@ -38,7 +38,7 @@ def _stable(lines: list[str]) -> list[str]:
 def test_readme_example_output(args: str, expected: str, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     if args.startswith("probe"):
         pytest.importorskip("transformers", reason="probe examples need the probe extra")
-    monkeypatch.setenv("COLUMNS", "100")  # the width the README was rendered at
+    monkeypatch.setenv("COLUMNS", "80")  # the width the README is rendered at (scripts/readme_examples.py)
     monkeypatch.chdir(README.parent)  # examples name files relative to the repository root
     result = run_cli(*shlex.split(args))
     assert result.exit_code == 0, result.stderr

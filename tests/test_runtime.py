@@ -124,7 +124,7 @@ def test_vllm_loads_fp32_checkpoints_in_16_bits() -> None:
     report = api.fit("gemma-2-9b", gpu="h100", engine="vllm", tokens=4096)
     weights = next(line for line in report.budget.lines if line.label == "- weights")
     assert weights.bytes == 36_966_823_936 // 2
-    assert any("float32 checkpoint in 16 bits" in n for n in report.notes)
+    assert any("holds this fp32 checkpoint in bf16: weights scaled to 16 bits" in n for n in report.notes)
 
 
 @pytest.mark.parametrize(

@@ -780,7 +780,7 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
         # checkpoint in 16 bits, a converted GGUF stores it in bf16; every tensor at that size.
         size = size * held.bits // dtype.bits
         label += f", held in {held.name}"
-        notes.append(f"{engine.name} holds a {dtype.name} checkpoint in {held.name}: weights scaled to "
+        notes.append(f"{engine.name} holds this {dtype.name} checkpoint in {held.name}: weights scaled to "
                      f"{held.bits} bits")  # fmt: skip
     return size, label, notes
 
@@ -1470,7 +1470,10 @@ def speed(
                          param="compute_dtype")  # fmt: skip
     efficiency: dict[str, Fraction] = {}
     for param, given in (("bandwidth_efficiency", bandwidth_efficiency), ("flops_efficiency", flops_efficiency)):
-        factor = Fraction(1) if given is None else Fraction(str(given))
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int | float | Fraction)
+                                  or (isinstance(given, float) and not math.isfinite(given))):  # fmt: skip
+            raise UsageError(f"{param} must be in (0, 1], got {given}", param=param)
+        factor = Fraction(1) if given is None else Fraction(str(given)) if isinstance(given, float) else Fraction(given)
         if not 0 < factor <= 1:
             raise UsageError(f"{param} must be in (0, 1], got {given}", param=param)
         efficiency[param] = factor

@@ -8,7 +8,8 @@ A table wider than the screen narrows in stages, each costing fewer lines than t
 4. the spaces between the outer bars and the first and last columns go;
 5. still too wide: the value columns are split over several tables, each repeating the key
    columns that name the row (model, dtype), as pandas prints a wide frame; of the ways to
-   split, the one that takes the fewest lines.
+   split (as many columns as fit in each, or the same count shared out evenly), the one that
+   takes fewer lines.
 
 Numbers never break: a number is one word, and no stage narrows a column below its widest word.
 Only a single key and value column wider than the screen is left to rich to fold.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from itertools import combinations, pairwise
+from itertools import pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -156,6 +157,9 @@ def layout(grid: Grid, width: int) -> Layout | None:
         cells.append(max(map(_width, texts), default=0))
         parts.append(max((_width(p) for t in texts for p in _pieces(t, 1, label)), default=0))
         words.append(max((_width(p) for t in texts for p in _pieces(t, 2, label)), default=0))
+    least = [max(h, w) for h, w in zip(headers, words, strict=True)]
+    if sum(least) + _overhead(len(grid.columns), False) > width:
+        return None  # not even every column at its widest word fits: no narrowing can help
     for pad_edge in (True, False):
         room = width - _overhead(len(grid.columns), pad_edge)
         widths = natural
@@ -197,14 +201,24 @@ def split(grid: Grid, width: int) -> list[tuple[Grid, Layout | None]]:
         found = layout(g, width)
         return None if found is None else (found, height(g, found))
 
-    # How many tables: as many value columns in each as fit, left to right.
-    count, start = 1, 0
+    # How many tables: as many value columns in each as fit, left to right (one layout per
+    # column tried, so the work grows linearly with the columns).
+    greedy: list[tuple[int, int]] = []
+    start = 0
     for stop in range(1, len(values) + 1):
         if stop - start > 1 and fitted(start, stop) is None:
-            count, start = count + 1, stop - 1
+            greedy.append((start, stop - 1))
+            start = stop - 1
+    greedy.append((start, len(values)))
+    # As many tables with the columns shared out evenly reads better where it fits; of the two,
+    # the one that takes fewer lines.
+    count = len(greedy)
+    size, extra = divmod(len(values), count)
+    bounds = [0]
+    for n in range(count):
+        bounds.append(bounds[-1] + size + (1 if n < extra else 0))
     best: tuple[int, list[tuple[int, int]]] | None = None
-    for cuts in combinations(range(1, len(values)), count - 1):
-        spans = list(pairwise([0, *cuts, len(values)]))
+    for spans in (list(pairwise(bounds)), greedy):
         found = [fitted(a, b) for a, b in spans]
         if any(f is None for f in found):
             continue
