@@ -11,7 +11,7 @@ import pytest
 from kvcalc import load_model, model_from_geometry
 from kvcalc.dtypes import FP16, Q4_0, Q8_0, group_quantized, parse_dtype
 from kvcalc.engines import VLLM, LlamaCpp, SGLang, Transformers, make_engine
-from kvcalc.errors import UsageError
+from kvcalc.errors import SourceError, UsageError
 from kvcalc.estimator import Workload, estimate, pipeline_stages
 from kvcalc.workloads import parse_lengths, summarize_requests
 
@@ -268,10 +268,12 @@ def test_lengths_jsonl_and_cli(run_cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [("", "is empty"), ("prompt,output\n", "lists no requests"), ("prompt\nabc\n", "whole numbers"),
-     ("x,y\n1,2\n", "'prompt'"), ('{"prompt": 0}\n', "0 tokens"), ("{bad\n", "not JSON")],
+     ("x,y\n1,2\n", "field 'x' is not one kvcalc reads"), ('{"prompt": 0}\n', "0 tokens"),
+     ("{bad\n", "not JSON")],
 )  # fmt: skip
 def test_lengths_errors(text: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message):
+    # A request mix that cannot be read is a failure of its file (exit 1), as an unreadable MODEL is
+    with pytest.raises(SourceError, match=message):
         parse_lengths(text, name="mix")
 
 

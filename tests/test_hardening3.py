@@ -3,15 +3,19 @@ with the check that failed before its fix."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvcalc import api
-from kvcalc.errors import UsageError
+from kvcalc.errors import SourceError, UsageError
 from kvcalc.workloads import Request
 
-from .conftest import assert_one_line_error
+from .conftest import assert_one_line_error, fixture_config
 from .test_gguf_more import needs_llama_cpp
 
 # --- K and V formats: a K type alone leaves V at the engine's default ---------------------------------
@@ -253,3 +257,88 @@ def test_splitting_a_wide_table_lays_out_linearly_in_its_columns(monkeypatch, le
         assert fitted is not None
         assert sum(fitted.widths) + 3 * len(g.columns) + 1 - (0 if fitted.pad_edge else 2) <= 80
     assert calls <= 1 + lengths + 3 * len(parts)
+
+
+def test_a_deep_model_costs_its_layer_kinds_not_its_layers(monkeypatch, tmp_path: Path) -> None:
+    # 65,536 layers took speed 60 s and fit 9 s: every step summed every layer. Llama-3.1-8B's
+    # geometry at 65,536 layers: 65,536 x 2 x 8 x 128 x 2 B = 268,435,456 B per token.
+    config = fixture_config("Llama-3.1-8B.json") | {"num_hidden_layers": 65_536}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    from kvcalc.engines.base import Engine
+
+    rows = 0
+    real = Engine.rows
+
+    def counted(self: Engine, cache: object, tp: int) -> tuple[int, int, int | None]:
+        nonlocal rows
+        rows += 1
+        return real(self, cache, tp)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Engine, "rows", counted)
+    est = api.estimate(str(path), tokens=10)
+    assert est.per_token_bytes == 268_435_456 and est.total_bytes == 10 * 268_435_456
+    assert rows <= 2  # one layer kind, asked once per batch size
+    report = api.speed(str(path), prompt=100, output=2, gpu="h100", weights=10**12, sweep=[1, 2])
+    assert report.result.prefill.kv_bytes == 100 * 268_435_456
+
+
+# --- exit codes and accepted nonsense -----------------------------------------------------------------
+
+
+def test_an_unreadable_lengths_file_exits_1_as_an_unreadable_model_does(run_cli, tmp_path: Path) -> None:
+    missing = run_cli("estimate", "llama-3.1-8b", "--lengths", str(tmp_path / "none.csv"))
+    assert missing.exit_code == 1
+    assert_one_line_error(missing, "cannot read --lengths file")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert run_cli("estimate", "llama-3.1-8b", "--lengths", str(fifo)).exit_code == 1
+    assert run_cli("estimate", str(tmp_path / "none.json")).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prompt,prompt\n1,2\n", "the field 'prompt' is given twice"),
+        ("Prompt, prompt ,output\n1,2,3\n", "the field 'prompt' is given twice"),
+        ("prompt,outptu\n10,20\n", "field 'outptu' is not one kvcalc reads (prompt, output, tokens)"),
+        ("prompt,output\n1,2,3\n", "line 2: more values than the header has columns"),
+        ('{"prompt": 5, "prompt": 7}\n', "line 1: the field 'prompt' is given twice"),
+    ],
+)
+def test_a_lengths_file_that_reads_two_ways_is_refused(run_cli, tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text(text)
+    result = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path))
+    assert result.exit_code == 1
+    assert_one_line_error(result, message)
+
+
+def test_a_lengths_file_past_the_request_cap_stops_there(tmp_path: Path) -> None:
+    from kvcalc.workloads import MAX_REQUESTS, parse_lengths
+
+    rows = "prompt,output\n" + "10,2\n" * (MAX_REQUESTS + 1)
+    with pytest.raises(SourceError, match=r"lists more than 1,000,000 requests, the most kvcalc reads"):
+        parse_lengths(rows, name="mix")
+    assert len(parse_lengths("prompt,output\n" + "10,2\n" * MAX_REQUESTS, name="mix")) == MAX_REQUESTS
+
+
+def test_an_unwritable_plot_exits_1(run_cli, tmp_path: Path) -> None:
+    result = run_cli("compare", "llama-3.1-8b", "--plot", str(tmp_path / "no" / "x.png"))
+    assert result.exit_code == 1
+    assert_one_line_error(result, "cannot write")
+
+
+def test_ctrl_c_while_a_plot_is_written_leaves_no_file(run_cli, monkeypatch, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def interrupted(self: Figure, out: Any, **kwargs: Any) -> None:
+        out.write(b"\x89PNG half a chart")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    target = tmp_path / "x.png"
+    result = run_cli("compare", "llama-3.1-8b", "--plot", str(target))
+    assert result.exit_code == 130
+    assert list(tmp_path.iterdir()) == []

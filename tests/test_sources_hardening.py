@@ -183,7 +183,7 @@ def test_a_file_whose_size_is_not_known_in_advance_is_still_capped() -> None:
 
 
 def test_limits_and_read_json_file_defaults(tmp_path: Path) -> None:
-    assert (CONFIG_LIMIT, RESULT_LIMIT, LENGTHS_LIMIT) == (16 * 2**20, 64 * 2**20, 256 * 2**20)
+    assert (CONFIG_LIMIT, RESULT_LIMIT, LENGTHS_LIMIT) == (16 * 2**20, 64 * 2**20, 64 * 2**20)
     path = tmp_path / "result.json"
     path.write_text('{"mode": "raw"}', encoding="utf-8")
     assert read_json_file(path) == {"mode": "raw"}  # the signature the CLI already uses

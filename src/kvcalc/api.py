@@ -348,15 +348,16 @@ def read_requests(path: str | Path) -> list[Request]:
     from .sources import LENGTHS_LIMIT, read_regular_file
     from .workloads import parse_lengths
 
+    # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.
     try:
         data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
-    except SourceError as exc:  # a file named by a parameter: a usage error naming it
-        raise UsageError(str(exc), param="lengths") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"lengths file {path} is not UTF-8 text", param="lengths") from None
-    return parse_lengths(text, name=str(path))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SourceError(f"lengths file {path} is not UTF-8 text") from None
+        return parse_lengths(text, name=f"lengths file {path}")
+    except SourceError as exc:
+        raise SourceError(str(exc), param="lengths") from None
 
 
 def estimate_requests(

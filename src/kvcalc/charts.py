@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .comparison import Comparison
-from .errors import UsageError
+from .errors import SourceError, UsageError
 
 if TYPE_CHECKING:
     from .roofline import SweepRow
@@ -34,10 +34,35 @@ def _pyplot(path: str) -> tuple[Any, Path, str]:
 
 
 def _save(fig: Any, target: Path, fmt: str, path: str) -> None:
+    """Write the chart whole or not at all: into a hidden file beside the target, renamed over it
+    once complete, so an interrupt (Ctrl-C) or a full disk leaves no half-written chart behind."""
+    import os
+    import tempfile
+
     try:
-        fig.savefig(target, format=fmt)
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise SourceError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            fig.savefig(out, format=fmt)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+    except OSError as exc:
+        raise SourceError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back): a chart gets the mode a
+    plain open() would have given it, not mkstemp's 0600."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def save_speed_plot(rows: Sequence[SweepRow], path: str, title: str) -> None:

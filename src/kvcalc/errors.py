@@ -4,24 +4,24 @@ from __future__ import annotations
 
 
 class KvcalcError(Exception):
-    """Base of every error kvcalc reports to a user; the message is a complete sentence."""
+    """Base of every error kvcalc reports to a user; the message is a complete sentence.
 
-    exit_code = 1
-
-
-class UsageError(KvcalcError):
-    """A parameter value that cannot be used (bad number, unknown dtype, ...).
-
-    ``param`` names the API parameter(s) the message speaks of (``tokens``, ``kv_dtype``); the CLI
-    shows the first mention of each as its flag (``--tokens``), so the core never has to know the
-    command line.
+    ``param`` names the API parameter(s) the message speaks of (``tokens``, ``kv_dtype``,
+    ``lengths``); the CLI shows the first mention of each as its flag (``--tokens``), so the core
+    never has to know the command line.
     """
 
-    exit_code = 2
+    exit_code = 1
 
     def __init__(self, message: str, *, param: str | tuple[str, ...] | None = None) -> None:
         super().__init__(message)
         self.params: tuple[str, ...] = (param,) if isinstance(param, str) else (param or ())
+
+
+class UsageError(KvcalcError):
+    """A parameter value that cannot be used (bad number, unknown dtype, ...)."""
+
+    exit_code = 2
 
 
 class ConfigError(KvcalcError):
@@ -29,7 +29,9 @@ class ConfigError(KvcalcError):
 
 
 class SourceError(KvcalcError):
-    """MODEL could not be resolved: no such file, unknown preset, unreadable JSON, Hub failure."""
+    """A file or model kvcalc was pointed at could not be read: MODEL (no such file, unknown
+    preset, unreadable JSON, Hub failure), a --lengths or --from-result file, or an output file
+    (--plot) that cannot be written. Exit status 1, as the README's table says."""
 
 
 class PresetError(KvcalcError):

@@ -271,7 +271,7 @@ def _check_parallel(spec: ModelSpec, tp: int) -> None:
     heads = spec.query_heads
     if heads is not None and heads % tp:
         raise UsageError(f"--tp {tp} does not divide the {heads} query heads of {spec.name}")
-    for cache in spec.caches:
+    for cache, _ in spec.groups:
         if not cache.tp_split_ok(tp):
             kv_text, _ = cache.describe()
             raise UsageError(f"--tp {tp} does not split the {kv_text} KV heads of {spec.name} evenly")
@@ -351,7 +351,15 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
         return total, meta, g
 
     batches = replica_batches(w.batch, w.dp)
-    stages = stage_entries(spec, w.pp) if w.pp > 1 else [list(range(len(spec.caches)))]
+    # Each pipeline stage as (distinct entry, how many): one stage of the whole model unless pp > 1.
+    stages: list[tuple[tuple[LayerCache, int], ...]] = [spec.groups]
+    if w.pp > 1:
+        stages = []
+        for stage in stage_entries(spec, w.pp):
+            counted: dict[LayerCache, int] = {}
+            for i in stage:
+                counted[spec.caches[i]] = counted.get(spec.caches[i], 0) + 1
+            stages.append(tuple(counted.items()))
     costs: dict[tuple[LayerCache, int], tuple[int, int, GroupEstimate]] = {}
 
     def cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
@@ -360,9 +368,7 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             costs[key] = layer_cost(cache, batch)
         return costs[key]
 
-    group_layers: dict[LayerCache, int] = {}
-    for cache in spec.caches:
-        group_layers[cache] = group_layers.get(cache, 0) + 1
+    group_layers = dict(spec.groups)
     group_bytes: dict[LayerCache, int] = {}
     group_meta: dict[LayerCache, int] = {}
     for cache, layers in group_layers.items():
@@ -371,13 +377,9 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             group_bytes[cache] = group_bytes.get(cache, 0) + total * w.tp * replicas * layers
             group_meta[cache] = group_meta.get(cache, 0) + meta * w.tp * replicas * layers
     busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
-    per_gpu = max(sum(cost(spec.caches[i], busiest)[0] for i in stage) for stage in stages)
+    per_gpu = max(sum(cost(c, busiest)[0] * n for c, n in stage) for stage in stages)
     per_gpu_token = max(
-        sum(
-            spec.caches[i].token_share(cost(spec.caches[i], 1)[2].bytes_per_token)
-            for i in stage
-            if cost(spec.caches[i], 1)[2].grows_per_token
-        )
+        sum(c.token_share(cost(c, 1)[2].bytes_per_token) * n for c, n in stage if cost(c, 1)[2].grows_per_token)
         for stage in stages
     )
     groups = []

@@ -238,10 +238,10 @@ def attention_flops(spec: ModelSpec, shape: AttentionShape, *, context: int, pre
     conv state 2 per element. Layers that reuse another's K/V attend like the cheapest attention
     layer (a lower bound)."""
     h = shape.query_heads
-    per_layer: list[int] = []
+    per_layer: list[tuple[int, int]] = []  # (FLOPs of one layer, layers like it)
     cheapest: int | None = None
-    sparse = any(isinstance(c, IndexerCache) for c in spec.caches)
-    for cache in spec.caches:
+    sparse = any(isinstance(c, IndexerCache) for c, _ in spec.groups)
+    for cache, count in spec.groups:
         if cache.tokens != "decoder":
             raise UsageError(f"{spec.name}: speed models decoder-only attention; {cache.kind.value} is not modelled")
 
@@ -273,10 +273,10 @@ def attention_flops(spec: ModelSpec, shape: AttentionShape, *, context: int, pre
             flops = -1 if cache.kind is Kind.SHARED else 0
         else:
             raise UsageError(f"{spec.name}: speed does not model the FLOPs of {cache.kind.value} layers yet")
-        per_layer.append(flops)
+        per_layer.append((flops, count))
         if flops > 0 and isinstance(cache, AttentionCache | LatentCache | KVWindowCache):
             cheapest = flops if cheapest is None else min(cheapest, flops)
-    return sum(f if f >= 0 else (cheapest or 0) for f in per_layer)
+    return sum((f if f >= 0 else (cheapest or 0)) * n for f, n in per_layer)
 
 
 def _topk_sum(n: int, k: int) -> int:

@@ -35,7 +35,7 @@ _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95}$")
 # to a few MiB; probe results and request mixes can be longer, but nothing honest comes near these.
 CONFIG_LIMIT = 16 * 2**20  # config.json, model.safetensors.index.json
 RESULT_LIMIT = 64 * 2**20  # probe result files (probe --from-result)
-LENGTHS_LIMIT = 256 * 2**20  # request-mix files (--lengths)
+LENGTHS_LIMIT = 64 * 2**20  # request-mix files (--lengths): a million requests take ~15-40 MB
 # The safetensors format's own cap on its JSON header (MAX_HEADER_SIZE in the safetensors library):
 # a larger length prefix means the file is not safetensors, whatever its name.
 SAFETENSORS_HEADER_LIMIT = 100_000_000

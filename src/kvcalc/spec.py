@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal, cast
 
 from .dtypes import DType
@@ -732,6 +733,16 @@ class ModelSpec:
             raise ValueError(
                 f"{self.name}: {len(self.caches)} cache entries for {self.layers} layers need entry_layers"
             )
+
+    @cached_property
+    def groups(self) -> tuple[tuple[LayerCache, int], ...]:
+        """Each distinct entry of ``caches`` in first-seen order, with how many entries it has:
+        what the estimate and speed sum over, so a deep model costs its kinds, not its layers.
+        (Worked out once per spec: a frozen dataclass keeps a cached_property in its __dict__.)"""
+        counts: dict[LayerCache, int] = {}
+        for cache in self.caches:
+            counts[cache] = counts.get(cache, 0) + 1
+        return tuple(counts.items())
 
     @property
     def is_encoder_decoder(self) -> bool:

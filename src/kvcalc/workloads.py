@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, replace
 
 from .engines import Engine
-from .errors import UsageError
+from .errors import SourceError
 from .estimator import Workload, estimate
 from .spec import ModelSpec
 from .units import MAX_COUNT
@@ -30,34 +30,52 @@ class Request:
 
 # A token count has at most 16 digits (MAX_COUNT is 2**50); longer text is not a length.
 _MAX_DIGITS = 16
+# The most requests one mix may list: a million take a few seconds and ~200 MB; more is refused
+# as soon as the count passes it, before the rest of the file is parsed (sources.LENGTHS_LIMIT
+# bounds the file's bytes first).
+MAX_REQUESTS = 1_000_000
+# The fields a request is read from; any other is refused (a misspelt 'output' would read as 0).
+FIELDS = ("prompt", "output", "tokens")
 
 
 def _count(value: object, where: str) -> int:
     if isinstance(value, bool):
-        raise UsageError(f"{where}: lengths must be whole numbers, got {value!r}")
+        raise SourceError(f"{where}: lengths must be whole numbers, got {value!r}")
     if isinstance(value, str):
         value = value.strip()
         # ASCII digits only: str.isdigit() also accepts '²' and '①', which int() then refuses.
         if not (value.isascii() and value.isdecimal()) or len(value) > _MAX_DIGITS:
-            raise UsageError(f"{where}: lengths must be whole numbers such as 512, got {value!r}")
+            raise SourceError(f"{where}: lengths must be whole numbers such as 512, got {value!r}")
         value = int(value)
     if not isinstance(value, int) or value < 0:
-        raise UsageError(f"{where}: lengths must be non-negative whole numbers, got {value!r}")
+        raise SourceError(f"{where}: lengths must be non-negative whole numbers, got {value!r}")
     if value > MAX_COUNT:
-        raise UsageError(f"{where}: a length of {value:,} tokens is implausibly large (at most {MAX_COUNT:,})")
+        raise SourceError(f"{where}: a length of {value:,} tokens is implausibly large (at most {MAX_COUNT:,})")
     return value
 
 
+def _keys(names: list[str], where: str) -> list[str]:
+    """The field names as kvcalc reads them (trimmed, lower case), each once and each one it reads."""
+    keys = [name.strip().lower() for name in names]
+    twice = next((k for n, k in enumerate(keys) if k in keys[:n]), None)
+    if twice is not None:
+        raise SourceError(f"{where}: the field {twice!r} is given twice")
+    unknown = [name for name, k in zip(names, keys, strict=True) if k not in FIELDS]
+    if unknown:
+        raise SourceError(f"{where}: field {unknown[0]!r} is not one kvcalc reads (prompt, output, tokens)")
+    return keys
+
+
 def _request(fields: dict[str, object], where: str) -> Request:
-    keys = {k.strip().lower(): v for k, v in fields.items() if isinstance(k, str)}
+    keys = dict(zip(_keys([str(k) for k in fields], where), fields.values(), strict=True))
     if "tokens" in keys and "prompt" not in keys:
         request = Request(_count(keys["tokens"], where), 0)
     elif "prompt" in keys:
         request = Request(_count(keys["prompt"], where), _count(keys.get("output", 0), where))
     else:
-        raise UsageError(f"{where}: needs a 'prompt' (and 'output') or a 'tokens' field")
+        raise SourceError(f"{where}: needs a 'prompt' (and 'output') or a 'tokens' field")
     if request.tokens == 0:
-        raise UsageError(f"{where}: a request of 0 tokens caches nothing")
+        raise SourceError(f"{where}: a request of 0 tokens caches nothing")
     return request
 
 
@@ -72,28 +90,50 @@ def parse_lengths(text: str, *, name: str) -> list[Request]:
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
+            if len(requests) == MAX_REQUESTS:
+                raise SourceError(f"{name} lists more than {MAX_REQUESTS:,} requests, the most kvcalc reads")
             try:
-                item = json.loads(line)
+                item = json.loads(line, object_pairs_hook=_pairs)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{name} line {number}: not JSON ({exc.msg})") from None
+                raise SourceError(f"{name} line {number}: not JSON ({exc.msg})") from None
+            except _Twice as exc:
+                raise SourceError(f"{name} line {number}: {exc}") from None
             except (ValueError, RecursionError):  # a 5,000-digit number; nesting past the stack
-                raise UsageError(f"{name} line {number}: not a usable JSON request") from None
+                raise SourceError(f"{name} line {number}: not a usable JSON request") from None
             if not isinstance(item, dict):
-                raise UsageError(f"{name} line {number}: each line must be a JSON object")
+                raise SourceError(f"{name} line {number}: each line must be a JSON object")
             requests.append(_request(item, f"{name} line {number}"))
     else:
         # newline="": the csv module handles \r, \r\n and quoted newlines itself.
         reader = csv.DictReader(io.StringIO(text, newline=""))
         try:
             if not reader.fieldnames:
-                raise UsageError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
+                raise SourceError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
+            _keys(list(reader.fieldnames), f"{name} line 1")  # before any row: DictReader keeps one of a pair
             for number, row in enumerate(reader, 2):
+                if len(requests) == MAX_REQUESTS:
+                    raise SourceError(f"{name} lists more than {MAX_REQUESTS:,} requests, the most kvcalc reads")
+                if None in row:
+                    raise SourceError(f"{name} line {number}: more values than the header has columns")
                 requests.append(_request(dict(row), f"{name} line {number}"))
         except csv.Error as exc:
-            raise UsageError(f"{name} line {reader.line_num}: not readable CSV ({exc})") from None
+            raise SourceError(f"{name} line {reader.line_num}: not readable CSV ({exc})") from None
     if not requests:
-        raise UsageError(f"{name} lists no requests")
+        raise SourceError(f"{name} lists no requests")
     return requests
+
+
+class _Twice(ValueError):
+    """A JSON object that names a key twice."""
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are each given once (json keeps the last of a pair silently)."""
+    keys = [key for key, _ in pairs]
+    twice = next((k for n, k in enumerate(keys) if k in keys[:n]), None)
+    if twice is not None:
+        raise _Twice(f"the field {twice!r} is given twice")
+    return dict(pairs)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def as_flag(param: str) -> str:
     return _FLAG_OF.get(param, "--" + param.replace("_", "-"))
 
 
-def usage_message(exc: UsageError) -> str:
+def usage_message(exc: KvcalcError) -> str:
     """A core error as the CLI says it: the parameter it names, written as its flag."""
     message = str(exc)
     for param in exc.params:
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     except KvcalcError as exc:
         if debug:
             raise
-        _fail(str(exc), exc.exit_code)
+        _fail(usage_message(exc), exc.exit_code)
     except RecursionError:
         if debug:
             raise
