@@ -142,3 +142,9 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The module's own names and the public API, which loads lazily (so ``dir(kvcalc)`` and
+    tab completion show it before first use)."""
+    return sorted(set(globals()) | set(__all__))

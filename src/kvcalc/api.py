@@ -173,11 +173,17 @@ def serving(
     the engine's own default for the model, decided by the estimator."""
     from .engines import Engine as EngineBase
     from .engines import make_engine
+    from .units import MAX_COUNT
 
-    for param, value in (("block_size", block_size), ("max_batched_tokens", max_batched_tokens),
-                         ("ubatch", ubatch), ("quant_group", quant_group), ("n_batch", n_batch)):  # fmt: skip
+    # A block or quantization group is at most a row's length; token counts at most any count.
+    knobs = (("block_size", block_size, MAX_DIMENSION), ("max_batched_tokens", max_batched_tokens, MAX_COUNT),
+             ("ubatch", ubatch, MAX_COUNT), ("quant_group", quant_group, MAX_DIMENSION),
+             ("n_batch", n_batch, MAX_COUNT))  # fmt: skip
+    for param, value, most in knobs:
         if value is not None and (isinstance(value, bool) or value <= 0):
             raise UsageError(f"{param} must be positive, got {value}", param=param)
+        if value is not None and value > most:
+            raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
     if residual_tokens is not None and residual_tokens < 0:
         raise UsageError(f"residual_tokens must not be negative, got {residual_tokens}", param="residual_tokens")
     notes: list[str] = []
@@ -555,6 +561,8 @@ def fit(
         share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
         if not 0 < share <= 1:
             raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
+    if weights is not None and (isinstance(weights, bool) or weights <= 0):
+        raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
     for param, value in (("overhead", overhead), ("max_num_seqs", max_num_seqs)):
         if value is not None and (isinstance(value, bool) or value < (0 if param == "overhead" else 1)):
             raise UsageError(f"{param} must be {'zero or more' if param == 'overhead' else 'positive'}, got {value}",
@@ -1066,6 +1074,7 @@ def probe_llamacpp(
 
     if engine_entry(engine).module != "llamacpp":
         raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
+    _check_timeout(timeout)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     est = estimate(
         opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
@@ -1089,6 +1098,12 @@ def probe_llamacpp(
     from .llamacpp_probe import LlamaCppProbe
 
     return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
+
+
+def _check_timeout(timeout: float) -> None:
+    """A real engine's time limit: a finite number of seconds, at least one."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 1:
+        raise UsageError(f"timeout must be a finite number of seconds, at least 1, got {timeout}", param="timeout")
 
 
 def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
@@ -1143,7 +1158,8 @@ def probe_vllm(
         raise UsageError("the vLLM probe needs a model's JSON config (a preset, file or repo id)")
     if kv_budget is None:
         kv_budget = 64 * 2**20  # room for a few requests of a small model; the figures scale with it
-    for param, value in (("max_model_len", max_model_len), ("kv_budget", kv_budget), ("timeout", timeout)):
+    _check_timeout(timeout)
+    for param, value in (("max_model_len", max_model_len), ("kv_budget", kv_budget)):
         if isinstance(value, bool) or value <= 0:
             raise UsageError(f"{param} must be positive, got {value}", param=param)
     # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
@@ -1466,6 +1482,8 @@ def speed(
     for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UsageError(f"{param} must be a positive whole number, got {value!r}", param=param)
+    if weights is not None and (isinstance(weights, bool) or weights <= 0):
+        raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
     if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
         raise UsageError(f"compute dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {compute_dtype!r}",
                          param="compute_dtype")  # fmt: skip

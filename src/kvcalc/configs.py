@@ -101,6 +101,21 @@ _NAS_NO_CACHE = "a NAS block whose attention is a no-op or a linear layer (block
 _SHORT_CONV_TYPES = frozenset({"lfm2", "lfm2_moe"})
 # LFM2's short-convolution fields: they size nothing when no layer is a convolution.
 _SHORT_CONV_KEYS = ("conv_L_cache", "conv_dim", "conv_dim_out", "conv_bias", "conv_use_xavier_init")
+# Model types whose cache kvcalc has checked against the model's own code (the bundled presets,
+# the real configs under tests/fixtures, every HF type the GGUF architecture table maps to, and the
+# families and defaults above). Another model type is read by the generic rules, with a note
+# saying so: they hold for most decoders, but nothing has checked them for that one.
+_CHECKED_TYPES = frozenset({
+    "arcee", "bart", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4",
+    "ernie4_5", "ernie4_5_moe", "exaone", "exaone4", "falcon", "falcon_h1", "gemma", "gemma2", "gemma3",
+    "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "glm4", "glm4_moe", "glm_moe_dsa", "gpt2",
+    "gpt_bigcode", "gpt_oss", "granite", "granitemoe", "granitemoehybrid", "internlm2", "jamba", "kimi_k2",
+    "kimi_linear", "lfm2", "lfm2_moe", "llama", "llama4", "llama4_text", "llava", "mamba", "mamba2", "mimo_v2",
+    "mimo_v2_flash", "minicpm", "minimax_m2", "minimax_m3_vl", "minimax_m3_vl_text", "ministral3", "mistral",
+    "mixtral", "mllama", "mllama_text_model", "nemotron-nas", "nemotron_h", "olmo", "olmo2", "olmoe", "phi",
+    "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text",
+    "qwen3_moe", "qwen3_next", "seed_oss", "smollm3", "stablelm", "starcoder2", "t5", "whisper", "zamba2",
+})  # fmt: skip
 # State kinds: a fixed state per sequence, nothing per token.
 _STATE_KINDS = ("mamba", "linear_attention", "short_conv")
 
@@ -261,6 +276,11 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
             caches = _per_layer_overrides(reader, caches, layers, heads)
 
     reader.considered("model_type", "torch_dtype", "dtype")  # read above, outside the reader
+    if not is_checked_type(model_type):
+        reader.notes.append(
+            f"model type {model_type!r} has no rules of its own in kvcalc: read by the generic rules (heads, KV "
+            "heads, head_dim, layer_types, sliding_window), which no check has confirmed for it"
+        )
     max_context, max_context_key = context_limit(reader.raw, model_type)
     spec = ModelSpec(
         name=name,
@@ -292,6 +312,16 @@ _CONTEXT_KEYS = (
 # RoPE types whose max_position_embeddings is already the scaled length (vLLM 0.32 config/model.py
 # _get_and_verify_max_len); any other type with a factor ("linear", "dynamic") multiplies it.
 _ROPE_ALREADY_SCALED = {"default", "su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+
+
+def is_checked_type(model_type: str) -> bool:
+    """Whether kvcalc's reading of this model type has been checked against the model's code."""
+    from .families import has_family
+
+    return (
+        model_type in _CHECKED_TYPES or model_type in _FAMILY_DEFAULTS or model_type in _ENCODER_DECODER_TYPES
+        or model_type in _MAMBA_TYPES or has_family(model_type)
+    )  # fmt: skip
 
 
 def context_limit(text: Mapping[str, Any], model_type: str) -> tuple[int | None, str | None]:

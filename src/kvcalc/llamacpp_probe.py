@@ -1079,8 +1079,12 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
     }
 
 
-def probe_lines(report: LlamaCppProbe) -> list[str]:
-    """The probe's table as plain text lines."""
+def probe_lines(report: LlamaCppProbe) -> list[Any]:
+    """The probe's answer as view blocks (kvcalc.views.console): the headline and legend as lines,
+    the layer groups as a table that fits the screen, the notes as notes."""
+    from .views.console import Note
+    from .views.table import Column, Grid
+
     r = report.request
     streams = "one unified stream" if r["kv_unified"] else f"{r['n_seq_max']} streams"
     head = (
@@ -1088,14 +1092,14 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
         f"{r['n_ctx'] // r['n_seq_max']:,}), {streams}, K {r['type_k']}, V {r['type_v']}, n_batch {r['n_batch']}, "
         f"n_ubatch {r['n_ubatch']}, swa_full {'on' if r['swa_full'] else 'off'}"
     )
-    header = f"{'group':<9} {'layers':>13} {'cells (all streams)':>23} {'llama.cpp bytes':>17} {'kvcalc bytes':>15}"
-    rows = [header + "  match"]
-    for c in report.checks:
-        rows.append(
-            f"{c.side:<9} {c.measured_layers:>6} / {c.estimated_layers:<5} {c.measured_cells:>11,} / "
-            f"{c.estimated_cells:<9,} {c.measured_bytes:>17,} {c.estimated_bytes:>15,}  {'yes' if c.match else 'NO'}"
-        )
-    total = f"{'total':<9} {'':>13} {'':>23} {report.measured_bytes:>17,} {report.estimate.total_bytes:>15,}"
+    columns = (Column("group", right=False), Column("layers"), Column("cells (all streams)"),
+               Column("llama.cpp bytes"), Column("kvcalc bytes"), Column("match", right=False))  # fmt: skip
+    rows = [
+        (c.side, f"{c.measured_layers} / {c.estimated_layers}", f"{c.measured_cells:,} / {c.estimated_cells:,}",
+         f"{c.measured_bytes:,}", f"{c.estimated_bytes:,}", "yes" if c.match else "NO")
+        for c in report.checks
+    ]  # fmt: skip
+    rows.append(("total", "", "", f"{report.measured_bytes:,}", f"{report.estimate.total_bytes:,}", ""))
     verdict = "matches byte for byte" if report.match else "DIFFERS from llama.cpp"
     legend = "layers and cells: llama.cpp / kvcalc"
     if any(c.side in (CONV, STATE, PLE) for c in report.checks):
@@ -1104,15 +1108,16 @@ def probe_lines(report: LlamaCppProbe) -> list[str]:
         if c.side == "indexer":  # which layers, beside the counts
             where, mine = _layer_list(c.measured_at), _layer_list(c.estimated_at)
             legend += f"; indexer: the sparse-attention indexer's key cache, in layers {where} / {mine}"
-    lines = [head, legend, "", *rows, total, "", f"kvcalc estimate --engine {report.estimate.engine} {verdict}"]
     context = ", ".join(f"{k} {v:,}" for k, v in report.cparams.items())
-    lines.append(f"llama.cpp's context: {context}")
+    blocks: list[Any] = [head, legend, Grid("", columns, tuple(rows)),
+                         f"kvcalc estimate --engine {report.estimate.engine} {verdict}",
+                         f"llama.cpp's context: {context}"]  # fmt: skip
     if not report.allocated:
-        lines.append(
+        blocks.append(
             f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB (or unbounded): llama.cpp sized its tensors with "
             "no_alloc (as it would allocate them) without allocating them"
         )
-    return lines + [f"note: {n}" for n in (*report.check_notes, *report.notes)]
+    return blocks + [Note(n) for n in (*report.check_notes, *report.notes)]
 
 
 def _layer_list(layers: tuple[int, ...] | None) -> str:

@@ -351,8 +351,9 @@ def read_json_file(path: Path, *, limit: int = CONFIG_LIMIT, what: str = "") -> 
         raise SourceError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise SourceError(f"{path} is nested too deeply to be a model config") from None
-    except ValueError as exc:  # e.g. an integer literal longer than Python will convert
-        raise SourceError(f"{path} is not a usable JSON config: {exc}") from None
+    except ValueError as exc:  # an integer literal longer than Python will convert (4,300 digits)
+        why = "a number in it has thousands of digits" if "digits" in str(exc) else str(exc)
+        raise SourceError(f"{path} is not a usable JSON config: {why}") from None
 
 
 # --- Hub URLs -----------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ MAX_COUNT = 2**50
 
 _TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20}
 _COUNT_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([kKmM]?)\s*$")
+_SCIENTIFIC_RE = re.compile(r"^\s*(\d{1,20})[eE]\+?(\d{1,6})\s*$")  # 1e6, 2E+5: whole numbers
+_LONG_DIGITS_RE = re.compile(r"^\s*\d{21,}\s*[kKmM]?\s*$")  # more digits than any count has
 
 
 def parse_count(text: str, *, what: str) -> int:
@@ -29,6 +31,16 @@ def parse_count(text: str, *, what: str) -> int:
     cleaned = text.replace("_", "").replace(",", "")
     match = _COUNT_RE.match(cleaned)
     if match is None:
+        scientific = _SCIENTIFIC_RE.match(cleaned)
+        if scientific is not None and int(scientific.group(2)) <= 40:
+            # 1e6 is a whole number written shortly: read it exactly, then check its size.
+            value = int(scientific.group(1) + "0" * int(scientific.group(2)))
+            if value > MAX_COUNT:
+                raise UsageError(f"{what} is implausibly large: {text!r} (at most {MAX_COUNT:,})")
+            if value > 0:
+                return value
+        elif scientific is not None or _LONG_DIGITS_RE.match(cleaned):
+            raise UsageError(f"{what} is implausibly large: {text[:24]!r}... (at most {MAX_COUNT:,})")
         raise UsageError(f"{what} must be a positive whole number such as 2048 or 32k, got {text!r}")
     number: str = match.group(1)
     suffix: str = match.group(2)

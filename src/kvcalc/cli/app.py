@@ -5,6 +5,7 @@ and the right exit status; ``KVCALC_DEBUG=1`` shows tracebacks."""
 # annotation at start-up (~5 ms, benchmarks/startup.py); real annotations are read directly.
 import os
 import re
+import sys
 from typing import Annotated, NoReturn
 
 import typer
@@ -100,6 +101,19 @@ def _fail(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+# Root options a user may also write after the command (kvcalc estimate MODEL --no-color): they
+# take no value and no command has a flag of the same name.
+_ROOT_FLAGS = ("--no-color",)
+
+
+def _root_flags_first(argv: list[str]) -> list[str]:
+    """The arguments with root flags moved before the command, where click reads them; nothing
+    after a ``--`` is touched."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    moved = [a for a in argv[:end] if a in _ROOT_FLAGS]
+    return [*dict.fromkeys(moved), *(a for a in argv[:end] if a not in _ROOT_FLAGS), *argv[end:]]
+
+
 def _release_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
     try:
@@ -121,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     from . import commands  # noqa: F401  # registers every command on the app
 
     debug = os.environ.get("KVCALC_DEBUG") == "1"
+    argv = _root_flags_first(sys.argv[1:] if argv is None else list(argv))
     try:
         # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
         # Exit(130)) instead of raising it, so the return value is the exit status.

@@ -28,7 +28,6 @@ from .options import (
     complete_dtype,
     count,
     count_or_zero,
-    echo,
     print_json,
     print_view,
     say_fetching,
@@ -122,9 +121,9 @@ def probe(
         ),
     ] = None,
     timeout: Annotated[
-        float,
-        typer.Option("--timeout", metavar="S", min=1, help="Seconds the real engine may take (vLLM, llama.cpp)."),
-    ] = 300,
+        float | None,
+        typer.Option("--timeout", metavar="S", help="Seconds the real engine may take (vLLM, llama.cpp; default 300)."),
+    ] = None,
 ) -> None:
     """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
 
@@ -168,7 +167,7 @@ def probe(
             model, engine=engine, tokens=count(tokens, "--tokens") or 512, batch=count(batch, "--batch") or 1,
             kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch, n_batch=n_batch,
             kv_unified=kv_unified, swa_full=swa_full, as_json=as_json, revision=revision, strict=strict,
-            timeout=timeout,
+            timeout=300 if timeout is None else timeout,
         )  # fmt: skip
         return
     vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
@@ -176,13 +175,16 @@ def probe(
     if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch
         _probe_vllm(
             model, tokens=count(tokens, "--tokens") or 4096, kv_budget=size(kv_budget, "--kv-budget"),
-            block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python, timeout=timeout,
+            block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python,
+            timeout=300 if timeout is None else timeout,
             as_json=as_json, revision=revision, strict=strict,
         )  # fmt: skip
         return
     given = [flag for flag, value in vllm_flags.items() if value is not None]
     if given:
         raise UsageError(f"{', '.join(given)} apply to --engine vllm (the real vLLM probe)")
+    if timeout is not None:
+        raise UsageError("--timeout applies to the real engines' probes (--engine vllm or llama.cpp, without --raw)")
     given = [flag for flag, present in llama_flags.items() if present]
     if given:
         raise UsageError(f"{', '.join(given)} apply to --engine llama.cpp without --raw (the real llama.cpp probe)")
@@ -235,10 +237,7 @@ def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) 
     if as_json:
         print_json(probe_json(report))
     else:
-        from .options import echo
-
-        for line in probe_lines(report):
-            echo(line)
+        print_view(probe_lines(report))
     if not report.match:
         raise typer.Exit(1)
 
@@ -257,10 +256,9 @@ def _probe_vllm(model: str, *, tokens: int, as_json: bool, **options: Any) -> No
     if as_json:
         print_json(report.as_json())
     else:
-        for line in report.lines():
-            echo(line)
-        for note in dict.fromkeys(report.notes):
-            echo(f"note: {note}")
+        from kvcalc.views.console import Note
+
+        print_view([*report.lines(), *(Note(note) for note in dict.fromkeys(report.notes))])
     if not report.match:
         raise typer.Exit(1)
 

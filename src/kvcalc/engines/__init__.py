@@ -96,7 +96,11 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
     ``default_version``). A release the entry does not list is a one-line UsageError naming the ones
     it does."""
     entry = engine_entry(name)
-    asked = name.strip().partition("@")[2].strip()
+    _, at, asked = name.strip().partition("@")
+    asked = asked.strip()
+    if at and not asked:
+        raise UsageError(f"engine {name.strip()!r} names no release after '@' (NAME@VERSION, or NAME alone)",
+                         param="engine")  # fmt: skip
     if not asked:
         return None
     if not entry.versions:

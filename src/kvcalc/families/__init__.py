@@ -40,6 +40,11 @@ _MODULES: dict[str, str] = {
 }
 
 
+def has_family(model_type: str) -> bool:
+    """Whether a module of its own reads this model type."""
+    return model_type in _MODULES
+
+
 def family_rule(model_type: str) -> Callable[[Any], Layout] | None:
     """The ``read`` function of the module that owns ``model_type``, or None."""
     module = _MODULES.get(model_type)

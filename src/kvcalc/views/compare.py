@@ -60,7 +60,7 @@ def comparison_grid(comp: Comparison, units: Units) -> Grid:
     per context length, each cell the total and its ratio to the baseline."""
     many_dtypes = len(comp.dtypes) > 1
     sweep = len(comp.tokens) > 1
-    columns = [Column("variant" if comp.mode == "variants" else "model", right=False)]
+    columns = [Column("variant" if comp.mode == "variants" else "model", right=False, whole=comp.mode != "variants")]
     if many_dtypes:
         columns.append(Column("dtype", right=False))
     if comp.mode == "models":

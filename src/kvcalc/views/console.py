@@ -1,11 +1,11 @@
 """Drawing the views: width, colour and box characters chosen for where the output goes.
 
-Width: ``COLUMNS`` when set (as terminal programs honour it), else the terminal's own width.
-Output that is not a terminal and has no ``COLUMNS`` (a pipe, a file, a CI log) is laid out
-for ``PIPE_WIDTH`` = 200 columns: a table is never narrowed for a reader who has no width,
-and notes stay one line each for grep. Tables narrow to fit the width (``views/table.py``);
-``note:`` lines wrap at it with a hanging indent; titles and ``label  value`` lines print as
-they are (they are short, and a terminal wraps a line whole).
+Width: ``COLUMNS`` when set (as terminal programs honour it), else the terminal's own width:
+standard output's, or when that is a pipe (``kvcalc presets | head``) the terminal standard
+error or input is on, so piped output still fits the screen it lands on. With no terminal at all
+(a file, a CI log) the width is ``PIPE_WIDTH`` = 80, the width of a default terminal. Every line
+fits it: tables narrow (``views/table.py``), ``note:`` lines wrap with a hanging indent, and
+titles and ``label  value`` lines wrap under their value.
 
 Colour: only when standard output is a terminal, and not with ``NO_COLOR`` set (to anything
 but the empty string), ``TERM=dumb`` or ``kvcalc --no-color``. ``FORCE_COLOR`` is not
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rich.box import Box
     from rich.console import Console
 
-PIPE_WIDTH = 200  # output that is not a terminal, COLUMNS unset
+PIPE_WIDTH = 80  # no terminal anywhere and COLUMNS unset: a default terminal's width
 MIN_WIDTH = 40  # narrower than this, tables are drawn as if it were this wide
 NOTE = "note: "
 
@@ -80,11 +80,13 @@ def screen() -> Screen:
     terminal = _isatty(stream)
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdecimal() and int(columns) > 0:
-        width, wrap = int(columns), True
+        width = int(columns)
     elif terminal:
-        width, wrap = _terminal_width(stream), True
+        width = _terminal_width(stream)
     else:
-        width, wrap = PIPE_WIDTH, False
+        # A pipe: the terminal the user looks at is usually still on stderr or stdin.
+        width = next((_terminal_width(s) for s in (sys.stderr, sys.stdin) if _isatty(s)), PIPE_WIDTH)
+    wrap = True
     colour = (
         terminal
         and not colour_disabled()
@@ -155,6 +157,24 @@ class _Writer:
             )
         return self._console
 
+    def wrapped(self, text: str, style: str = "") -> None:
+        """A title or ``label  value`` line, wrapped at the width under its value (the text after
+        the label's run of spaces), or two spaces in; a number or name is never broken."""
+        text = clean(text)
+        if not self.where.wrap or len(text) <= self.where.width:
+            self.line(text, style)
+            return
+        import re
+        import textwrap
+
+        lead = len(text) - len(text.lstrip(" "))
+        label = re.match(r"^(\S.{0,24}?\s{2,})\S", text[lead:])
+        indent = lead + (len(label.group(1)) if label is not None else 2)
+        lines = textwrap.wrap(text, width=self.where.width, subsequent_indent=" " * indent,
+                              break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        for line in lines or [""]:
+            self.line(line, style)
+
     def line(self, text: str, style: str = "", prefix: tuple[str, str] | None = None) -> None:
         """One line, cleaned; ``prefix`` (text, style) goes before it."""
         text = clean(text)
@@ -177,12 +197,12 @@ def render(blocks: Iterable[Block], where: Screen) -> str:
         elif isinstance(block, Note):
             _note(writer, block.text)
         elif isinstance(block, Line):
-            writer.line(block.text, block.style)
+            writer.wrapped(block.text, block.style)
         elif isinstance(block, str):
-            writer.line(block)
+            writer.wrapped(block)
         else:
             for text in block.lines(where.width):
-                writer.line(text)
+                writer.wrapped(text)
     return writer.buffer.getvalue()
 
 
@@ -214,5 +234,5 @@ def _grid(writer: _Writer, grid: Grid) -> None:
     drawn_box = box(writer.where.ascii)
     for part, fitted in split(clean_grid, writer.where.width):
         if part.title:
-            writer.line(part.title, "bold")
+            writer.wrapped(part.title, "bold")
         writer.console.print(draw(part, fitted, drawn_box))

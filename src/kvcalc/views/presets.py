@@ -25,7 +25,7 @@ def presets_view(rows: list[dict[str, Any]]) -> list[Block]:
         )  # fmt: skip
     title = "Bundled presets (bytes/token: every layer's K and V at bf16, before any window)"
     columns = (
-        Column("name", right=False), Column("family", right=False), Column("layers"), Column("KV heads"),
+        Column("name", right=False, whole=True), Column("family", right=False), Column("layers"), Column("KV heads"),
         Column("head dim"), Column("attention", right=False), Column("bytes/token (bf16)"),
     )  # fmt: skip
     return [Grid(title, columns, tuple(body))]

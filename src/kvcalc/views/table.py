@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 class Column(NamedTuple):
     header: str
     right: bool = True  # numbers are right-aligned; labels (right=False) may also break after a hyphen
+    whole: bool = False  # never wrapped: a name the user must type back (a preset, a GPU)
 
 
 class Grid(NamedTuple):
@@ -47,12 +48,14 @@ class Grid(NamedTuple):
 
 
 # Where cells may wrap, stage by stage: at spaces that do not part a number from its unit or
-# come before a "/" (``256 MiB /`` ``268.44 MB``), then at every space, and labels also after a
-# hyphen between letters or digits. Headers wrap at spaces and after a "/".
+# come before a "/" (``256 MiB /`` ``268.44 MB``), then at every other space, and labels also
+# after a hyphen between letters or digits. A number and its unit (bytes, seconds) never part.
+# Headers wrap at spaces and after a "/".
 # (Pattern strings: ``re`` compiles and caches them on first use, which a table that fits never
 # reaches.)
-_PARTS = r" (?!(?:[KMGT]i)?B\b|[kMGT]B\b|/)"
-_WORDS = r" +(?!/)"  # a "/" stays at the end of the word before it
+_UNIT = r"(?:(?:[KMGT]i)?B|[kMGT]B|[mµun]?s|%)\b"  # never parted from the number before it
+_PARTS = rf" (?!{_UNIT}|/)"
+_WORDS = rf" +(?!/|{_UNIT})"  # a "/" stays at the end of the word before it; "14.73 ms" stays whole
 _HYPHENS = r"(?<=[^\s-]-)(?=[^\s-])"
 _HEADER_TOKENS = r" +|[^ /]+/?|/"
 
@@ -155,6 +158,10 @@ def layout(grid: Grid, width: int) -> Layout | None:
         label = not column.right
         headers.append(max((_width(piece) for piece, _ in _header_pieces(column.header)), default=0))
         cells.append(max(map(_width, texts), default=0))
+        if column.whole:  # its cells keep their full width at every stage
+            parts.append(cells[-1])
+            words.append(cells[-1])
+            continue
         parts.append(max((_width(p) for t in texts for p in _pieces(t, 1, label)), default=0))
         words.append(max((_width(p) for t in texts for p in _pieces(t, 2, label)), default=0))
     least = [max(h, w) for h, w in zip(headers, words, strict=True)]
