@@ -525,3 +525,15 @@ def test_a_real_80x24_terminal(tmp_path: Path) -> None:
     piped = out.read_text()
     assert "total" in piped and _too_wide(piped, 80) == []  # piped, with the terminal on stderr
     assert _too_wide(Path(f"{out}.tty").read_text(), 80) == []
+
+
+def test_speed_on_a_gguf_with_no_tensors_takes_the_weights_given(tmp_path: Path) -> None:
+    from .test_gguf_nextn import _with_nextn
+    from .test_gguf_probe import write
+
+    arch, keys = _with_nextn("glm4moe", 3, 0)
+    path = write(tmp_path / "empty.gguf", arch, keys)
+    with pytest.raises(SourceError, match=r"holds no tensors: give --weights SIZE$"):
+        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
+    report = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15, weights=10**9)
+    assert report.result.weights.total_bytes == 10**9

@@ -1552,7 +1552,9 @@ def speed(
     if headers is not None:
         from .gguf import loaded_parameters, stored_split
 
-        parameters = loaded_parameters(headers, spec.name)  # every element, whatever its quantization
+        # Every element, whatever its quantization; a file with no tensors (given --weights) has
+        # none to count, and the weights' bytes stand for them.
+        parameters = loaded_parameters(headers, spec.name) or None
         if weights is None:
             stored = stored_split(headers, spec.name)
     if parameters is not None and preset is not None and preset.weights is not None and preset.weights.unloaded_bytes:
