@@ -537,3 +537,15 @@ def test_speed_on_a_gguf_with_no_tensors_takes_the_weights_given(tmp_path: Path)
         api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
     report = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15, weights=10**9)
     assert report.result.weights.total_bytes == 10**9
+
+
+def test_a_local_folder_that_shadows_a_preset_says_which_was_read(monkeypatch, tmp_path: Path) -> None:
+    folder = tmp_path / "llama-3.1-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(fixture_config("Mistral-7B-Instruct-v0.1.json")))
+    monkeypatch.chdir(tmp_path)
+    est = api.estimate("llama-3.1-8b", tokens=100)
+    assert est.model.model_type == "mistral"  # the folder, not the preset
+    assert any("is the local folder ./llama-3.1-8b, read instead of the bundled preset" in n for n in est.notes)
+    monkeypatch.chdir(folder)
+    assert not any("instead of the bundled preset" in n for n in api.estimate("llama-3.1-8b").notes)

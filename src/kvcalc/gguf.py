@@ -19,7 +19,7 @@ import math
 import os
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -86,10 +86,22 @@ class GgufHeader:
     # Each key's GGUF value type: (type id, item type id of an array or None). What a writer needs
     # to give llama.cpp the file's own metadata back (llamacpp_probe.file_plan).
     value_types: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # Where the tensor data begins (the header's end, padded to general.alignment; None when that
+    # key is no power of two) and the file's size in bytes, when known: whether the data is there.
+    data_offset: int | None = None
+    file_size: int | None = None
 
     @property
     def tensor_bytes(self) -> int:
         return sum(t.nbytes for t in self.tensors)
+
+    @property
+    def data_end(self) -> int | None:
+        """The byte just past the last tensor's data, as the tensor infos place it (None: no tensor,
+        or no known data offset)."""
+        if self.data_offset is None or not self.tensors:
+            return None
+        return self.data_offset + max(t.offset + t.nbytes for t in self.tensors)
 
 
 _CHUNK = 2**20
@@ -105,7 +117,13 @@ class _Cursor:
         self._label = label
         self._buf = b""
         self._pos = 0
+        self._base = 0  # the stream offset of self._buf[0]
         self.item_type = 0  # the item type of the last array read
+
+    @property
+    def offset(self) -> int:
+        """Bytes of the stream parsed so far."""
+        return self._base + self._pos
 
     def _fill(self, count: int) -> None:
         """Make at least ``count`` bytes available from the current position, or fail: truncated."""
@@ -119,6 +137,7 @@ class _Cursor:
                 raise SourceError(f"{self._label}: truncated GGUF header (the file ends inside it)")
             parts.append(chunk)
             have += len(chunk)
+        self._base += self._pos
         self._buf, self._pos = b"".join(parts), 0
 
     def take(self, count: int) -> bytes:
@@ -226,7 +245,13 @@ def parse_header(stream: BinaryIO, label: str) -> GgufHeader:
                 f"{GGML_TYPES[ggml_type][0]} blocks of {block}"
             )
         tensors.append(TensorInfo(name, dims, ggml_type, offset))
-    return GgufHeader(version, metadata, tuple(tensors), types)
+    alignment = metadata.get("general.alignment", _ALIGNMENT)
+    aligned = isinstance(alignment, int) and not isinstance(alignment, bool) and alignment > 0
+    data_offset = -(-cur.offset // alignment) * alignment if aligned and not alignment & (alignment - 1) else None
+    return GgufHeader(version, metadata, tuple(tensors), types, data_offset)
+
+
+_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT: the tensor data starts at a multiple of general.alignment
 
 
 def read_header(path: Path) -> GgufHeader:
@@ -240,7 +265,7 @@ def read_header(path: Path) -> GgufHeader:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "rb", buffering=0) as stream:
-            return parse_header(stream, label)
+            return replace(parse_header(stream, label), file_size=os.fstat(stream.fileno()).st_size)
     except OSError as exc:
         raise SourceError(f"cannot read the GGUF header of {path}: {exc.strerror or exc}") from None
 
@@ -398,7 +423,24 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
     Every ``<arch>.attention.*``, ``<arch>.ssm.*``, ``<arch>.wkv.*``, ``<arch>.shortconv.*`` or
     window key the mapping does not read is copied into the config under its own GGUF name: each
     such name holds a word of kvcalc.guard's rule (attention, ssm, head, conv, sliding), so the
-    guard names it in the spec's warnings (and --strict refuses it) like any unread config field."""
+    guard names it in the spec's warnings (and --strict refuses it) like any unread config field.
+
+    The config is read once here, so that a value kvcalc's config reader refuses (a KV-head count
+    that divides no head count, an implausibly large dimension) is refused naming the GGUF key it
+    came from (``llama.attention.head_count_kv``), not the config field it was mapped to."""
+    config, notes = _mapped_config(header, label)
+    from .configs import read_config
+    from .errors import ConfigError
+
+    try:
+        read_config(config, name=label)
+    except ConfigError as exc:
+        raise SourceError(_in_gguf_terms(str(exc), header.metadata, label)) from None
+    return config, notes
+
+
+def _mapped_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[str]]:
+    """gguf_config's mapping, before the config is read."""
     meta = header.metadata
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
@@ -534,6 +576,136 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
         if key not in read and (key.startswith(prefixes) or "sliding_window" in key):
             config[key] = value
     return config, notes
+
+
+# --- config fields back to the GGUF keys they were mapped from ----------------------------------------------
+
+# Config field -> the GGUF keys (under <arch>.) the mapping above derives it from, for the fields of
+# every architecture; _FIELD_KEYS_BY_ARCH first, for fields an architecture derives otherwise.
+_FIELD_KEYS: dict[str, tuple[str, ...]] = {
+    "num_hidden_layers": ("block_count",),
+    "num_attention_heads": ("attention.head_count",),
+    "num_key_value_heads": ("attention.head_count_kv",),
+    "num_kv_heads": ("attention.head_count_kv",),
+    "v_head_dim": ("attention.value_length",),
+    "d_kv": ("attention.key_length",),
+    "max_position_embeddings": ("context_length",),
+    "hidden_size": ("embedding_length",),
+    "sliding_window": ("attention.sliding_window",),
+    "sliding_window_pattern": ("attention.sliding_window_pattern",),
+    "layer_types": ("attention.sliding_window_pattern",),
+    "kv_lora_rank": ("attention.kv_lora_rank",),
+    "qk_rope_head_dim": ("rope.dimension_count",),
+    "qk_nope_head_dim": ("attention.key_length", "rope.dimension_count"),
+    "intermediate_size": ("feed_forward_length",),
+    "vocab_size": ("vocab_size",),
+    "num_experts": ("expert_count",),
+    "num_experts_per_tok": ("expert_used_count",),
+    "moe_intermediate_size": ("expert_feed_forward_length",),
+    "shared_expert_intermediate_size": ("expert_shared_feed_forward_length",),
+    "n_shared_experts": ("expert_shared_count",),
+    "first_k_dense_replace": ("leading_dense_block_count",),
+    "index_head_dim": ("attention.indexer.key_length",),
+    "index_n_heads": ("attention.indexer.head_count",),
+    "index_topk": ("attention.indexer.top_k",),
+    "indexer_types": ("attention.indexer.types",),
+    "index_topk_pattern": ("attention.indexer.types",),
+    "compress_ratios": ("attention.compress_ratios",),
+    "num_kv_shared_layers": ("attention.shared_kv_layers",),
+    "full_attention_interval": ("full_attention_interval",),
+    "num_decoder_layers": ("block_count",),
+    "conv_kernel": ("ssm.conv_kernel",),
+    "mamba_d_conv": ("ssm.conv_kernel",),
+    "linear_conv_kernel_dim": ("ssm.conv_kernel",),
+    "state_size": ("ssm.state_size",),
+    "mamba_d_state": ("ssm.state_size",),
+    "ssm_state_size": ("ssm.state_size",),
+    "linear_key_head_dim": ("ssm.state_size",),
+    "n_groups": ("ssm.group_count",),
+    "mamba_n_groups": ("ssm.group_count",),
+    "linear_num_key_heads": ("ssm.group_count",),
+    "time_step_rank": ("ssm.time_step_rank",),
+    "mamba_dt_rank": ("ssm.time_step_rank",),
+    "num_heads": ("ssm.time_step_rank",),
+    "mamba_n_heads": ("ssm.time_step_rank",),
+    "mamba_num_heads": ("ssm.time_step_rank",),
+    "linear_num_value_heads": ("ssm.time_step_rank",),
+    "mamba_d_ssm": ("ssm.inner_size",),
+    "mamba_expand": ("ssm.inner_size", "embedding_length"),
+    "mamba_d_head": ("ssm.inner_size", "ssm.time_step_rank"),
+    "mamba_head_dim": ("ssm.inner_size", "ssm.time_step_rank"),
+    "linear_value_head_dim": ("ssm.inner_size", "ssm.time_step_rank"),
+    "conv_L_cache": ("shortconv.l_cache",),
+    "hybrid_override_pattern": ("attention.head_count_kv", "feed_forward_length"),
+    "block_configs": ("attention.head_count", "attention.head_count_kv"),
+    "swa_head_dim": ("attention.key_length_swa",),
+    "swa_v_head_dim": ("attention.value_length_swa",),
+    "swa_num_key_value_heads": ("attention.head_count_kv",),
+    "swa_num_attention_heads": ("attention.head_count",),
+    "hybrid_layer_pattern": ("attention.sliding_window_pattern",),
+    "linear_attn_config": ("attention.head_count_kv", "kda.head_dim", "ssm.conv_kernel"),
+}
+_FIELD_KEYS_BY_ARCH: dict[str, dict[str, tuple[str, ...]]] = {
+    "mamba": {"intermediate_size": ("ssm.inner_size",)},
+    "mamba2": {"intermediate_size": ("ssm.inner_size",), "head_dim": ("ssm.inner_size", "ssm.time_step_rank")},
+    "gemma4": {"head_dim": ("attention.key_length_swa",)},
+    "minimax-m3": {"layer_types": ("leading_dense_block_count",)},
+    "deci": {"num_attention_heads": ("attention.head_count",)},
+    **{arch: {"layer_types": ("attention.head_count_kv",)} for arch in ("granitehybrid", "jamba", "lfm2", "lfm2moe")},
+    **{arch: {"layer_types": ("attention.recurrent_layers",)} for arch in ("qwen3next", "qwen35", "qwen35moe")},
+}
+_CONFIG_FIELD = re.compile(r"config field '([^']+)'")
+_PER_LAYER_FIELD = re.compile(r"per_layer_config\.(\d+)\.?(\w*)")
+
+
+def _gguf_keys(name: str, meta: dict[str, Any]) -> str | None:
+    """'GGUF key llama.attention.head_count_kv' for a config field the mapping wrote, or None."""
+    arch = meta.get("general.architecture")
+    layer = ""
+    m = _PER_LAYER_FIELD.fullmatch(name)
+    if m is not None:  # a per-layer override: the per-layer array of the same key
+        layer, name = f"[{int(m[1])}]", m[2] or "num_key_value_heads"  # the item of that layer
+    keys = _FIELD_KEYS_BY_ARCH.get(str(arch), {}).get(name) or _FIELD_KEYS.get(name)
+    if name == "head_dim" and keys is None:
+        # key_length, or llama.cpp's default n_embd / n_head when the file has none
+        keys = (
+            ("attention.key_length",)
+            if f"{arch}.attention.key_length" in meta
+            else ("embedding_length", "attention.head_count")
+        )
+    if name == "num_hidden_layers" and meta.get(f"{arch}.nextn_predict_layers"):
+        keys = ("block_count", "nextn_predict_layers")  # the trunk: block_count less the NextN layers
+    if keys is None:
+        return None
+    full = [f"{arch}.{k}" for k in keys]
+    return (f"GGUF key {full[0]}" if len(full) == 1 else f"GGUF keys {' and '.join(full)}") + layer
+
+
+def _in_gguf_terms(message: str, meta: dict[str, Any], label: str) -> str:
+    """A config reader's message about a GGUF's mapped config, naming the GGUF keys instead of the
+    config fields ("config field 'num_key_value_heads' (3) must divide ..." -> "GGUF key
+    llama.attention.head_count_kv (3) must divide ..."); a field with no GGUF key of its own stays
+    named, said to be kvcalc's reading of the metadata."""
+    unmapped = False
+
+    def field(m: re.Match[str]) -> str:
+        nonlocal unmapped
+        keys = _gguf_keys(m[1], meta)
+        if keys is None:
+            unmapped = True
+            return m[0]
+        return keys
+
+    def passing(m: re.Match[str]) -> str:
+        if m[1] == "head_dim":  # "... and no 'head_dim' is given": the key that would give it
+            return f"{meta.get('general.architecture')}.attention.key_length"
+        return re.sub(r"^GGUF keys? ", "", _gguf_keys(m[1], meta) or m[0])
+
+    text = _CONFIG_FIELD.sub(field, message)
+    text = re.sub(r"'(\w+)'", passing, text)  # fields the message names in passing
+    if unmapped or "config" in text:
+        return f"{label}: the GGUF metadata, as kvcalc maps it to a config, is refused: {text}"
+    return f"{label}: {text}"
 
 
 # GGUF keys (gguf-py constants Keys.LLM) -> the config keys kvcalc.dims reads for the runtime model
@@ -1391,7 +1563,31 @@ def stored_split(headers: list[GgufHeader], label: str) -> tuple[int, int]:
 _EXPERTS = re.compile(r"^blk\.\d+\.ffn_(gate|up|down|gate_up)_exps\.")
 
 
+def check_tensor_data(headers: list[GgufHeader], label: str) -> None:
+    """Refuse tensor infos no real file holds, before any weights are sized from them: tensors
+    adding up to more than sources.MAX_WEIGHTS_BYTES (a 2^62 x 2^62 tensor), or tensor data that
+    runs past the end of its file (a truncated download; llama.cpp's loader refuses it: "tensor
+    data is not within the file bounds"). Every path from tensor infos to weights (the total, the
+    parameters, the embedding and expert split, the split by layer) goes through here."""
+    from .sources import MAX_WEIGHTS_BYTES
+
+    total = sum(t.nbytes for header in headers for t in header.tensors)
+    if total > MAX_WEIGHTS_BYTES:
+        raise SourceError(
+            f"{label}: tensor infos add up to {total:,} bytes, implausibly large (over {MAX_WEIGHTS_BYTES:,})"
+        )
+    for i, header in enumerate(headers):
+        end = header.data_end
+        if end is not None and header.file_size is not None and end > header.file_size:
+            shard = f" (shard {i + 1} of {len(headers)})" if len(headers) > 1 else ""
+            raise SourceError(
+                f"{label}{shard} is truncated: its tensor data ends at byte {end:,}, but the file has "
+                f"{header.file_size:,} bytes (an incomplete download?)"
+            )
+
+
 def _loaded(headers: list[GgufHeader], label: str) -> list[TensorInfo]:
+    check_tensor_data(headers, label)
     trunk = _loaded_blocks(headers[0].metadata, label)
     kept = []
     for header in headers:
@@ -1424,6 +1620,7 @@ def headers_layer_weights(headers: list[GgufHeader], label: str) -> LayerWeights
     a Hub file's, read in byte ranges)."""
     from .offload import LayerWeights
 
+    check_tensor_data(headers, label)
     first = headers[0]
     path = label
     tensors = [t for header in headers for t in header.tensors]

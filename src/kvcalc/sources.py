@@ -87,6 +87,15 @@ def resolve(model: str, *, revision: str | None = None, on_fetch: Callable[[str]
                 f"(write ./{model} to mean the {kind}, or https://huggingface.co/{model} for the Hub repo)"
             )
             source = replace(source, notes=(*source.notes, note))
+        elif not _looks_like_path(model) and _find_preset(model) is not None:
+            # A bare name that is both a file or folder here and a bundled preset: the path wins,
+            # as it always has, and a note says so and how to get the preset.
+            kind = "folder" if path.is_dir() else "file"
+            note = (
+                f"MODEL {model} is the local {kind} ./{model}, read instead of the bundled preset {model} "
+                f"(run from another folder, or rename the {kind}, to use the preset)"
+            )
+            source = replace(source, notes=(*source.notes, note))
         return source
     hub_gguf = _hub_gguf(model)
     if hub_gguf is not None:  # org/name:file.gguf, or a Hub URL of a .gguf file (kvcalc.gguf_hub)
@@ -178,12 +187,74 @@ def _from_path(path: Path) -> Source:
     if path.is_dir():
         config_path = path / "config.json"
         if not os.path.lexists(config_path):
-            raise SourceError(f"directory {path} has no config.json")
-        if os.path.islink(config_path) and not config_path.exists():
+            raise SourceError(_no_config_json(path))
+        problem = _link_problem(config_path)
+        if problem is not None:
             # e.g. a Hugging Face cache snapshot whose blob was deleted
-            raise SourceError(f"{config_path} is a broken symlink to {_link_target(config_path)}")
+            raise SourceError(f"{config_path} {problem}")
         path = config_path
+    elif path.suffix.lower() in (".yaml", ".yml"):
+        raise SourceError(_yaml_refusal(path))
     return Source(read_json_file(path, what="MODEL"), str(path), "file")
+
+
+def _link_problem(path: Path) -> str | None:
+    """'is a symlink loop' or 'is a broken symlink to X' for a symlink that leads to no file; None
+    for anything else (a plain file, a working link, a path that is not there at all)."""
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symlink loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"is a broken symlink to {_link_target(path)}"
+    except ValueError:
+        return None
+    return None
+
+
+def _no_config_json(folder: Path) -> str:
+    """Why a folder without config.json cannot be MODEL, naming the GGUF files it holds instead."""
+    from .gguf import shard_position
+
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.lower().endswith(".gguf") and e.is_file())
+    except OSError:
+        names = []
+    if not names:
+        return f"directory {folder} has no config.json"
+    # A split GGUF is given by its first shard; later shards are no model of their own.
+    models = [n for n in names if (shard_position(Path(n)) or (1, 1))[0] == 1] or names
+    if len(models) == 1:
+        position = shard_position(Path(models[0]))
+        what = f"a GGUF split into {position[1]} shards" if position else "a GGUF file"
+        give = "its first shard" if position else "the file itself"
+        return f"directory {folder} holds no config.json but {what}: give {give}, {folder / models[0]}"
+    shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
+    return (
+        f"directory {folder} holds no config.json but {len(models)} GGUF files ({shown}): give one of them "
+        "as MODEL (for a split GGUF, its first shard, NAME-00001-of-N.gguf)"
+    )
+
+
+def _yaml_refusal(path: Path) -> str:
+    """Why a .yaml / .yml file cannot be MODEL: a bundled preset's own file is given by its name."""
+    from .presets import presets_dir
+
+    try:
+        real = path.resolve()  # a link to a preset file is that file
+        bundled = real.parent == presets_dir().resolve() and real.suffix == ".yaml"
+        preset = _find_preset(real.stem) if bundled else None
+    except (KvcalcError, OSError, RuntimeError):
+        preset = None
+    if preset is not None:
+        return f"{path} is a kvcalc preset file (YAML), not a config.json: give its name, {preset.name}"
+    return (
+        f"{path} is a YAML file: kvcalc reads a model's config.json (JSON), not YAML; "
+        "a bundled preset is given by its name ('kvcalc presets' lists them)"
+    )
 
 
 def is_gguf_file(path: Path) -> bool:
@@ -211,13 +282,10 @@ def gguf_weights_bytes(path: Path) -> tuple[int, str]:
     from .gguf import loaded_tensor_bytes, read_header, split_shards
 
     shards = split_shards(path)
+    # loaded_tensor_bytes refuses implausible or truncated tensor data (gguf.check_tensor_data).
     total = loaded_tensor_bytes([read_header(shard) for shard in shards], str(path))
     if total <= 0:
         raise SourceError(f"{path} holds no tensors: give --weights SIZE")
-    if total > MAX_WEIGHTS_BYTES:
-        raise SourceError(
-            f"{path}: tensor infos add up to {total:,} bytes, implausibly large (over {MAX_WEIGHTS_BYTES:,})"
-        )
     where = f", {len(shards)} shards" if len(shards) > 1 else ""
     return total, f"GGUF tensor infos{where}"
 
@@ -237,6 +305,9 @@ def read_regular_file(path: Path, *, what: str, limit: int) -> bytes:
     try:
         info = os.stat(path)
     except OSError as exc:
+        problem = _link_problem(path)
+        if problem is not None:
+            raise SourceError(f"{label} {problem}") from None
         raise SourceError(f"cannot read {label}: {exc.strerror or exc}") from None
     except ValueError:  # an embedded NUL byte
         raise SourceError(f"cannot read {label}: not a valid path") from None
