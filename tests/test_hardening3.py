@@ -549,3 +549,17 @@ def test_a_local_folder_that_shadows_a_preset_says_which_was_read(monkeypatch, t
     assert any("is the local folder ./llama-3.1-8b, read instead of the bundled preset" in n for n in est.notes)
     monkeypatch.chdir(folder)
     assert not any("instead of the bundled preset" in n for n in api.estimate("llama-3.1-8b").notes)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "transformers"])
+def test_k_and_v_formats_apart_are_refused_where_the_engine_has_one_format(run_cli, engine: str) -> None:
+    result = run_cli("estimate", "llama-3.1-8b", "--engine", engine, "--k-dtype", "fp8")
+    assert result.exit_code == 2
+    assert_one_line_error(result, f"{engine} stores K and V in one format: give --kv-dtype")
+
+
+def test_kv_dtype_beside_both_k_and_v_dtype_is_refused(run_cli) -> None:
+    result = run_cli("estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--kv-dtype", "f16", "--k-dtype", "q8_0",
+                     "--v-dtype", "q4_0")  # fmt: skip
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--kv-dtype changes nothing when --k-dtype and --v-dtype are both given")

@@ -201,6 +201,15 @@ def serving(
             uses_mla=any(c.is_latent for c in spec.caches),
         )
         notes += engine_notes
+    if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
+        raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
+                         param=("kv_dtype", "k_dtype", "v_dtype"))  # fmt: skip
+    if (k_dtype is not None or v_dtype is not None) and not chosen.separate_kv_formats:
+        raise UsageError(
+            f"{chosen.name} stores K and V in one format: give kv_dtype (k_dtype and v_dtype apart are llama.cpp's "
+            "-ctk and -ctv)",
+            param=("kv_dtype", "k_dtype", "v_dtype"),
+        )
     base = _dtype(kv_dtype, quant_group, "kv_dtype")
     k = _dtype(k_dtype, quant_group, "k_dtype") if k_dtype is not None else base
     v = _dtype(v_dtype, quant_group, "v_dtype") if v_dtype is not None else base

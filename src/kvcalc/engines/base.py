@@ -66,6 +66,12 @@ class Engine:
         return cls(), []
 
     @property
+    def separate_kv_formats(self) -> bool:
+        """Whether K and V may be stored in different formats (llama.cpp's -ctk / -ctv); the
+        theoretical engine models any pair."""
+        return True
+
+    @property
     def granularity(self) -> int:
         """Tokens per allocation unit; a shared prefix is shared in whole units."""
         return 1

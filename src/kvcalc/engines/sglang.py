@@ -19,6 +19,11 @@ class SGLang(Engine):
     Sliding layers only use the smaller SWA pool when the hybrid SWA allocator is on; the cell
     count per token is the same in both pools."""
 
+    @property
+    def separate_kv_formats(self) -> bool:
+        """SGLang has one --kv-cache-dtype for K and V."""
+        return False
+
     name: str = "sglang"
     page_size: int = 1
 

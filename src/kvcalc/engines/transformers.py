@@ -24,6 +24,11 @@ class Transformers(Engine):
     compute, and return, the state in float32). Falcon's new_decoder_architecture caches K/V
     broadcast to every query head."""
 
+    @property
+    def separate_kv_formats(self) -> bool:
+        """QuantizedCache quantizes K and V alike (one nbits)."""
+        return False
+
     name: str = "transformers"
 
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:

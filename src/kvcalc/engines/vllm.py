@@ -72,6 +72,11 @@ class VLLM(Engine):
     holds one state per request.
     """
 
+    @property
+    def separate_kv_formats(self) -> bool:
+        """vLLM has one --kv-cache-dtype for K and V."""
+        return False
+
     name: str = "vllm"
     block_size: int = 16
     max_num_batched_tokens: int = 8192
