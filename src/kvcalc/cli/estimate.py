@@ -121,8 +121,9 @@ def estimate(
         typer.Option(
             "--lengths",
             metavar="FILE",
-            help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}). '
-            "Prints the total with every request resident and per-request percentiles.",
+            help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}), '
+            "at most 64 MiB and 1,000,000 requests. Prints the total with every request resident and per-request "
+            "percentiles.",
         ),
     ] = None,
     vs_theoretical: Annotated[
