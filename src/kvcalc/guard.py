@@ -8,12 +8,24 @@ does not model is named in a warning instead of being silently ignored.
 The rule. A key the reader did not consume is **cache-shaping** when
 
 1. its value says something: not null, false, 0, "" or an empty list/object; and
-2. its name (lower case) contains one of ``SHAPING_WORDS`` (heads, KV, windows, chunks, layers,
+2. one of its name's words is one of ``SHAPING_WORDS`` (heads, KV, windows, chunks, layers,
    attention, latent ranks, compression, indexers, sparsity, state-space and convolution
    state, per-kind geometry, layer patterns, cross-attention, KV sharing, per-layer blocks); and
-3. it is not one of ``NOT_SHAPING`` (exact names) nor matches ``NOT_SHAPING_PARTS`` (fields
-   that contain such a word but only size weights, MLPs or experts, or tune numerics: norms,
+3. it is not one of ``NOT_SHAPING`` (exact names) nor has a word of ``NOT_SHAPING_PARTS`` (fields
+   that hold such a word but only size weights, MLPs or experts, or tune numerics: norms,
    dropouts, biases, RoPE, routing), each listed with why.
+
+Words, not substrings: a name is split into its words (``name_words``: at ``_``, ``-``, ``.``,
+digits and lower-to-upper case changes, lower-cased), and a word matches a listed one in its
+inflected forms (``heads``, ``chunked``, ``indexer``, ``compression``, ``indices``,
+``convolution``) or glued to other known words (``headdim`` = head + dim, ``nheads``, ``qkv``,
+``shortconv``, ``layernorm``), never as an arbitrary piece of a longer word: ``conv`` does not
+match ``modules_to_not_convert``.
+
+Aliases (``ALIASES``). Several names spell one quantity (``n_groups`` / ``mamba_n_groups`` /
+``mamba_num_groups``). An unread alias of a quantity whose other spelling the reader did read is
+judged by its value, not its name: equal to the value read, it says nothing new and is silent;
+different, the config is ambiguous and the warning names both fields and both values.
 
 Objects are followed: an unread object whose own name is cache-shaping is named whole; an
 unread object that is not is searched for cache-shaping keys inside (``a.b``).
@@ -21,11 +33,14 @@ unread object that is not is searched for cache-shaping keys inside (``a.b``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-# Words in a field name that can change what a layer caches, with what they would change.
+# Words in a field name that can change what a layer caches, with what they would change (a
+# name with ``_`` is a phrase: its words in a row, as in ``num_key_value_heads``).
 SHAPING_WORDS: dict[str, str] = {
     "head": "head geometry",
     "kv": "K/V geometry",
@@ -105,6 +120,9 @@ NOT_SHAPING: dict[str, str] = {
     "attn_temperature_tuning": "numerics of queries",
     # Mamba hybrids (Jamba, Zamba, ...): the kernels used, not the state they keep.
     "use_mamba_kernels": "which kernels run the scan",
+    # Qwen3-VL / Qwen3.5 vision_config: the vision blocks whose features are added to the language
+    # model's hidden states (DeepStack): it adds to activations, not to what any layer caches.
+    "deepstack_visual_indexes": "vision features merged into hidden states, not cached",
 }
 
 # Name parts that mark a field as sizing weights or numerics only.
@@ -119,15 +137,115 @@ NOT_SHAPING_PARTS: dict[str, str] = {
     "moe": "MoE weights",
     "router": "MoE routing",
     "initializer": "initialisation",
-    "encoder_": "the encoder, which caches nothing (cross-attention uses the decoder's heads)",
+    "encoder": "the encoder, which caches nothing (cross-attention uses the decoder's heads)",
     "vision": "the vision tower",
-    "_bias": "a bias",
+    "bias": "a bias",
     "intermediate": "MLP width",
     "mlp": "MLP weights",
     "vocab": "embeddings",
     "token_id": "special tokens",
     "token_index": "special tokens",
 }
+
+
+# Spellings of the listed words that are not the word plus a regular ending (``_ENDINGS``).
+_IRREGULAR: dict[str, tuple[str, ...]] = {
+    "conv": ("convolution", "convolutions", "convolutional"),
+    "index": ("indices",),
+    "sparse": ("sparsity",),
+    "shared": ("share", "shares", "sharing"),
+    "sliding": ("slide",),
+    "eps": ("epsilon",),
+}
+_ENDINGS = ("", "s", "es", "ed", "er", "ers", "or", "ors", "ing", "ion", "ions")
+# Pieces that glue onto a word without a separator in real names: before it (``nheads``,
+# ``qkv``, ``wkv``, ``dstate``, ``shortconv``), after it (``headdim``). Any listed word glues too
+# (``layernorm``, ``kvheads``). ``n`` only ever comes first, so ``swan`` is no ``swa``.
+_GLUE_BEFORE = frozenset({"n", "num", "d", "q", "k", "v", "qk", "w", "short", "max", "min", "per", "multi", "sub"})
+_GLUE_AFTER = frozenset({"dim", "dims", "size", "len", "count", "idx", "ids", "kernel"})
+
+
+def _forms(word: str) -> frozenset[str]:
+    return frozenset({word + ending for ending in _ENDINGS} | set(_IRREGULAR.get(word, ())))
+
+
+def _last_words() -> dict[str, frozenset[str]]:
+    """Every listed phrase's last word, with the forms it may take."""
+    phrases = [*SHAPING_WORDS, *NOT_SHAPING_PARTS]
+    return {w: _forms(w) for w in {p.split("_")[-1] for p in phrases}}
+
+
+_FORMS = _last_words()
+_KNOWN = frozenset(form for forms in _FORMS.values() for form in forms)
+
+
+def name_words(key: str) -> tuple[str, ...]:
+    """The words of a field name, lower case: split at ``_``, ``-``, ``.`` and other separators,
+    digits, and case changes (``conv_L_cache`` -> conv, l, cache; ``headDim`` -> head, dim)."""
+    return tuple(w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", key))
+
+
+@cache
+def _glued(piece: str, allowed: frozenset[str]) -> bool:
+    """Whether ``piece`` is a run of ``allowed`` pieces or listed words (empty: trivially)."""
+    if not piece:
+        return True
+    return any(piece.startswith(p) and _glued(piece[len(p) :], allowed) for p in allowed | _KNOWN if p)
+
+
+@cache
+def _word_matches(token: str, word: str) -> bool:
+    """Whether one word of a name is ``word`` (a listed single word), in a form of it, alone or
+    glued to known pieces."""
+    forms = _FORMS.get(word) or _forms(word)
+    if token in forms:
+        return True
+    for form in forms:
+        start = token.find(form)
+        while start != -1:
+            if _glued(token[:start], _GLUE_BEFORE) and _glued(token[start + len(form) :], _GLUE_AFTER):
+                return True
+            start = token.find(form, start + 1)
+    return False
+
+
+def has_word(key: str, phrase: str) -> bool:
+    """Whether the field name ``key`` holds ``phrase`` (``kv``, ``key_value``) as words."""
+    words, wanted = name_words(key), phrase.split("_")
+    *lead, last = wanted
+    for start in range(len(words) - len(wanted) + 1):
+        run = words[start : start + len(wanted)]
+        if list(run[:-1]) == lead and (run[-1] in _forms(last) if lead else _word_matches(run[-1], last)):
+            return True
+    return False
+
+
+def _excluded(key: str) -> bool:
+    return any(has_word(key, part) for part in NOT_SHAPING_PARTS)
+
+
+# Names that spell one quantity, as the config reader (kvcalc.configs and kvcalc.families) reads
+# them: the reader takes the first present name of a group (configs._LAYER_KEYS, _HEAD_KEYS,
+# _KV_HEAD_KEYS, _HIDDEN_KEYS, the head_dim and window keys of _heads_and_head_dim / _windowed, the
+# Mamba keys of _state_entry, falcon_h1, granitemoehybrid and zamba2), and a few more spellings
+# published configs and other engines use for the same quantity (mamba_num_groups, mamba_state_dim,
+# ...), so that a second spelling is judged by its value (the module's docstring).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "the layer count": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "the attention head count": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "the KV head count": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "n_head_kv"),
+    "the hidden size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "the attention head width": ("head_dim", "attention_head_dim", "d_kv", "kv_channels", "attention_head_size"),
+    "the attention window": ("sliding_window", "sliding_window_size", "attention_window_size"),
+    "the per-layer kinds": ("layer_types", "layers_block_type"),
+    "the SSM state size": ("mamba_d_state", "ssm_state_size", "state_size", "mamba_state_dim", "mamba_state_size",
+                           "d_state"),
+    "the SSM group count": ("mamba_n_groups", "n_groups", "mamba_num_groups", "mamba_ngroups", "ngroups"),
+    "the Mamba conv kernel": ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel", "d_conv"),
+    "the Mamba head count": ("mamba_num_heads", "mamba_n_heads", "n_mamba_heads", "mamba_nheads"),
+    "the Mamba head width": ("mamba_head_dim", "mamba_d_head", "mamba_headdim"),
+    "the Mamba expansion": ("mamba_expand", "expand"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -139,13 +257,15 @@ class Unmodelled:
     why: str
 
     def message(self) -> str:
-        shown = repr(self.value)
-        if len(shown) > 40:
-            shown = shown[:37] + "..."
         return (
-            f"config field '{self.path}' = {shown} is not modelled by kvcalc and may shape the cache "
+            f"config field '{self.path}' = {_shown(self.value)} is not modelled by kvcalc and may shape the cache "
             f"({self.why}): this estimate may be wrong"
         )
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown[:37] + "..." if len(shown) > 40 else shown
 
 
 def _says_something(value: Any) -> bool:
@@ -154,12 +274,25 @@ def _says_something(value: Any) -> bool:
 
 def shaping_reason(key: str) -> str | None:
     """Why a field named ``key`` may shape the cache, or None when the rule says it cannot."""
-    name = key.lower()
-    if name.startswith("_") or name in NOT_SHAPING:
+    if key.startswith("_") or key.lower() in NOT_SHAPING or _excluded(key):
         return None
-    if any(part in name for part in NOT_SHAPING_PARTS):
-        return None
-    return next((why for word, why in SHAPING_WORDS.items() if word in name), None)
+    return next((why for word, why in SHAPING_WORDS.items() if has_word(key, word)), None)
+
+
+def _alias_verdict(data: Mapping[str, Any], seen: set[str], key: str, where: str) -> str | None:
+    """For an unread ``key`` that spells a quantity the reader read under another name: "" when
+    both say the same (nothing to warn about), else why they conflict. None: not such an alias."""
+    for quantity, names in ALIASES.items():
+        if key not in names:
+            continue
+        read = [n for n in names if n != key and n in seen and data.get(n) is not None]
+        if not read:
+            return None
+        other = next((n for n in read if data[n] != data[key]), None)
+        if other is None:
+            return ""
+        return f"it disagrees with '{where}{other}' = {_shown(data[other])}, which kvcalc reads as {quantity}"
+    return None
 
 
 def unmodelled(data: Mapping[str, Any], seen: set[str], where: str = "") -> list[Unmodelled]:
@@ -168,9 +301,13 @@ def unmodelled(data: Mapping[str, Any], seen: set[str], where: str = "") -> list
     for key, value in data.items():
         if key in seen or not isinstance(key, str) or not _says_something(value):
             continue
-        why = shaping_reason(key)
+        why = _alias_verdict(data, seen, key, where)
+        if why is None:
+            why = shaping_reason(key)
+        elif not why:
+            continue
         if why is not None:
             found.append(Unmodelled(f"{where}{key}", value, why))
-        elif isinstance(value, Mapping) and not any(part in key.lower() for part in NOT_SHAPING_PARTS):
+        elif isinstance(value, Mapping) and not _excluded(key):
             found += unmodelled(value, set(), f"{where}{key}.")
     return found
