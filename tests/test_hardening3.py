@@ -563,3 +563,9 @@ def test_kv_dtype_beside_both_k_and_v_dtype_is_refused(run_cli) -> None:
                      "--v-dtype", "q4_0")  # fmt: skip
     assert result.exit_code == 2
     assert_one_line_error(result, "--kv-dtype changes nothing when --k-dtype and --v-dtype are both given")
+
+
+def test_k_dtype_on_a_model_without_k_or_v_is_refused(run_cli) -> None:
+    result = run_cli("estimate", "mamba-2.8b", "--k-dtype", "fp8")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "mamba-2.8b caches no K or V rows")

@@ -204,6 +204,12 @@ def serving(
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
                          param=("kv_dtype", "k_dtype", "v_dtype"))  # fmt: skip
+    if (k_dtype is not None or v_dtype is not None) and not any(c.caches_tokens for c in spec.caches):
+        raise UsageError(
+            f"{spec.name} caches no K or V rows (its layers keep states or nothing): k_dtype and v_dtype change "
+            "nothing; kv_dtype sets the state's format",
+            param=("k_dtype", "v_dtype"),
+        )
     if (k_dtype is not None or v_dtype is not None) and not chosen.separate_kv_formats:
         raise UsageError(
             f"{chosen.name} stores K and V in one format: give kv_dtype (k_dtype and v_dtype apart are llama.cpp's "
