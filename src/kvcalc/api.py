@@ -707,9 +707,10 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
             "; no count of such GPUs does: the runtime alone fills one" if least is None else ""
         )
         tried: list[Remedy] = []
-        shards = w.tp * w.pp
-        # The fewest GPUs that hold the request too: from the fewest that leave anything, upward.
-        for tp in range(max(least or 0, shards + 1), max(least or 0, shards + 1) + 8 if least else 0):
+        # The fewest GPUs that hold the request too: from the fewest that leave anything, upward,
+        # eight counts at most (a count that splits no heads is skipped).
+        first = max(cdiv_int(least, w.pp), w.tp + 1) if least is not None else 0  # least counts tp x pp
+        for tp in range(first, first + 8 if least is not None else 0):
             gpus = tp * w.pp * w.dp
             remedy = headroom(f"{gpus} GPUs (--tp {tp})", tp=tp, gpus=None)
             if remedy is not None:
@@ -1383,7 +1384,7 @@ def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
     """The headers of every shard of a GGUF model (local, or a Hub file read in byte ranges and
     cached), the first one first; None when the model is no GGUF."""
     source = model.source
-    if source is not None and source.kind == "file" and str(source.label).endswith(".gguf"):
+    if source is not None and source.kind == "file" and _is_gguf(source):  # by suffix or magic, as MODEL was read
         from .gguf import read_header, split_shards
 
         return [read_header(shard) for shard in split_shards(Path(source.label))]
