@@ -569,3 +569,9 @@ def test_k_dtype_on_a_model_without_k_or_v_is_refused(run_cli) -> None:
     result = run_cli("estimate", "mamba-2.8b", "--k-dtype", "fp8")
     assert result.exit_code == 2
     assert_one_line_error(result, "mamba-2.8b caches no K or V rows")
+
+
+def test_a_float32_checkpoint_held_as_stored_says_where_it_would_be_16_bits() -> None:
+    said = "holds this fp32 checkpoint as stored; vLLM, SGLang and llama.cpp hold it in 16 bits"
+    assert any(said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, overhead=0).notes)
+    assert not any(said in n for n in api.fit("llama-3.1-8b", gpu="h100", tokens=100).notes)

@@ -807,6 +807,9 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
         label += f", held in {held.name}"
         notes.append(f"{engine.name} holds this {dtype.name} checkpoint in {held.name}: weights scaled to "
                      f"{held.bits} bits")  # fmt: skip
+    elif dtype is not None and dtype.bits > 16 and held == dtype and not _is_gguf(source):
+        notes.append(f"{engine.name} holds this {dtype.name} checkpoint as stored; vLLM, SGLang and llama.cpp "
+                     "hold it in 16 bits (--engine to choose)")  # fmt: skip
     return size, label, notes
 
 
