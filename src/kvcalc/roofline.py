@@ -22,16 +22,7 @@ from typing import Any
 
 from .dims import ModelDims
 from .errors import UsageError
-from .spec import (
-    AttentionCache,
-    IndexerCache,
-    Kind,
-    KVWindowCache,
-    LatentCache,
-    LayerCache,
-    ModelSpec,
-    StateCache,
-)
+from .spec import ModelSpec
 
 # Steps of a long output evaluated one by one; past this many, evenly spaced ones (a note says so).
 MAX_STEPS = 512
@@ -201,89 +192,31 @@ class AttentionShape:
     index_topk: int | None = None
 
 
-def _attended(cache: LayerCache, t: int) -> int:
-    """Tokens a decoder layer attends to at context length ``t``: windows and chunks cap it."""
-    if isinstance(cache, AttentionCache):
-        if cache.window is not None:
-            return min(t, cache.window)
-        if cache.chunk is not None:
-            return (t - 1) % cache.chunk + 1
-    if isinstance(cache, KVWindowCache):
-        return min(t, cache.window)
-    return t
-
-
-def _causal_sum(cache: LayerCache, n: int) -> int:
-    """Sum over positions 1..n of the tokens each attends to (a causal prefill of n tokens)."""
-    w = None
-    if isinstance(cache, AttentionCache):
-        if cache.chunk is not None:
-            c = cache.chunk
-            full, rest = divmod(n, c)
-            return full * c * (c + 1) // 2 + rest * (rest + 1) // 2
-        w = cache.window
-    elif isinstance(cache, KVWindowCache):
-        w = cache.window
-    if w is None or n <= w:
-        return n * (n + 1) // 2
-    return w * (w + 1) // 2 + (n - w) * w
-
-
 def attention_flops(spec: ModelSpec, shape: AttentionShape, *, context: int, prefill: int = 0) -> int:
     """Attention FLOPs of one sequence: the decode of one token after ``context`` tokens, or (with
-    ``prefill`` n) a causal prefill of n tokens. Per head, the scores take 2 x d_k and the weighted
-    values 2 x d_v FLOPs per attended token; MLA decodes in its absorbed form (scores over the
-    latent and RoPE dims, values over the latent) and prefills decompressed. A recurrent layer
+    ``prefill`` n) a causal prefill of n tokens, summed over the layers; each kind says what one of
+    its layers costs (``attention_flops`` in kvcalc.spec). Per head, the scores take 2 x d_k and the
+    weighted values 2 x d_v FLOPs per attended token; MLA decodes in its absorbed form (scores over
+    the latent and RoPE dims, values over the latent) and prefills decompressed. A recurrent layer
     takes about 4 FLOPs per state element per token (decay and update, then the read); the
     conv state 2 per element. Layers that reuse another's K/V attend like the cheapest attention
     layer (a lower bound)."""
-    h = shape.query_heads
-    per_layer: list[tuple[int, int]] = []  # (FLOPs of one layer, layers like it)
+    per_layer: list[tuple[int, bool, int]] = []  # (FLOPs of one layer, reuses another's K/V, layers like it)
     cheapest: int | None = None
-    sparse = any(isinstance(c, IndexerCache) for c, _ in spec.groups)
+    # A sparse (DSA) model's MLA layers read only the tokens its indexer picks.
+    sparse = any(c.picks_attended_tokens for c, _ in spec.groups)
+    topk = shape.index_topk if sparse else None
     for cache, count in spec.groups:
-        if cache.tokens != "decoder":
-            raise UsageError(f"{spec.name}: speed models decoder-only attention; {cache.kind.value} is not modelled")
-
-        def span(c: LayerCache = cache) -> int:
-            if not prefill:
-                return _attended(c, context)
-            return _causal_sum(c, prefill)
-
-        flops = 0
-        if isinstance(cache, AttentionCache):
-            flops = 2 * h * (cache.k_head_dim + cache.v_head_dim) * span()
-        elif isinstance(cache, KVWindowCache):
-            flops = 2 * h * 2 * cache.head_dim * span()
-        elif isinstance(cache, LatentCache):
-            if prefill:
-                k = cache.k_head_dim or cache.latent_dim + cache.rope_dim
-                v = cache.v_head_dim or cache.latent_dim
-                tokens = span() if not sparse or shape.index_topk is None else _topk_sum(prefill, shape.index_topk)
-                flops = 2 * h * (k + v) * tokens
-            else:
-                tokens = span() if not sparse or shape.index_topk is None else min(context, shape.index_topk)
-                flops = 2 * h * (2 * cache.latent_dim + cache.rope_dim) * tokens
-        elif isinstance(cache, IndexerCache):
-            flops = 2 * shape.index_heads * cache.head_dim * span()
-        elif isinstance(cache, StateCache):
-            conv, state = cache.state_elements(whole_kernel=False)
-            flops = (4 * state + 2 * conv) * (prefill or 1)
-        elif cache.kind in (Kind.SHARED, Kind.NONE):
-            flops = -1 if cache.kind is Kind.SHARED else 0
-        else:
-            raise UsageError(f"{spec.name}: speed does not model the FLOPs of {cache.kind.value} layers yet")
-        per_layer.append((flops, count))
-        if flops > 0 and isinstance(cache, AttentionCache | LatentCache | KVWindowCache):
+        refusal = cache.speed_refusal
+        if refusal is not None:
+            raise UsageError(f"{spec.name}: {refusal}")
+        flops = cache.attention_flops(
+            shape.query_heads, context=context, prefill=prefill, index_heads=shape.index_heads, index_topk=topk
+        )
+        per_layer.append((flops, cache.reuses_kv, count))
+        if flops > 0 and cache.is_kv_source:
             cheapest = flops if cheapest is None else min(cheapest, flops)
-    return sum((f if f >= 0 else (cheapest or 0)) * n for f, n in per_layer)
-
-
-def _topk_sum(n: int, k: int) -> int:
-    """Tokens a causal sparse prefill attends to: min(position, k) summed over positions 1..n."""
-    if n <= k:
-        return n * (n + 1) // 2
-    return k * (k + 1) // 2 + (n - k) * k
+    return sum(((cheapest or 0) if reuses else f) * n for f, reuses, n in per_layer)
 
 
 # --- steps ------------------------------------------------------------------------------------------------------

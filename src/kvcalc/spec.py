@@ -1,15 +1,26 @@
 """What each layer of a model keeps in its cache, independent of any workload.
 
-A model is a tuple of per-layer cache entries. Every architecture kvcalc knows is one of five
+A model is a tuple of per-layer cache entries. Every architecture kvcalc knows is one of ten
 entry kinds, so the estimator has a single mechanism instead of a branch per model family:
 
 - ``AttentionCache``: K and V per token (full, sliding-window, chunked, or cross-attention over an
   encoder's output or over images);
 - ``LatentCache``: one compressed latent per token (MLA), no separate K and V;
+- ``IndexerCache``: a sparse-attention indexer's one key per token (DeepSeek-V3.2's DSA,
+  MiniMax-M3's MSA), beside the layer it picks tokens for;
 - ``StateCache``: a fixed-size state per sequence (linear attention, Mamba, LFM2's short
   convolution), nothing per token;
 - ``SharedCache``: a layer that reuses another layer's K and V and stores nothing itself;
-- ``NoCache``: a layer with no attention and no state (an MLP or MoE block, a no-op attention).
+- ``NoCache``: a layer with no attention and no state (an MLP or MoE block, a no-op attention);
+- ``KVWindowCache``: a sliding window whose one row per token is both key and value
+  (DeepSeek-V4's shared-KV MQA);
+- ``CompressedCache``: one pooled key-and-value entry per ``ratio`` tokens (DeepSeek-V4's
+  compressed attention);
+- ``CompressorBufferCache``: the tokens a DeepSeek-V4 compressor has projected but not yet pooled;
+- ``CompressorOverlapCache``: a DeepSeek-V4 CSA compressor's carried overlapping window.
+
+Each kind answers for itself (``_Layer``'s methods): what it stores, how an engine lays it out,
+and what kvcalc speed charges for attending over it.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from functools import cached_property
 from typing import Any, Literal, cast
 
 from .dtypes import DType
+from .errors import UsageError
 
 TokenSource = Literal["decoder", "encoder", "image"]
 
@@ -75,6 +87,14 @@ _FEATURE = {
 }  # fmt: skip
 
 
+def causal_window_sum(n: int, window: int | None) -> int:
+    """Sum over positions 1..n of min(position, ``window``): the tokens a causal pass of n tokens
+    attends to when each sees at most ``window`` of them (None: all before it and itself)."""
+    if window is None or n <= window:
+        return n * (n + 1) // 2
+    return window * (window + 1) // 2 + (n - window) * window
+
+
 def heads_per_gpu(kv_heads: int, tp: int) -> int:
     """KV heads one tensor-parallel rank stores: vllm/config/model.py get_num_kv_heads splits them
     across ranks and replicates them when there are fewer heads than ranks."""
@@ -83,7 +103,7 @@ def heads_per_gpu(kv_heads: int, tp: int) -> int:
 
 class _Layer:
     """What every layer kind answers; each kind overrides what differs. The estimator, engines,
-    fit, compare and views ask these instead of switching on the class."""
+    fit, compare, views and speed (kvcalc.roofline) ask these instead of switching on the class."""
 
     tokens: TokenSource = "decoder"
     token_bound: int | None = None
@@ -206,6 +226,58 @@ class _Layer:
         that layout refuse it."""
         return False
 
+    # --- what kvcalc speed charges for attention (kvcalc.roofline) ---------------------------------------
+
+    @property
+    def speed_refusal(self) -> str | None:
+        """Why kvcalc speed cannot price this layer's attention (one line; the caller prefixes the
+        model's name), or None when it can. By default a kind is refused until it says what its
+        attention costs (``attention_flops``)."""
+        if self.tokens != "decoder":
+            return f"speed models decoder-only attention; {self.kind.value} is not modelled"
+        return f"speed does not model the FLOPs of {self.kind.value} layers yet"
+
+    def attended(self, context: int) -> int:
+        """Tokens a decoder layer attends to at context length ``context``: windows and chunks cap it."""
+        return context
+
+    def causal_attended(self, n: int) -> int:
+        """Sum over positions 1..n of the tokens each attends to (a causal prefill of n tokens)."""
+        return causal_window_sum(n, None)
+
+    def attended_tokens(self, context: int, prefill: int) -> int:
+        """``attended(context)`` for a decode step, ``causal_attended(prefill)`` for a prefill."""
+        return self.causal_attended(prefill) if prefill else self.attended(context)
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """Attention FLOPs of one such layer for one sequence: the decode of one token after
+        ``context`` tokens, or (``prefill`` n) a causal prefill of n tokens, with ``query_heads``
+        query heads. ``index_heads`` are a sparse-attention indexer's heads; ``index_topk`` the
+        tokens each query keeps when the model's indexer picks them (None: dense attention).
+        Raises the one-line UsageError of ``speed_refusal`` for a kind speed does not model."""
+        raise UsageError(self.speed_refusal or f"speed does not model the FLOPs of {self.kind.value} layers yet")
+
+    @property
+    def reuses_kv(self) -> bool:
+        """Whether the layer attends over K/V another layer cached, so its own ``attention_flops``
+        (0) leave out its attention: speed charges it like the cheapest ``is_kv_source`` layer
+        (a lower bound)."""
+        return False
+
+    @property
+    def is_kv_source(self) -> bool:
+        """Whether the layer attends over K/V (or a latent) it caches itself: a layer a
+        ``reuses_kv`` layer may be reading, whose FLOPs therefore bound that layer's."""
+        return False
+
+    @property
+    def picks_attended_tokens(self) -> bool:
+        """Whether the layer is a sparse-attention indexer: its model's MLA layers attend to the
+        ``index_topk`` tokens it picks, not to all of them."""
+        return False
+
 
 @dataclass(frozen=True)
 class AttentionCache(_Layer):
@@ -291,6 +363,39 @@ class AttentionCache(_Layer):
             return "cross-attention over image tokens: K and V of images x tokens per image, none per text token"
         return ""
 
+    @property
+    def speed_refusal(self) -> str | None:
+        # Cross-attention (an encoder's or the images' tokens) is refused; decoder self-attention is priced.
+        return super().speed_refusal if self.tokens != "decoder" else None
+
+    def attended(self, context: int) -> int:
+        if self.window is not None:
+            return min(context, self.window)
+        if self.chunk is not None:
+            return (context - 1) % self.chunk + 1
+        return context
+
+    def causal_attended(self, n: int) -> int:
+        if self.chunk is not None:  # each whole chunk attends causally within itself, then the rest
+            c = self.chunk
+            full, rest = divmod(n, c)
+            return full * c * (c + 1) // 2 + rest * (rest + 1) // 2
+        return causal_window_sum(n, self.window)
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """Per query head, the scores take 2 x k_head_dim and the weighted values 2 x v_head_dim
+        FLOPs per attended token."""
+        refusal = self.speed_refusal
+        if refusal is not None:
+            raise UsageError(refusal)
+        return 2 * query_heads * (self.k_head_dim + self.v_head_dim) * self.attended_tokens(context, prefill)
+
+    @property
+    def is_kv_source(self) -> bool:
+        return True
+
 
 @dataclass(frozen=True)
 class LatentCache(_Layer):
@@ -342,6 +447,30 @@ class LatentCache(_Layer):
 
     def explain(self) -> str:
         return "MLA caches one latent per token: (d_c + d_rope) elements, no factor 2"
+
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """MLA decodes in its absorbed form: per query head, the scores over the latent and RoPE dims
+        (2 x (latent + rope)) and the values over the latent (2 x latent) per attended token. It
+        prefills decompressed, as attention with the per-head K and V dims (latent + rope and
+        latent when the config names none). Under a sparse indexer (``index_topk``) each query
+        attends to at most index_topk tokens."""
+        if prefill:
+            k = self.k_head_dim or self.latent_dim + self.rope_dim
+            v = self.v_head_dim or self.latent_dim
+            tokens = self.causal_attended(prefill) if index_topk is None else causal_window_sum(prefill, index_topk)
+            return 2 * query_heads * (k + v) * tokens
+        tokens = self.attended(context) if index_topk is None else min(context, index_topk)
+        return 2 * query_heads * (2 * self.latent_dim + self.rope_dim) * tokens
+
+    @property
+    def is_kv_source(self) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -400,6 +529,22 @@ class IndexerCache(_Layer):
             )
         return f"the sparse-attention indexer caches one {self.head_dim}-element key per token, no V"
 
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """The indexer scores every cached key with each of its ``index_heads`` heads: 2 x head_dim
+        FLOPs per head per token. (A compressed indexer, ``ratio`` > 1, is charged as if it were
+        not; its model's compressed layers are refused anyway.)"""
+        return 2 * index_heads * self.head_dim * self.attended_tokens(context, prefill)
+
+    @property
+    def picks_attended_tokens(self) -> bool:
+        return True
+
 
 @dataclass(frozen=True)
 class StateCache(_Layer):
@@ -455,6 +600,18 @@ class StateCache(_Layer):
     def total_state_elements(self) -> int:
         return self.conv_elements + self.recurrent_elements
 
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """About 4 FLOPs per recurrent state element per token (decay and update, then the read) and
+        2 per conv state element, whatever the context: per decoded token, or per prompt token."""
+        conv, state = self.state_elements(whole_kernel=False)
+        return (4 * state + 2 * conv) * (prefill or 1)
+
 
 @dataclass(frozen=True)
 class SharedCache(_Layer):
@@ -466,6 +623,20 @@ class SharedCache(_Layer):
 
     def explain(self) -> str:
         return "reuses K and V cached by earlier layers: stores nothing, 0 bytes"
+
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """None of its own: speed charges it like the cheapest layer it may be reading (``reuses_kv``)."""
+        return 0
+
+    @property
+    def reuses_kv(self) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -484,6 +655,16 @@ class NoCache(_Layer):
 
     def explain(self) -> str:
         return f"{self.block}: no attention, no state, so nothing cached, 0 bytes"
+
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """No attention, no state: nothing to charge."""
+        return 0
 
 
 @dataclass(frozen=True)
@@ -532,6 +713,27 @@ class KVWindowCache(_Layer):
 
     def explain(self) -> str:
         return f"one {self.head_dim}-element row per token serves as key and value (no factor 2), last {self.window}"
+
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attended(self, context: int) -> int:
+        return min(context, self.window)
+
+    def causal_attended(self, n: int) -> int:
+        return causal_window_sum(n, self.window)
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """Per query head, the one ``head_dim`` row read as key and as value: 2 x head_dim FLOPs for
+        the scores and 2 x head_dim for the weighted values per attended token."""
+        return 2 * query_heads * 2 * self.head_dim * self.attended_tokens(context, prefill)
+
+    @property
+    def is_kv_source(self) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
