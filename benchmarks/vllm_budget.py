@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 
 from kvcalc.dims import ModelDims, read_dims
+from kvcalc.engines.vllm.runtime import vllm_batch_defaults, vllm_runtime
 from kvcalc.gpus import GPUS
 from kvcalc.presets import load_presets
-from kvcalc.runtime import vllm_batch_defaults, vllm_runtime
 
 DATA = Path(__file__).resolve().parent / "data"
 GIB = 2**30

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from kvcalc.capacity import vllm_plan
 from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
+from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import ConfigError
 from kvcalc.estimator import Workload, estimate
 from kvcalc.presets import load_presets

@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.capacity import fit, vllm_plan
+from kvcalc.capacity import fit
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
+from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
 from kvcalc.spec import (

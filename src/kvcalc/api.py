@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from .comparison import Comparison
     from .crosscheck import CrossCheck
     from .engines import Engine
+    from .gpus import GPU
     from .llamacpp_probe import LlamaCppProbe
     from .presets import Preset
     from .runtime import Runtime
@@ -160,7 +161,7 @@ def serving(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int = DEFAULT_QUANT_GROUP,
+    quant_group: int | None = None,
     residual_tokens: int | None = None,
     block_size: int | None = None,
     max_batched_tokens: int | None = None,
@@ -168,6 +169,8 @@ def serving(
     kv_unified: bool = False,
     n_batch: int | None = None,
     swa_full: bool | None = None,
+    max_num_seqs: int | None = None,
+    enforce_eager: bool = False,
 ) -> Serving:
     """Resolve the engine (by registry name) and the formats; ``None`` / ``"auto"`` formats are
     the engine's own default for the model, decided by the estimator."""
@@ -178,7 +181,7 @@ def serving(
     # A block or quantization group is at most a row's length; token counts at most any count.
     knobs = (("block_size", block_size, MAX_DIMENSION), ("max_batched_tokens", max_batched_tokens, MAX_COUNT),
              ("ubatch", ubatch, MAX_COUNT), ("quant_group", quant_group, MAX_DIMENSION),
-             ("n_batch", n_batch, MAX_COUNT))  # fmt: skip
+             ("n_batch", n_batch, MAX_COUNT), ("max_num_seqs", max_num_seqs, MAX_COUNT))  # fmt: skip
     for param, value, most in knobs:
         if value is not None and (isinstance(value, bool) or value <= 0):
             raise UsageError(f"{param} must be positive, got {value}", param=param)
@@ -191,15 +194,10 @@ def serving(
         chosen = engine
     else:
         chosen, engine_notes = make_engine(
-            engine,
-            block_size=block_size,
-            max_num_batched_tokens=max_batched_tokens,
-            n_ubatch=ubatch,
-            kv_unified=kv_unified,
-            n_batch=n_batch,
-            swa_full=swa_full,
-            uses_mla=any(c.is_latent for c in spec.caches),
-        )
+            engine, uses_mla=any(c.is_latent for c in spec.caches), block_size=block_size,
+            max_batched_tokens=max_batched_tokens, ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch,
+            swa_full=swa_full, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
+        )  # fmt: skip
         notes += engine_notes
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
@@ -216,21 +214,42 @@ def serving(
             "-ctk and -ctv)",
             param=("kv_dtype", "k_dtype", "v_dtype"),
         )
-    base = _dtype(kv_dtype, quant_group, "kv_dtype")
-    k = _dtype(k_dtype, quant_group, "k_dtype") if k_dtype is not None else base
-    v = _dtype(v_dtype, quant_group, "v_dtype") if v_dtype is not None else base
+    group = quant_group if quant_group is not None else DEFAULT_QUANT_GROUP
+    base = _dtype(kv_dtype, group, "kv_dtype")
+    k = _dtype(k_dtype, group, "k_dtype") if k_dtype is not None else base
+    v = _dtype(v_dtype, group, "v_dtype") if v_dtype is not None else base
+    named = [_dtype(d, group, "kv_dtype") for d in (kv_dtype, k_dtype, v_dtype) if isinstance(d, str)]
+    if quant_group is not None and not any(d is not None and d.is_group_quantized for d in named):
+        raise UsageError(
+            "quant_group applies to the group-quantized formats int8, int4 and int2; the formats asked for have no "
+            "groups",
+            param="quant_group",
+        )
     if v is None and k is not None and k_dtype is not None:
         # K alone (llama.cpp -ctk without -ctv): V keeps the engine's own default format, as the
         # engine does (common/arg.cpp sets cache_type_k and cache_type_v apart); it must not follow K.
         v, _ = chosen.auto_kv_dtype(spec.dtype, spec.model_type)
         notes.append(f"V format not given: {v.name}, {chosen.name}'s default (--v-dtype or --kv-dtype to set it)")
     quantized = any(d is not None and not d.is_plain for d in (k, v))
+    if residual_tokens is not None and not quantized:
+        raise UsageError(
+            "residual_tokens applies to a quantized KV cache (the newest tokens it keeps unquantized); the cache "
+            "asked for keeps every token in its own format",
+            param="residual_tokens",
+        )
     residual = residual_tokens
     if residual is None:
-        residual = 127 if chosen.name == "transformers" and quantized else 0
-        if residual:
-            notes.append("QuantizedCache keeps up to 127 newest tokens in the model dtype (residual_length 128)")
+        residual, residual_note = chosen.default_residual_tokens(quantized)
+        notes += [residual_note] if residual_note else []
     return Serving(chosen, k, v if v != k else None, residual, tuple(notes))
+
+
+def is_theoretical(engine: str | Engine) -> bool:
+    """Whether an engine name (or alias) is the theoretical engine, the figure others are set beside."""
+    from .engines import engine_entry
+
+    name = engine.name if not isinstance(engine, str) else engine_entry(engine).name
+    return name == "theoretical"
 
 
 def _dtype(value: DTypeLike, quant_group: int, param: str) -> DType | None:
@@ -315,7 +334,7 @@ def estimate(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int = DEFAULT_QUANT_GROUP,
+    quant_group: int | None = None,
     residual_tokens: int | None = None,
     engine: str | Engine = "theoretical",
     block_size: int | None = None,
@@ -388,7 +407,7 @@ def estimate_requests(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int = DEFAULT_QUANT_GROUP,
+    quant_group: int | None = None,
     residual_tokens: int | None = None,
     engine: str | Engine = "theoretical",
     block_size: int | None = None,
@@ -469,7 +488,14 @@ def compare(
         notes.append("tokens not given: 2,048 tokens per sequence assumed")
     if not tokens:
         raise UsageError("tokens needs at least one length", param="tokens")
+    twice = next((t for t in tokens if list(tokens).count(t) > 1), None)
+    if twice is not None:
+        raise UsageError(f"tokens lists {twice:,} more than once: each length is one column", param="tokens")
     dtypes = [_dtype(d, DEFAULT_QUANT_GROUP, "kv_dtype") for d in (kv_dtypes or [None])]
+    same = next((d for d in dtypes if dtypes.count(d) > 1), None)
+    if len(dtypes) > 1 and same is not None:
+        shown = same.name if same is not None else "auto"
+        raise UsageError(f"kv_dtypes lists {shown} more than once: each format is one column", param="kv_dtypes")
     if len(opened) == 1:
         candidates, variant_notes = attention_variants(
             opened[0].spec, kv_heads=kv_heads, latent_dim=latent_dim, rope_dim=rope_dim, mark_own=mark_own
@@ -533,7 +559,7 @@ def fit(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int = DEFAULT_QUANT_GROUP,
+    quant_group: int | None = None,
     residual_tokens: int | None = None,
     engine: str | Engine = "theoretical",
     block_size: int | None = None,
@@ -594,7 +620,8 @@ def fit(
     chosen = serving(
         spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
         residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full, max_num_seqs=max_num_seqs,
+        enforce_eager=enforce_eager,
     )  # fmt: skip
     notes = list(chosen.notes)
     if tokens is None:
@@ -650,7 +677,6 @@ def fit(
             weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
         runtime, engine_now, runtime_notes = _runtime(
             opened, chosen.engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=share, overhead=overhead,
-            max_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
             n_ctx=tokens * cdiv_int(batch, dp), n_seq=cdiv_int(batch, dp), k_dtype=chosen.k_dtype,
             v_dtype=chosen.v_dtype,
         )  # fmt: skip
@@ -762,6 +788,16 @@ def _context_limit(
     (what vLLM takes as its default max_model_len), else none."""
     notes: list[str] = []
     limit = spec.max_context
+    if max_model_len is not None and not context_cap:
+        raise UsageError(
+            "context_cap changes nothing beside max_model_len: the context stops there",
+            param=("context_cap", "max_model_len"),
+        )
+    if max_model_len is None and limit is None and not context_cap:
+        raise UsageError(
+            f"context_cap changes nothing: {spec.name}'s config gives no context limit to cap at",
+            param="context_cap",
+        )
     if max_model_len is not None:
         if limit is not None and max_model_len > limit:
             notes.append(
@@ -828,108 +864,40 @@ def _runtime(
     engine: Engine,
     *,
     gpu_bytes: int,
-    gpu: Any,
+    gpu: GPU | None,
     tp: int,
     pp: int,
     share: Fraction | None,
     overhead: int | None,
-    max_batched_tokens: int | None,
-    max_num_seqs: int | None,
-    enforce_eager: bool,
     n_ctx: int = 4096,
     n_seq: int = 1,
     k_dtype: DType | None = None,
     v_dtype: DType | None = None,
 ) -> tuple[Runtime, Engine, list[str]]:
-    """The engine's share of each GPU and what its runtime takes from it (kvcalc.runtime), the
-    engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces the model."""
-    from fractions import Fraction
-
+    """The engine's share of each GPU and what its runtime takes from it (the engine's runtime
+    model), the engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces
+    the model."""
     from .dims import read_dims
-    from .engines.llamacpp import LlamaCpp
-    from .engines.sglang import SGLang
-    from .engines.vllm import VLLM
-    from .runtime import given_runtime, sglang_runtime, vllm_batch_defaults, vllm_runtime, vllm_utilization
+    from .runtime import RuntimeRequest, given_runtime
 
-    notes: list[str] = []
-    if not isinstance(engine, VLLM):
-        for name, value in (("max_num_seqs", max_num_seqs), ("enforce_eager", enforce_eager or None)):
-            if value is not None:
-                raise UsageError(f"{name} applies to vLLM, not the {engine.name} engine", param=name)
-    if isinstance(engine, VLLM) and engine.platform == "cpu":
-        raise UsageError(
-            "vLLM's CPU build sizes its cache from VLLM_CPU_KVCACHE_SPACE, not a GPU share: give kv_budget",
-            param=("kv_budget", "gpu"),
-        )
-    if isinstance(engine, VLLM):
-        tokens, seqs, why = vllm_batch_defaults(gpu_bytes, gpu.name if gpu is not None else None)
-        if max_batched_tokens is None:
-            engine = replace(engine, max_num_batched_tokens=tokens)
-            notes.append(
-                f"vllm serve defaults for this GPU ({why}): max_num_batched_tokens {tokens:,}, max_num_seqs "
-                f"{max_num_seqs or seqs:,} (engine/arg_utils.py get_batch_defaults; the LLM class may take more)"
-            )
-        seqs = max_num_seqs or seqs
+    source = model.source
+    raw = source.config if source is not None and isinstance(source.config, dict) else {}
+    dtype = model.spec.dtype
+    request = RuntimeRequest(
+        gpu_bytes=gpu_bytes, gpu=gpu, tp=tp, pp=pp, share=share,
+        dims=read_dims(source.config) if source is not None else None,
+        dtype_bytes=2 if dtype is None or dtype.name == "fp32" else max(1, dtype.bits // 8),
+        multimodal=any(key in raw for key in ("vision_config", "audio_config", "vision_tower")),
+        recurrent=any(c.is_state for c in model.spec.caches), n_ctx=n_ctx, n_seq=n_seq,
+        quantized_kv=any(d is not None and d.bits < 16 for d in (k_dtype, v_dtype)),
+    )  # fmt: skip
+    engine, notes = engine.for_gpu(request)
     if overhead is not None:
-        if isinstance(engine, SGLang):
-            default = share if share is not None else Fraction(88, 100)
-            label = f"x mem_fraction_static {float(default):g}"
-        elif isinstance(engine, VLLM):
-            default = share if share is not None else vllm_utilization(engine.version)
-            label = f"x gpu_memory_utilization {float(default):g}"
-        else:
-            default = share if share is not None else (Fraction(1) if isinstance(engine, LlamaCpp) else Fraction(9, 10))
-            label = f"x utilization {float(default):g}"
-        return given_runtime(overhead, engine.name, default, label), engine, notes
-    if isinstance(engine, SGLang):
-        smi = gpu.smi_mib if gpu is not None else gpu_bytes // 2**20
-        if gpu is None:
-            notes.append("SGLang sizes its defaults from nvidia-smi's total: --gpu-memory taken as that total")
-        runtime = sglang_runtime(smi, tp, pp, share)
-        return runtime, engine, [*notes, *runtime.notes]
-    if isinstance(engine, VLLM):
-        source = model.source
-        dims = read_dims(source.config) if source is not None else None
-        if dims is None:
-            raise UsageError(
-                "vLLM's activation peak needs the model's hidden size, layers and vocabulary, and this model does "
-                "not give them: give overhead (bytes per GPU)",
-                param="overhead",
-            )
-        dtype = model.spec.dtype
-        b = 2 if dtype is None or dtype.name == "fp32" else max(1, dtype.bits // 8)
-        raw = source.config if source is not None and isinstance(source.config, dict) else {}
-        runtime = vllm_runtime(
-            dims, version=engine.version, tp=tp, dtype_bytes=b, max_num_batched_tokens=engine.max_num_batched_tokens,
-            max_num_seqs=seqs, utilization=share, enforce_eager=enforce_eager,
-            multimodal=any(key in raw for key in ("vision_config", "audio_config", "vision_tower")),
-            recurrent=any(c.is_state for c in model.spec.caches),
-        )  # fmt: skip
-        return runtime, engine, [*notes, *runtime.notes]
-    if isinstance(engine, LlamaCpp):
-        source = model.source
-        dims = read_dims(source.config) if source is not None else None
-        if dims is None or not dims.heads:
-            raise UsageError(
-                "llama.cpp's compute buffer needs the model's hidden size, heads and vocabulary, and this model does "
-                "not give them: give overhead (bytes per GPU)",
-                param="overhead",
-            )
-        from .runtime import llamacpp_runtime
-
-        quantized = any(d is not None and d.bits < 16 for d in (k_dtype, v_dtype))
-        runtime = llamacpp_runtime(
-            dims, n_ctx=n_ctx, n_ubatch=engine.n_ubatch, n_batch=engine.n_batch, n_seq=n_seq,
-            unified=engine.unified, quantized_kv=quantized, share=share,
-        )  # fmt: skip
-        return runtime, engine, [*notes, *runtime.notes]
-    default = share if share is not None else Fraction(9, 10)
-    runtime = given_runtime(2 * 2**30, engine.name, default, f"x utilization {float(default):g}")
-    notes.append(
-        f"the {engine.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the runtime "
-        "(--overhead sets it)"
-    )
-    return runtime, engine, notes
+        default = share if share is not None else engine.default_share
+        runtime = given_runtime(overhead, engine.name, default, f"x {engine.share_name} {float(default):g}")
+        return runtime, engine, notes
+    runtime, runtime_notes = engine.runtime(request)
+    return runtime, engine, [*notes, *runtime_notes]
 
 
 # --- probe --------------------------------------------------------------------------------------------
@@ -1287,16 +1255,14 @@ def fit_offload(
     one more, or ``"auto"``: the most that fit every GPU) at a context of ``tokens`` x ``batch``
     cells: weights, KV cache and compute buffer per GPU and on the CPU (kvcalc.offload)."""
     from .dims import read_dims
-    from .engines.llamacpp import LlamaCpp
     from .gpus import find_gpu
     from .offload import largest_fitting, place
-    from .runtime import LLAMACPP_CONTEXT, llamacpp_compute_bytes
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     chosen = serving(spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch,
                      n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full)  # fmt: skip
-    if not isinstance(chosen.engine, LlamaCpp):
+    if not chosen.engine.splits_layers:
         raise UsageError("gpu_layers applies to llama.cpp: use engine llama.cpp or llama-server", param="gpu_layers")
     if gpus < 1:
         raise UsageError(f"gpus must be a positive whole number, got {gpus}", param="gpus")
@@ -1332,19 +1298,16 @@ def fit_offload(
         raise UsageError(f"{spec.name}: {len(per_layer_kv)} cache entries for {len(layer_weights.layers)} layers: "
                          "the offload split needs one per layer")  # fmt: skip
     dims = read_dims(opened.source.config) if opened.source is not None else None
-    engine_now = chosen.engine
     compute = 0
-    if dims is not None and dims.heads:
-        quantized = any(d is not None and d.bits < 16 for d in (chosen.k_dtype, chosen.v_dtype))
-        compute, how = llamacpp_compute_bytes(
-            dims, n_ctx=tokens * batch, n_ubatch=engine_now.n_ubatch, n_batch=engine_now.n_batch, n_seq=batch,
-            unified=engine_now.unified, quantized_kv=quantized,
-        )  # fmt: skip
+    quantized = any(d is not None and d.bits < 16 for d in (chosen.k_dtype, chosen.v_dtype))
+    buffer = chosen.engine.compute_buffer(dims, n_ctx=tokens * batch, n_seq=batch, quantized_kv=quantized)
+    if buffer is not None:
+        compute, how = buffer
         notes.append(f"compute buffer {compute:,} B on each backend that holds layers ({how}; an upper bound "
                      "when layers are split)")  # fmt: skip
     else:
         notes.append("compute buffer not sized: the model does not give its hidden size, heads and vocabulary")
-    context = LLAMACPP_CONTEXT.bytes
+    context = chosen.engine.device_context_bytes
     notes.append(f"each GPU also needs the CUDA context, cuBLAS workspace and memory pool: {context:,} B assumed "
                  "(0.25-1 GiB), not counted above")  # fmt: skip
     if not kv_offload:

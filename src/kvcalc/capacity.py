@@ -1,8 +1,9 @@
 """What fits: the KV budget of a GPU, and the tokens, sequences and context it holds.
 
-``estimate`` answers "how big is this workload"; this module inverts it. For vLLM it follows the
-engine's own arithmetic (blocks per group, "GPU KV cache size: N tokens", "Maximum concurrency");
-for the other engines it searches the exact estimate, which is monotone in tokens and batch.
+``estimate`` answers "how big is this workload"; this module inverts it. An engine with its own
+capacity arithmetic answers itself (``Engine.capacity``: vLLM's blocks per group, "GPU KV cache
+size: N tokens", "Maximum concurrency"); for the others fit searches the exact estimate, which is
+monotone in tokens and batch.
 Pure: sizes come in as integers, nothing is read or printed here.
 """
 
@@ -11,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from .engines import Engine, cdiv
-from .engines.llamacpp import LlamaCpp
-from .engines.sglang import SGLang
-from .engines.vllm import VLLM, version_text
-from .errors import UsageError
-from .estimator import Estimate, Workload, estimate, stage_entries
+from .estimator import Workload, estimate
 from .runtime import Runtime, given_runtime
-from .spec import LayerCache, ModelSpec
+from .spec import ModelSpec
+
+if TYPE_CHECKING:
+    from .engines.vllm.capacity import VllmPlan
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
 SEARCH_LIMIT = 2**40
@@ -107,81 +108,6 @@ def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_la
     return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime, least)
 
 
-@dataclass(frozen=True)
-class VllmGroup:
-    """Layers of one vLLM KVCacheSpec: a representative layer, how many there are, in how many
-    block-table groups, and the group's block size in tokens."""
-
-    cache: LayerCache
-    kind: str
-    layers: int
-    groups: int
-    block_size: int
-
-
-@dataclass(frozen=True)
-class VllmPlan:
-    """vLLM's KV cache layout for one worker: kv_cache_utils.py @ 001cabc1.
-
-    ``page_bytes`` is one block of one layer; ``group_size`` layers share each block index;
-    ``num_blocks = budget // page // group_size``.
-    """
-
-    page_bytes: int
-    group_size: int
-    num_blocks: int
-    kinds: tuple[VllmGroup, ...]
-    engine: VLLM
-    notes: tuple[str, ...] = ()
-
-    @property
-    def max_num_batched_tokens(self) -> int:
-        return self.engine.max_num_batched_tokens
-
-    @property
-    def num_groups(self) -> int:
-        return sum(k.groups for k in self.kinds)
-
-    @property
-    def cache_tokens(self) -> int:
-        """The "GPU KV cache size: N tokens" vLLM up to 0.20.0 logs: num_blocks // groups x smallest
-        block (kv_cache_utils.py ``_report_kv_cache_config``, vLLM 0.11.0 to 0.20.0)."""
-        # Mamba specs use max_model_len-sized "blocks" (one state per request), so the smallest
-        # block is an attention one whenever attention is present.
-        attention = [k.block_size for k in self.kinds if not k.cache.is_state] or [k.block_size for k in self.kinds]
-        return self.num_blocks // self.num_groups * min(attention)
-
-    def logged_tokens(self, max_model_len: int) -> int:
-        """The "KV cache size: N tokens" the engine's release logs for ``max_model_len``: from
-        0.20.1 ``int(max_concurrency x max_model_len)`` (``get_kv_cache_capacity``), before that
-        ``cache_tokens``. In floats, as vLLM computes it (num_blocks / blocks per request is a
-        Python float), so the figure rounds exactly as the log does."""
-        if not self.engine.logs_concurrency_capacity:
-            return self.cache_tokens
-        return int(self.num_blocks / self.blocks_per_request(max_model_len) * max_model_len)
-
-    def blocks_per_request(self, tokens: int, encoder_tokens: int = 0) -> int:
-        """Blocks one request of ``tokens`` reserves across all groups (max_memory_usage_bytes),
-        from the engine's own per-layer arithmetic."""
-        return sum(
-            self.engine.blocks_held(
-                k.cache, encoder_tokens if k.cache.tokens == "encoder" else tokens, k.block_size, planning=True
-            )
-            * k.groups
-            for k in self.kinds
-        )
-
-    def max_concurrency(self, tokens: int, encoder_tokens: int = 0) -> Fraction:
-        """get_max_concurrency_for_kv_cache_config: num_blocks / blocks per request."""
-        return Fraction(self.num_blocks, self.blocks_per_request(tokens, encoder_tokens))
-
-    def max_context(self, batch: int, limit: int | None = None) -> int | None:
-        """The longest request length L <= ``limit`` (vLLM's max_model_len) with batch x blocks(L)
-        <= num_blocks, as estimate_max_model_len searches it. No limit: None when unbounded."""
-        found = largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit or SEARCH_LIMIT)
-        return limit if found is None and limit is not None else found
-
-
 def largest(fits: Callable[[int], bool], limit: int) -> int | None:
     """The largest n in [1, limit] with fits(n) (fits is monotone), 0 if none, None if limit fits."""
     if not fits(1):
@@ -196,84 +122,6 @@ def largest(fits: Callable[[int], bool], limit: int) -> int | None:
         else:
             high = mid
     return low
-
-
-def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
-    """Group the layers of the most loaded worker as vLLM does and count its blocks."""
-    w = workload
-    # Batches in flight grow with pipeline stages (VllmConfig.max_concurrent_batches).
-    engine = replace(engine, pipeline_stages=w.pp)
-    # Page sizes come from the estimator itself: one token of one sequence, per layer and GPU, so
-    # fit and estimate share the formats, heads per GPU and state sizes.
-    one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
-    notes: list[str] = list(one.notes)  # the formats chosen, as estimate notes them
-    per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups}
-    stages = stage_entries(spec, w.pp)
-    stage = max(stages, key=len)
-
-    # Page bytes per layer (one block of block_size tokens, or one state), per vLLM spec.
-    pages: dict[str, list[int]] = {}
-    first: dict[str, LayerCache] = {}
-    for i in stage:
-        cache = spec.caches[i]
-        if not cache.caches_tokens and not cache.is_state:
-            continue  # KV-sharing layers allocate no cache of their own
-        label = engine.spec_label(cache)
-        row, state = per_layer[cache]
-        pages.setdefault(label, []).append(state if cache.is_state else engine.block_size * row)
-        first.setdefault(label, cache)
-    if not pages:
-        raise UsageError(f"{spec.name} has no KV cache for vLLM to size")
-    counts = {kind: len(p) for kind, p in pages.items()}
-    block = dict.fromkeys(pages, engine.block_size)
-
-    if len(pages) == 1:
-        ((kind, layer_pages),) = pages.items()
-        single = (VllmGroup(first[kind], kind, counts[kind], 1, engine.block_size),)
-        if len(set(layer_pages)) == 1:  # one group of every layer, one page size
-            page, size = layer_pages[0], len(layer_pages)
-        else:  # UniformTypeKVCacheSpecs: layers of different sizes, one block spans them all
-            page, size = sum(layer_pages), 1
-            notes.append("vLLM sizes one block across layers of different sizes (UniformTypeKVCacheSpecs)")
-        num_blocks = budget // page // size
-        return VllmPlan(page, size, num_blocks, single, engine, tuple(notes))
-
-    for kind, layer_pages in pages.items():
-        if len(set(layer_pages)) > 1:
-            raise UsageError(f"vLLM cannot group {kind} layers of different sizes with other layer kinds")
-    page_of = {kind: p[0] for kind, p in pages.items()}
-    states = [k for k in page_of if first[k].is_state]
-    if states:
-        # Platform._align_hybrid_block_size (vllm/platforms/interface.py, 0.32): attention blocks
-        # grow, in steps of max(kernel block, block_size) tokens, until an attention page holds a
-        # mamba state, and never shrink below block_size; the mamba page is padded to the attention
-        # page. Steps of 16 on CUDA's default 16-token blocks; 128 on the CPU build's.
-        attention = [k for k in page_of if k not in states]
-        per_token = max(page_of[k] // engine.block_size for k in attention)
-        step = max(16, engine.block_size)
-        size = max(engine.block_size, step * cdiv(max(page_of[k] for k in states), step * per_token))
-        for k in attention:
-            block[k] = size
-            page_of[k] = page_of[k] // engine.block_size * size
-        for k in states:
-            page_of[k] = max(page_of[a] for a in attention)
-        notes.append(
-            f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state (hybrid "
-            "attention/mamba layouts follow vLLM's rule approximately)"
-        )
-    largest = max(page_of.values())
-    for kind, page in page_of.items():
-        if largest % page:
-            raise UsageError(f"vLLM cannot unify page sizes {largest:,} and {page:,} bytes (NotImplementedError)")
-        block[kind] *= largest // page  # unify_kv_cache_spec_page_size: smaller pages take more tokens
-    smallest, most = min(counts.values()), max(counts.values())
-    group_size = most if most < smallest * 1.5 else smallest
-    kinds = tuple(VllmGroup(first[k], k, counts[k], cdiv(counts[k], group_size), block[k]) for k in pages)
-    padding = sum(k.groups * group_size - k.layers for k in kinds)
-    if padding:
-        notes.append(f"vLLM pads its layer groups with {padding} empty layer slot(s)")
-    num_blocks = budget // largest // group_size
-    return VllmPlan(largest, group_size, num_blocks, kinds, engine, tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -322,39 +170,9 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
     for dtype in (w.kv_dtype, w.v_dtype):
         if dtype is not None:
             engine.check_dtype(dtype)
-    if isinstance(engine, VLLM):
-        engine, cpu_notes = engine.for_max_model_len(context_limit or w.tokens, any(c.is_latent for c in spec.caches))
-        plan = vllm_plan(spec, w, engine, budget)
-        notes = [*plan.notes, *cpu_notes]
-        windowed = any(c.token_bound is not None for c in spec.caches)
-        if windowed:
-            notes.append(plan.engine.in_flight_note())
-        if windowed and not plan.engine.logs_concurrency_capacity:
-            notes.append(
-                "vLLM's token count assumes every layer stored every token (num_blocks // groups x block); "
-                "windowed layers keep far fewer, so one request can run longer than that count"
-            )
-        encoder = w.encoder_tokens or spec.encoder_tokens or 0
-        exact = plan.max_concurrency(w.tokens, encoder)
-        logged_len = context_limit or w.tokens
-        if plan.engine.logs_concurrency_capacity and plan.logged_tokens(logged_len) != plan.cache_tokens:
-            # Said only where the formulas differ (windows, several groups, a length off the block grid).
-            notes.append(
-                f"vLLM {version_text(plan.engine.version)} logs its KV cache size as max concurrency x max_model_len "
-                f"({logged_len:,}{'' if context_limit else ' = --tokens; set --max-model-len'}), rounded down"
-            )
-        return Fit(
-            kv_budget=budget,
-            tokens=w.tokens,
-            batch=w.batch,
-            max_tokens=plan.logged_tokens(logged_len),
-            max_concurrency=int(exact) * w.dp,
-            max_context=plan.max_context(cdiv(w.batch, w.dp), context_limit),
-            engine=engine.name,
-            max_concurrency_exact=exact,
-            vllm=plan,
-            notes=tuple(notes),
-        )
+    answer = engine.capacity(spec, w, budget, context_limit)
+    if answer is not None:
+        return answer
 
     def per_gpu(tokens: int, batch: int) -> int:
         est = estimate(
@@ -366,15 +184,7 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
 
     probe = estimate(spec, replace(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
     per_token = probe.per_gpu_token_bytes
-    max_tokens: int | None
-    if per_token == 0:
-        max_tokens = None
-    elif isinstance(engine, SGLang):
-        max_tokens = _sglang_tokens(probe, budget, engine.page_size)
-    elif isinstance(engine, LlamaCpp):
-        max_tokens = budget // per_token // engine.cell_padding * engine.cell_padding
-    else:
-        max_tokens = budget // per_token
+    max_tokens = None if per_token == 0 else engine.max_tokens(probe, budget)
     concurrency = largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
     context = largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit or SEARCH_LIMIT)
     if context is None and context_limit is not None:
@@ -391,18 +201,6 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
     )
 
 
-def _sglang_tokens(probe: Estimate, budget: int, page_size: int, swa_ratio: float = 0.8) -> int:
-    """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
-    layers the hybrid SWA pool gives them swa_full_tokens_ratio (0.8) of the full pool's tokens
-    (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
-    full = sum(g.layers * g.bytes_per_token for g in probe.groups if g.grows_per_token and g.cache.token_bound is None)
-    swa = sum(
-        g.layers * g.bytes_per_token for g in probe.groups if g.grows_per_token and g.cache.token_bound is not None
-    )
-    tokens = int(budget / (full + swa_ratio * swa)) if full and swa else budget // (full + swa)
-    return tokens // page_size * page_size
-
-
 def workload_bytes(spec: ModelSpec, workload: Workload, engine: Engine, result: Fit) -> int:
     """KV bytes per GPU the requested workload holds at once (``batch`` requests of ``tokens``,
     split over the replicas): vLLM's whole blocks when the answer came from its plan, else the
@@ -413,8 +211,6 @@ def workload_bytes(spec: ModelSpec, workload: Workload, engine: Engine, result: 
     if plan is not None:
         encoder = w.encoder_tokens or spec.encoder_tokens or 0
         return per_replica * plan.blocks_per_request(w.tokens, encoder) * plan.page_bytes * plan.group_size
-    if isinstance(engine, VLLM):  # not reached: vLLM answers always carry their plan
-        raise AssertionError("vLLM fit without a plan")
     one = replace(w, batch=per_replica, dp=1, shared_prefix=min(w.shared_prefix, w.tokens))
     return estimate(spec, one, engine=engine).per_gpu_bytes
 

@@ -111,6 +111,8 @@ def attention_variants(
         if value is not None and (isinstance(value, bool) or not least <= value <= MAX_DIMENSION):
             kind = "positive" if least else "non-negative"
             raise UsageError(f"the MLA {label} must be a {kind} whole number up to {MAX_DIMENSION:,}, got {value!r}")
+    if rope_dim is not None and latent_dim is None:
+        raise UsageError("--rope-dim is the MLA variant's RoPE key beside --latent-dim: give --latent-dim too")
     for kv in kv_heads:
         if kv <= 0 or kv > heads or heads % kv:
             raise UsageError(f"--kv-heads {kv} does not divide the {heads} query heads of {spec.name}")

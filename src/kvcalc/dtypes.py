@@ -28,6 +28,12 @@ class DType:
     strict_blocks: bool = False
 
     @property
+    def is_group_quantized(self) -> bool:
+        """Integers in groups with a scale and zero each (int8/int4/int2, ``--quant-group``); llama.cpp's
+        fixed-block types are not."""
+        return self.block > 1 and not self.strict_blocks
+
+    @property
     def bytes_per_element(self) -> int:
         """Whole bytes per element of a plain format (fp32/fp16/bf16/fp8)."""
         if self.block != 1 or self.bits % 8:

@@ -96,7 +96,7 @@ def estimate(
     engine: EngineOpt = "theoretical",
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
-    quant_group: QuantGroupOpt = 64,
+    quant_group: QuantGroupOpt = None,
     residual_tokens: ResidualOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
@@ -152,6 +152,8 @@ def estimate(
         given = [flag for flag, present in ignored.items() if present]
         if given:
             raise UsageError(f"--lengths gives every request its own length; {', '.join(given)} would be ignored")
+    if vs_theoretical and api.is_theoretical(engine):
+        raise UsageError("--vs-theoretical sets an engine's figure beside the theoretical one: give --engine")
     by_hand = any(v is not None for v in (layers, heads, kv_heads, head_dim))
     if model is not None and by_hand:
         raise UsageError("give either MODEL or --layers/--kv-heads/--head-dim, not both")
@@ -190,7 +192,7 @@ def estimate(
         theory = api.estimate(opened, tokens=result.workload.tokens, batch=result.workload.batch,
                               encoder_tokens=result.workload.encoder_tokens, kv_dtype=result.workload.kv_dtype,
                               images=result.workload.images or None, image_tokens=result.workload.image_tokens,
-                              v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens,
+                              v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens or None,
                               tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
     if as_json:
         from kvcalc.views.json import estimate_json

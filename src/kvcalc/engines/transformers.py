@@ -50,3 +50,10 @@ class Transformers(Engine):
             # key and the value separately although attention passes one tensor as both.
             v_row = k_row
         return k_row, v_row, heads
+
+    def default_residual_tokens(self, quantized: bool) -> tuple[int, str | None]:
+        """QuantizedCache (cache_utils.py) keeps the newest tokens unquantized until residual_length
+        (128) of them have gathered: up to 127 at any time."""
+        if not quantized:
+            return 0, None
+        return 127, "QuantizedCache keeps up to 127 newest tokens in the model dtype (residual_length 128)"

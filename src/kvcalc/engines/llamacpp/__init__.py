@@ -5,9 +5,11 @@ llama.cpp 0c1e570, the copy llama-cpp-python 0.3.36 vendors)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
+from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
     AttentionCache,
@@ -21,7 +23,10 @@ from kvcalc.spec import (
     NoCache,
 )
 
-from .base import Engine, EngineOptions, cdiv, pad
+if TYPE_CHECKING:
+    from kvcalc.dims import ModelDims
+    from kvcalc.estimator import Estimate
+    from kvcalc.runtime import Runtime, RuntimeRequest
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
@@ -73,6 +78,26 @@ _T5_CROSS = NoCache(block="T5 cross-attention: llama.cpp recomputes its K/V from
 
 
 @dataclass(frozen=True)
+class LlamaCppOptions(EngineOptions):
+    """llama.cpp's knobs: ``-ub`` (``ubatch``), ``-b`` (``n_batch``), ``-kvu`` (``kv_unified``) and
+    ``--swa-full`` (None: the command-line tools' default, off)."""
+
+    ubatch: int | None = None
+    n_batch: int | None = None
+    kv_unified: bool = False
+    swa_full: bool | None = None
+
+
+@dataclass(frozen=True)
+class LlamaServerOptions(EngineOptions):
+    """llama-server's knobs: those of llama.cpp but ``kv_unified``, which a plain server already is."""
+
+    ubatch: int | None = None
+    n_batch: int | None = None
+    swa_full: bool | None = None
+
+
+@dataclass(frozen=True)
 class LlamaCpp(Engine):
     """The batch is ``--parallel B`` slots of T tokens: n_ctx = pad(B x T, 256). With separate
     streams (the default once -np is given) each sequence gets ``pad(n_ctx / B, 256)`` cells in
@@ -93,15 +118,17 @@ class LlamaCpp(Engine):
     n_batch: int = 2048
     swa_full: bool = False
     mla: bool = False
+    options_type: ClassVar[type[EngineOptions]] = LlamaCppOptions
 
     @classmethod
-    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
+        assert isinstance(options, LlamaCppOptions | LlamaServerOptions)
         return cls(
-            n_ubatch=options.n_ubatch or 512,
-            unified=options.kv_unified,
+            n_ubatch=options.ubatch or 512,
+            unified=getattr(options, "kv_unified", False) or cls.unified,
             n_batch=options.n_batch or 2048,
             swa_full=bool(options.swa_full),
-            mla=options.uses_mla,
+            mla=target.uses_mla,
         ), []
 
     def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
@@ -238,6 +265,51 @@ class LlamaCpp(Engine):
         conv, recurrent = cache.state_elements(whole_kernel=False)
         return (conv, FP32), (recurrent, FP32)
 
+    @property
+    def default_share(self) -> Fraction:
+        """llama.cpp takes whatever is free: all of it."""
+        return Fraction(1)
+
+    def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
+        from .runtime import llamacpp_runtime
+
+        dims = request.dims
+        if dims is None or not dims.heads:
+            raise UsageError(
+                "llama.cpp's compute buffer needs the model's hidden size, heads and vocabulary, and this model does "
+                "not give them: give overhead (bytes per GPU)",
+                param="overhead",
+            )
+        runtime = llamacpp_runtime(
+            dims, n_ctx=request.n_ctx, n_ubatch=self.n_ubatch, n_batch=self.n_batch, n_seq=request.n_seq,
+            unified=self.unified, quantized_kv=request.quantized_kv, share=request.share,
+        )  # fmt: skip
+        return runtime, list(runtime.notes)
+
+    def max_tokens(self, probe: Estimate, budget: int) -> int:
+        """Whole cells of 256."""
+        return budget // probe.per_gpu_token_bytes // self.cell_padding * self.cell_padding
+
+    @property
+    def splits_layers(self) -> bool:
+        return True
+
+    def compute_buffer(
+        self, dims: ModelDims | None, *, n_ctx: int, n_seq: int, quantized_kv: bool
+    ) -> tuple[int, str] | None:
+        from .runtime import llamacpp_compute_bytes
+
+        if dims is None or not dims.heads:
+            return None
+        return llamacpp_compute_bytes(dims, n_ctx=n_ctx, n_ubatch=self.n_ubatch, n_batch=self.n_batch, n_seq=n_seq,
+                                      unified=self.unified, quantized_kv=quantized_kv)  # fmt: skip
+
+    @property
+    def device_context_bytes(self) -> int:
+        from .runtime import LLAMACPP_CONTEXT
+
+        return LLAMACPP_CONTEXT.bytes
+
 
 @dataclass(frozen=True)
 class LlamaServer(LlamaCpp):
@@ -248,13 +320,7 @@ class LlamaServer(LlamaCpp):
 
     name: str = "llama-server"
     unified: bool = True
-
-    @classmethod
-    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
-        engine, notes = LlamaCpp.configure(options)
-        assert isinstance(engine, LlamaCpp)
-        fields = {k: getattr(engine, k) for k in ("n_ubatch", "n_batch", "swa_full", "mla")}
-        return cls(unified=True, **fields), notes
+    options_type = LlamaServerOptions
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,28 @@ from sglang/srt/configs/model_config.py and configs/mamba_utils.py, SGLang 0.5.2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
+from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, pad, recurrent_dtype
+from kvcalc.engines.vllm import INDEXER_FP8
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
-from .base import FLOAT_KV, Engine, EngineOptions, pad, recurrent_dtype
-from .vllm import INDEXER_FP8
+if TYPE_CHECKING:
+    from kvcalc.estimator import Estimate
+    from kvcalc.runtime import Runtime, RuntimeRequest
+
+# model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa: swa_full_tokens_ratio's default.
+SWA_FULL_TOKENS_RATIO = 0.8
+
+
+@dataclass(frozen=True)
+class SGLangOptions(EngineOptions):
+    """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1."""
+
+    block_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -26,9 +41,11 @@ class SGLang(Engine):
 
     name: str = "sglang"
     page_size: int = 1
+    options_type = SGLangOptions
 
     @classmethod
-    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
+        assert isinstance(options, SGLangOptions)
         return cls(page_size=options.block_size or 1), []
 
     @property
@@ -92,3 +109,32 @@ class SGLang(Engine):
         state is bfloat16 (SGLANG_MAMBA_CONV_DTYPE), whatever the model dtype."""
         conv, recurrent = cache.state_elements(whole_kernel=False)
         return (conv, BF16), (recurrent, recurrent_dtype(cache) or cache.state_dtype or FP32)
+
+    @property
+    def share_name(self) -> str:
+        return "mem_fraction_static"
+
+    @property
+    def default_share(self) -> Fraction:
+        """SGLang's mem_fraction_static when the GPU's memory is unknown."""
+        return Fraction(88, 100)
+
+    def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
+        from .runtime import sglang_runtime
+
+        notes = []
+        if request.gpu is None:
+            notes.append("SGLang sizes its defaults from nvidia-smi's total: --gpu-memory taken as that total")
+        smi = request.gpu.smi_mib if request.gpu is not None else request.gpu_bytes // 2**20
+        runtime = sglang_runtime(smi, request.tp, request.pp, request.share)
+        return runtime, [*notes, *runtime.notes]
+
+    def max_tokens(self, probe: Estimate, budget: int) -> int:
+        """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
+        layers the hybrid SWA pool gives them swa_full_tokens_ratio of the full pool's tokens
+        (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
+        groups = [g for g in probe.groups if g.grows_per_token]
+        full = sum(g.layers * g.bytes_per_token for g in groups if g.cache.token_bound is None)
+        swa = sum(g.layers * g.bytes_per_token for g in groups if g.cache.token_bound is not None)
+        tokens = int(budget / (full + SWA_FULL_TOKENS_RATIO * swa)) if full and swa else budget // (full + swa)
+        return tokens // self.page_size * self.page_size

@@ -27,12 +27,19 @@ Rules that changed between releases, each read in the released wheels' source (v
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
+from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, cdiv
 from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, LayerCache
 
-from .base import FLOAT_KV, Engine, EngineOptions, cdiv
+if TYPE_CHECKING:
+    from kvcalc.capacity import Fit
+    from kvcalc.estimator import Workload
+    from kvcalc.runtime import Runtime, RuntimeRequest
+    from kvcalc.spec import ModelSpec
 
 # DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py): the indexer's keys as fp8
 # e4m3 plus one fp32 scale per 128 values, index_head_dim + index_head_dim / 128 x 4 bytes a token,
@@ -63,6 +70,17 @@ def version_text(version: tuple[int, int, int]) -> str:
 
 
 @dataclass(frozen=True)
+class VLLMOptions(EngineOptions):
+    """vLLM's knobs: ``--block-size``, ``--max-num-batched-tokens``; for fit's runtime model also
+    ``--max-num-seqs`` (the dummy sampler run's rows) and ``--enforce-eager`` (no CUDA graphs)."""
+
+    block_size: int | None = None
+    max_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+
+
+@dataclass(frozen=True)
 class VLLM(Engine):
     """A sequence holds ``cdiv(T, block)`` blocks per layer. Sliding layers reserve
     ``cdiv(min(W - 1 + in_flight, T), block) + 1`` blocks (the window may not start on a block
@@ -82,26 +100,46 @@ class VLLM(Engine):
     max_num_batched_tokens: int = 8192
     version: tuple[int, int, int] = CURRENT
     platform: str = "cuda"
-    # Pipeline stages: batches in flight grow with them (capacity.vllm_plan sets it from --pp).
+    # Pipeline stages: batches in flight grow with them (engines.vllm.capacity.vllm_plan sets it from --pp).
     pipeline_stages: int = 1
+    # fit's runtime model: max_num_seqs as asked (None: vllm serve's default for the GPU) and
+    # whether CUDA graphs are captured.
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    # Whether max_num_batched_tokens was asked for (fit then keeps it; else vllm serve's default
+    # for the GPU applies).
+    batched_tokens_asked: bool = False
+    options_type = VLLMOptions
 
     @classmethod
-    def configure(cls, options: EngineOptions) -> tuple[Engine, list[str]]:
-        if options.platform == "cpu":
-            return cls._configure_cpu(options, options.version or CPU_CURRENT)
-        version = options.version or CURRENT
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
+        assert isinstance(options, VLLMOptions)
+        if target.platform == "cpu":
+            engine, notes = cls._configure_cpu(options, target.version or CPU_CURRENT, target.uses_mla)
+        else:
+            engine, notes = cls._configure_cuda(options, target.version or CURRENT, target.uses_mla)
+        asked = options.max_batched_tokens is not None
+        return replace(engine, max_num_seqs=options.max_num_seqs, enforce_eager=options.enforce_eager,
+                       batched_tokens_asked=asked), notes  # fmt: skip
+
+    @classmethod
+    def _configure_cuda(
+        cls, options: VLLMOptions, version: tuple[int, int, int], uses_mla: bool
+    ) -> tuple[VLLM, list[str]]:
         notes = []
         block_size = options.block_size
         if block_size is None:
             # vllm/platforms/cuda.py: FlashMLA (the default MLA backend before Blackwell) forces 64.
-            block_size = 64 if options.uses_mla else 16
-            if options.uses_mla:
+            block_size = 64 if uses_mla else 16
+            if uses_mla:
                 notes.append("vLLM MLA backends force larger blocks: 64 tokens (FlashMLA; CUTLASS MLA uses 128)")
-        mnbt = options.max_num_batched_tokens if options.max_num_batched_tokens is not None else 8192
+        mnbt = options.max_batched_tokens if options.max_batched_tokens is not None else 8192
         return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version), notes
 
     @classmethod
-    def _configure_cpu(cls, options: EngineOptions, version: tuple[int, int, int]) -> tuple[Engine, list[str]]:
+    def _configure_cpu(
+        cls, options: VLLMOptions, version: tuple[int, int, int], uses_mla: bool
+    ) -> tuple[VLLM, list[str]]:
         """vllm/platforms/cpu.py and vllm/engine/arg_utils.py of the release (see the module docstring)."""
         if version > CPU_CURRENT:
             raise UsageError(
@@ -115,7 +153,7 @@ class VLLM(Engine):
             )
         notes = []
         block_size = options.block_size
-        if options.uses_mla:
+        if uses_mla:
             if version < CPU_MLA_16:
                 raise UsageError(
                     "vLLM's CPU MLA backend (block size 16) is modelled from 0.28 on (0.20 raises \"MLA is not "
@@ -135,7 +173,7 @@ class VLLM(Engine):
                     f"vLLM {version_text(version)}'s CPU attention takes blocks of a multiple of {multiple} tokens, "
                     f'not {block_size} ("No common block size ... MultipleOf({multiple})")'
                 )
-        mnbt = options.max_num_batched_tokens
+        mnbt = options.max_batched_tokens
         if mnbt is None:
             mnbt = 4096
             notes.append(
@@ -286,3 +324,60 @@ class VLLM(Engine):
     def weights_dtype(self, config_dtype: DType | None, model_type: str) -> DType | None:
         """The run dtype: a float32 checkpoint's weights are loaded in it (16 bits)."""
         return self.model_dtype(config_dtype, model_type)[0] if config_dtype == FP32 else config_dtype
+
+    # --- fit ----------------------------------------------------------------------------------------
+
+    @property
+    def share_name(self) -> str:
+        return "gpu_memory_utilization"
+
+    @property
+    def default_share(self) -> Fraction:
+        from .runtime import vllm_utilization
+
+        return vllm_utilization(self.version)
+
+    def for_gpu(self, request: RuntimeRequest) -> tuple[Engine, list[str]]:
+        """vllm serve's batch defaults for the GPU's memory (engine/arg_utils.py get_batch_defaults),
+        where not asked for."""
+        from .runtime import vllm_batch_defaults
+
+        if self.platform == "cpu":
+            raise UsageError(
+                "vLLM's CPU build sizes its cache from VLLM_CPU_KVCACHE_SPACE, not a GPU share: give kv_budget",
+                param=("kv_budget", "gpu"),
+            )
+        tokens, seqs, why = vllm_batch_defaults(request.gpu_bytes, request.gpu.name if request.gpu else None)
+        engine, notes = self, []
+        if not self.batched_tokens_asked:
+            engine = replace(engine, max_num_batched_tokens=tokens)
+            notes.append(
+                f"vllm serve defaults for this GPU ({why}): max_num_batched_tokens {tokens:,}, max_num_seqs "
+                f"{self.max_num_seqs or seqs:,} (engine/arg_utils.py get_batch_defaults; the LLM class may take more)"
+            )
+        if self.max_num_seqs is None:
+            engine = replace(engine, max_num_seqs=seqs)
+        return engine, notes
+
+    def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
+        from .runtime import vllm_runtime
+
+        if request.dims is None:
+            raise UsageError(
+                "vLLM's activation peak needs the model's hidden size, layers and vocabulary, and this model does "
+                "not give them: give overhead (bytes per GPU)",
+                param="overhead",
+            )
+        assert self.max_num_seqs is not None, "for_gpu sets max_num_seqs"
+        runtime = vllm_runtime(
+            request.dims, version=self.version, tp=request.tp, dtype_bytes=request.dtype_bytes,
+            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+            utilization=request.share, enforce_eager=self.enforce_eager, multimodal=request.multimodal,
+            recurrent=request.recurrent,
+        )  # fmt: skip
+        return runtime, list(runtime.notes)
+
+    def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
+        from .capacity import vllm_fit
+
+        return vllm_fit(spec, workload, self, budget, context_limit)

@@ -1,0 +1,91 @@
+"""Every figure kvcalc prints, as one JSON file, to compare two revisions.
+
+Runs ``estimate``, ``fit`` and ``speed --json`` for every bundled preset under every engine
+and a few workloads, in-process, and writes {command line: [exit code, stdout JSON or the error
+line]}. A refactor that moves code must leave this file unchanged:
+
+    python scripts/output_snapshot.py /tmp/before.json      # on the old revision
+    python scripts/output_snapshot.py /tmp/after.json       # on the new one
+    python scripts/output_snapshot.py --diff /tmp/before.json /tmp/after.json
+
+``--diff`` prints each command whose result differs and exits 1 if any does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ENGINES = ("theoretical", "transformers", "vllm", "vllm-cpu", "vllm@0.11", "sglang", "llama.cpp",
+           "llama-server")  # fmt: skip
+WORKLOADS = (
+    ("estimate", "--tokens", "1000"),
+    ("estimate", "--tokens", "32k", "--batch", "4", "--kv-dtype", "fp8"),
+    ("fit", "--gpu", "h100-sxm", "--tokens", "8k", "--batch", "2"),
+    ("fit", "--kv-budget", "20GiB", "--tokens", "128k", "--batch", "3"),
+    ("speed", "--gpu", "h100-sxm", "--prompt", "2k", "--output", "256"),
+    ("compare", "--tokens", "1k,100k"),
+)
+# llama.cpp stores no fp8: its engines also run the quantized workload in its own q8_0.
+LLAMACPP_WORKLOADS = (("estimate", "--tokens", "32k", "--batch", "4", "--kv-dtype", "q8_0"),)
+
+
+def _run(argv: list[str]) -> list[Any]:
+    from kvcalc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    if code == 0:
+        return [code, json.loads(out.getvalue())]
+    return [code, err.getvalue().strip()]
+
+
+def snapshot() -> dict[str, list[Any]]:
+    from kvcalc.api import list_presets
+
+    results: dict[str, list[Any]] = {}
+    for preset in (p.preset.name for p in list_presets()):
+        for engine in ENGINES:
+            extra = LLAMACPP_WORKLOADS if engine.startswith("llama") else ()
+            for command, *rest in (*WORKLOADS, *extra):
+                argv = [command, preset, "--engine", engine, *rest, "--json"]
+                results[" ".join(argv)] = _run(argv)
+    return results
+
+
+def diff(before: Path, after: Path) -> int:
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    changed = [key for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    for key in changed:
+        print(f"differs: {key}\n  before: {json.dumps(old.get(key))[:300]}\n  after:  {json.dumps(new.get(key))[:300]}")
+    print(f"{len(changed)} of {len(old.keys() | new.keys())} commands differ")
+    return 1 if changed else 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--diff"] and len(argv) == 3:
+        return diff(Path(argv[1]), Path(argv[2]))
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["COLUMNS"] = "200"
+    results = snapshot()
+    Path(argv[0]).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    failed = sum(1 for code, _ in results.values() if code != 0)
+    print(f"{len(results)} commands, {failed} refused or failed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
