@@ -47,7 +47,7 @@ def test_exit_status(run_cli, argv: list[str], code: int) -> None:
 @pytest.mark.parametrize(
     ("argv", "target"),
     [
-        (["estimate", "llama-3.1-8b"], "kvcalc.api.estimate_spec"),
+        (["estimate", "llama-3.1-8b"], "kvcalc.api._estimate.estimate_spec"),
         (["compare", "llama-3.1-8b"], "kvcalc.comparison.compare"),
         (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.capacity.fit"),
         (["presets"], "kvcalc.presets.load_presets"),

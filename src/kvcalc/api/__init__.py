@@ -1,0 +1,51 @@
+"""The public Python API, and the only thing the CLI calls.
+
+Open a model once (``open_model``: a preset, a config.json, a Hub repo id or URL, or a geometry
+given by hand) and ask about it: ``estimate``, ``estimate_requests`` (a request mix),
+``compare``, ``fit`` and ``probe``. Every parameter takes plain Python values (ints for counts
+and bytes, names or ``DType`` for formats); errors are ``KvcalcError`` subclasses whose
+messages speak of these parameters.
+"""
+
+from __future__ import annotations
+
+from ._estimate import compare, estimate, estimate_requests, read_requests
+from ._fit import FitReport, cdiv_int, fit
+from ._models import Model, load_model, model_from_geometry, model_from_source, open_model
+from ._offload import OffloadReport, fit_offload
+from ._presets import PresetSummary, list_presets, show_preset
+from ._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
+from ._serving import Serving, is_theoretical, serving
+from ._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
+
+__all__ = [
+    "COMPUTE_DTYPES",
+    "DEFAULT_SWEEP",
+    "FitReport",
+    "Model",
+    "OffloadReport",
+    "PresetSummary",
+    "ProbeReport",
+    "Serving",
+    "SpeedReport",
+    "cdiv_int",
+    "compare",
+    "estimate",
+    "estimate_requests",
+    "fit",
+    "fit_offload",
+    "is_theoretical",
+    "list_presets",
+    "load_model",
+    "model_from_geometry",
+    "model_from_source",
+    "open_model",
+    "probe",
+    "probe_llamacpp",
+    "probe_request",
+    "probe_vllm",
+    "read_requests",
+    "serving",
+    "show_preset",
+    "speed",
+]

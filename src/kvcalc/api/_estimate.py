@@ -1,0 +1,222 @@
+"""estimate, a request mix, and compare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvcalc.dtypes import DEFAULT_QUANT_GROUP
+from kvcalc.errors import SourceError, UsageError
+from kvcalc.estimator import Estimate, Workload
+from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.comparison import Comparison
+    from kvcalc.engines import Engine
+    from kvcalc.workloads import Request, RequestSummary
+
+from ._models import DTypeLike, Model, OnFetch, open_model
+from ._serving import _dtype, _images, _merge, _past_limit, _tokens, serving
+
+
+def estimate(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int | None = None,
+    prompt: int | None = None,
+    output: int | None = None,
+    batch: int = 1,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int | None = None,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    shared_prefix: int = 0,
+    encoder_tokens: int | None = None,
+    images: int | None = None,
+    image_tokens: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> Estimate:
+    """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens (or ``prompt`` +
+    ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. ``images``
+    per sequence (of ``image_tokens`` tokens each; None: the model's own tiling) feed a Llama 3.2
+    Vision model's image cross-attention layers; none: a text-only prompt. The estimate's
+    ``notes`` hold every default applied, the model's first.
+
+    >>> est = estimate("llama-3.1-8b", tokens=2048)
+    >>> est.total_bytes
+    268435456
+    """
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    spec = opened.spec
+    t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
+    pictures = _images(spec, images, image_tokens)
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
+    )  # fmt: skip
+    workload = Workload(
+        tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
+        shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,
+    )  # fmt: skip
+    result = estimate_spec(spec, workload, engine=chosen.engine)
+    limit_notes = [] if spec.is_encoder_decoder else _past_limit(spec, t)
+    return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes, limit_notes))
+
+
+def read_requests(path: str | Path) -> list[Request]:
+    """A request-mix file: CSV (prompt,output or tokens columns) or JSON lines, a regular file of
+    bounded size."""
+    from kvcalc.sources import LENGTHS_LIMIT, read_regular_file
+    from kvcalc.workloads import parse_lengths
+
+    # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.
+    try:
+        data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SourceError(f"lengths file {path} is not UTF-8 text") from None
+        return parse_lengths(text, name=f"lengths file {path}")
+    except SourceError as exc:
+        raise SourceError(str(exc), param="lengths") from None
+
+
+def estimate_requests(
+    model: str | ModelSpec | Model,
+    requests: Sequence[Request] | str | Path,
+    *,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int | None = None,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    shared_prefix: int = 0,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> RequestSummary:
+    """A request mix (a list of ``Request``, or a CSV/JSONL file path): each request's own cache
+    and the total with every request resident at once."""
+    from kvcalc.workloads import summarize_requests
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    spec = opened.spec
+    listed = read_requests(requests) if isinstance(requests, str | Path) else list(requests)
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
+    )  # fmt: skip
+    longest = max(r.tokens for r in listed) if listed else 1
+    workload = Workload(
+        tokens=longest, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, residual_tokens=chosen.residual_tokens,
+        shared_prefix=min(shared_prefix, longest), tp=tp, pp=pp,
+    )  # fmt: skip
+    summary = summarize_requests(spec, workload, chosen.engine, listed)
+    past = sum(1 for r in listed if spec.max_context is not None and r.tokens > spec.max_context)
+    limit_notes = (
+        _past_limit(spec, longest, f"{past:,} request(s), the longest ") if past and not spec.is_encoder_decoder else []
+    )
+    return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes, limit_notes))
+
+
+# --- compare ------------------------------------------------------------------------------------------
+
+
+def compare(
+    models: Sequence[str | ModelSpec | Model],
+    *,
+    tokens: Sequence[int] | None = None,
+    kv_dtypes: Sequence[DTypeLike] | None = None,
+    batch: int = 1,
+    kv_heads: Sequence[int] = (),
+    latent_dim: int | None = None,
+    rope_dim: int | None = None,
+    baseline: str | None = None,
+    engine: str | Engine = "theoretical",
+    mark_own: bool = True,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> Comparison:
+    """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
+    side by side. Several: the models side by side, smallest cache first. Every row is estimated
+    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
+    from kvcalc.comparison import attention_variants, candidate_for
+    from kvcalc.comparison import compare as run_compare
+    from kvcalc.engines import Engine as EngineBase
+    from kvcalc.engines import make_engine
+
+    if not models:
+        raise UsageError("give one model (its variants) or several (side by side)", param="models")
+    opened = [open_model(m, revision=revision, on_fetch=on_fetch, strict=strict) for m in models]
+    names = [m.name for m in opened]
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise UsageError(f"{repeated} is given more than once: each model is compared once", param="models")
+    notes: list[str] = []
+    if tokens is None:
+        tokens = [2048]
+        notes.append("tokens not given: 2,048 tokens per sequence assumed")
+    if not tokens:
+        raise UsageError("tokens needs at least one length", param="tokens")
+    twice = next((t for t in tokens if list(tokens).count(t) > 1), None)
+    if twice is not None:
+        raise UsageError(f"tokens lists {twice:,} more than once: each length is one column", param="tokens")
+    dtypes = [_dtype(d, DEFAULT_QUANT_GROUP, "kv_dtype") for d in (kv_dtypes or [None])]
+    same = next((d for d in dtypes if dtypes.count(d) > 1), None)
+    if len(dtypes) > 1 and same is not None:
+        shown = same.name if same is not None else "auto"
+        raise UsageError(f"kv_dtypes lists {shown} more than once: each format is one column", param="kv_dtypes")
+    if len(opened) == 1:
+        candidates, variant_notes = attention_variants(
+            opened[0].spec, kv_heads=kv_heads, latent_dim=latent_dim, rope_dim=rope_dim, mark_own=mark_own
+        )
+        mode = "variants"
+        notes += variant_notes
+    else:
+        if kv_heads or latent_dim is not None or rope_dim is not None:
+            raise UsageError(
+                "kv_heads, latent_dim and rope_dim compare variants of one model; give one model",
+                param=("kv_heads", "latent_dim", "rope_dim"),
+            )
+        candidates = [candidate_for(m.spec) for m in opened]
+        mode = "models"
+    for m in opened:
+        if not m.spec.is_encoder_decoder:
+            notes += _past_limit(m.spec, max(tokens), f"{m.name}: " if len(opened) > 1 else "")
+    if isinstance(engine, EngineBase):
+        chosen = engine
+    else:
+        chosen, engine_notes = make_engine(engine, uses_mla=any(x.is_latent for c in candidates for x in c.spec.caches))
+        notes += engine_notes
+    return run_compare(
+        candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
+        notes=notes,
+    )  # fmt: skip

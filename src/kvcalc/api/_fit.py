@@ -1,0 +1,398 @@
+"""fit: the budget per GPU, what fits in it, and the verdict."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.dtypes import DType
+from kvcalc.errors import UsageError
+from kvcalc.estimator import Workload
+from kvcalc.sources import Source
+from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from fractions import Fraction
+
+    from kvcalc.capacity import Budget, Fit, Verdict
+    from kvcalc.engines import Engine
+    from kvcalc.gpus import GPU
+    from kvcalc.runtime import Runtime
+
+from ._models import DTypeLike, Model, OnFetch, open_model
+from ._serving import _images, _merge, serving
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """``fit``'s answers with everything that led to them: the budget line by line, the GPU, the
+    workload the answers are about, and every note."""
+
+    model: Model
+    result: Fit
+    budget: Budget
+    workload: Workload
+    gpu_label: str | None
+    notes: tuple[str, ...] = field(default=())
+    # The longest request the context answer considers (max_model_len, else the model's limit).
+    context_limit: int | None = None
+    verdict: Verdict | None = None
+    engine: Engine | None = None  # the engine the answers follow, with its options
+
+
+def fit(
+    model: str | ModelSpec | Model,
+    *,
+    gpu: str | None = None,
+    gpu_memory: int | None = None,
+    kv_budget: int | None = None,
+    gpus: int | None = None,
+    utilization: float | Fraction | None = None,
+    weights: int | None = None,
+    overhead: int | None = None,
+    tokens: int | None = None,
+    batch: int = 1,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int | None = None,
+    residual_tokens: int | None = None,
+    engine: str | Engine = "theoretical",
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
+    tp: int | None = None,
+    pp: int = 1,
+    dp: int = 1,
+    max_model_len: int | None = None,
+    context_cap: bool = True,
+    max_num_seqs: int | None = None,
+    enforce_eager: bool = False,
+    images: int | None = None,
+    image_tokens: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+    verdict: bool = True,
+) -> FitReport:
+    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
+    GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
+    ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
+    from the model's safetensors, the Hub or the preset)."""
+    call = dict(locals())  # the request as given, to try the remedies of the verdict with
+    from kvcalc.capacity import Budget, BudgetLine, derive_budget
+    from kvcalc.capacity import fit as run_fit
+    from kvcalc.gpus import find_gpu
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    spec = opened.spec
+    if isinstance(utilization, float) and not math.isfinite(utilization):
+        raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
+    from fractions import Fraction
+
+    share: Fraction | None = None
+    if utilization is not None:
+        share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
+        if not 0 < share <= 1:
+            raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
+    if weights is not None and (isinstance(weights, bool) or weights <= 0):
+        raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
+    for param, value in (("overhead", overhead), ("max_num_seqs", max_num_seqs)):
+        if value is not None and (isinstance(value, bool) or value < (0 if param == "overhead" else 1)):
+            raise UsageError(f"{param} must be {'zero or more' if param == 'overhead' else 'positive'}, got {value}",
+                             param=param)  # fmt: skip
+    for param, value in (("pp", pp), ("dp", dp), ("tp", tp), ("gpus", gpus)):
+        if value is not None and value < 1:
+            raise UsageError(f"{param} must be a positive whole number, got {value}", param=param)
+    if tp is None:
+        tp = gpus // (pp * dp) if gpus is not None else 1
+        if tp < 1:
+            raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
+    if gpus is not None and gpus != tp * pp * dp:
+        raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
+    chosen = serving(
+        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
+        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full, max_num_seqs=max_num_seqs,
+        enforce_eager=enforce_eager,
+    )  # fmt: skip
+    notes = list(chosen.notes)
+    if tokens is None:
+        tokens = 4096
+        notes.append("tokens not given: requests of 4,096 tokens assumed")
+    if max_model_len is not None and tokens > max_model_len:
+        raise UsageError(
+            f"tokens {tokens:,} is longer than max_model_len {max_model_len:,}: an engine refuses such requests",
+            param=("tokens", "max_model_len"),
+        )
+    context_limit, limit_notes = _context_limit(spec, tokens, max_model_len, context_cap)
+    notes += limit_notes
+    workload = Workload(
+        tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
+        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **_images(spec, images, image_tokens),
+    )  # fmt: skip
+    gpu_label = None
+    if kv_budget is not None:
+        if gpu is not None or gpu_memory is not None:
+            raise UsageError(
+                "kv_budget replaces gpu/gpu_memory: give one or the other", param=("kv_budget", "gpu", "gpu_memory")
+            )
+        if kv_budget <= 0:
+            raise UsageError(f"kv_budget must be positive, got {kv_budget}", param="kv_budget")
+        derivation = {"weights": weights, "overhead": overhead, "utilization": utilization,
+                      "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager or None}  # fmt: skip
+        unused = [name for name, value in derivation.items() if value is not None]
+        if unused:
+            raise UsageError(
+                f"kv_budget replaces the budget's derivation: {unused[0]} has no effect with it",
+                param=("kv_budget", unused[0]),
+            )
+        budget = Budget(kv_budget, (BudgetLine("KV cache budget per GPU (--kv-budget)", kv_budget),))
+    else:
+        if gpu is not None and gpu_memory is not None:
+            raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
+        found = None
+        if gpu_memory is not None:
+            if gpu_memory <= 0:
+                raise UsageError(f"gpu_memory must be positive, got {gpu_memory}", param="gpu_memory")
+            gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
+        elif gpu is not None:
+            found = find_gpu(gpu)
+            gpu_bytes = found.runtime_bytes
+            gpu_label = f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
+            notes.append(f"{found.name} memory: {found.source}")
+        else:
+            raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
+        if weights is None:
+            weights_bytes, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
+            notes += weight_notes
+        else:
+            weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
+        runtime, engine_now, runtime_notes = _runtime(
+            opened, chosen.engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=share, overhead=overhead,
+            n_ctx=tokens * cdiv_int(batch, dp), n_seq=cdiv_int(batch, dp), k_dtype=chosen.k_dtype,
+            v_dtype=chosen.v_dtype,
+        )  # fmt: skip
+        chosen = replace(chosen, engine=engine_now)
+        notes += runtime_notes
+        budget = derive_budget(
+            gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
+            runtime=runtime,
+        )  # fmt: skip
+    if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
+        from kvcalc.capacity import Fit
+
+        result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, chosen.engine.name)
+    else:
+        result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
+    if context_limit is not None and max_model_len is None and result.max_context == context_limit:
+        notes.append(
+            f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
+            "--no-context-cap searches past it"
+        )
+    report = FitReport(
+        opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes), context_limit,
+        engine=chosen.engine,
+    )  # fmt: skip
+    if verdict:
+        report = replace(report, verdict=_verdict(report, {**call, "model": opened}))
+    return report
+
+
+def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
+    """Fits or not, the headroom, and when it does not fit what to change, in this order: an fp8
+    KV cache, twice the tensor parallelism, a shorter context, fewer sequences, each with its figure."""
+    from kvcalc.capacity import Remedy, Verdict, workload_bytes
+
+    result, w, engine = report.result, report.workload, report.engine
+    assert engine is not None
+    spec = report.model.spec
+
+    def headroom(change: str, **changed: Any) -> Remedy | None:
+        try:
+            alt = fit(**{**call, **changed, "verdict": False})
+        except UsageError:
+            return None  # the engine cannot do it (fp8 KV on this engine, a tp that splits no heads)
+        assert alt.engine is not None
+        if alt.budget.leaves_nothing:
+            return Remedy(change, False, f"the weights still leave nothing ({alt.budget.kv_bytes:,} B per GPU)")
+        alt_needed = workload_bytes(alt.model.spec, alt.workload, alt.engine, alt.result)
+        room = alt.result.kv_budget - alt_needed
+        return Remedy(change, room >= 0, f"headroom {room:,} B per GPU")
+
+    if report.budget.leaves_nothing:
+        least = report.budget.gpus_needed
+        reason = f"the weights and the runtime leave nothing for the KV cache ({result.kv_budget:,} B per GPU)" + (
+            "; no count of such GPUs does: the runtime alone fills one" if least is None else ""
+        )
+        tried: list[Remedy] = []
+        # The fewest GPUs that hold the request too: from the fewest that leave anything, upward,
+        # eight counts at most (a count that splits no heads is skipped).
+        first = max(cdiv_int(least, w.pp), w.tp + 1) if least is not None else 0  # least counts tp x pp
+        for tp in range(first, first + 8 if least is not None else 0):
+            gpus = tp * w.pp * w.dp
+            remedy = headroom(f"{gpus} GPUs (--tp {tp})", tp=tp, gpus=None)
+            if remedy is not None:
+                tried.append(remedy)
+                if remedy.fits:
+                    break
+        remedies_found = tuple(r for r in tried if r.fits) or tuple(tried[-1:])
+        return Verdict(False, 0, result.kv_budget, remedies_found, reason)
+    needed = workload_bytes(spec, w, engine, result)
+    limit = report.context_limit
+    if limit is not None and w.tokens > limit and call.get("max_model_len") is None:
+        reason = (
+            f"requests of {w.tokens:,} tokens are past the model's context limit ({spec.max_context_key}): "
+            "engines refuse them (--no-context-cap to size them anyway)"
+        )
+        fits_memory = needed <= result.kv_budget
+        memory = Remedy("past the limit anyway (--no-context-cap)", fits_memory,
+                        f"headroom {result.kv_budget - needed:,} B per GPU")  # fmt: skip
+        shorter = Remedy("shorter context (--tokens)", True, f"up to {min(limit, result.max_context or limit):,} "
+                         f"tokens at batch {w.batch:,}")  # fmt: skip
+        return Verdict(False, needed, result.kv_budget, (shorter, memory), reason)
+    if needed <= result.kv_budget:
+        return Verdict(True, needed, result.kv_budget)
+
+    remedies: list[Remedy | None] = []
+    kv = w.kv_dtype or report.model.spec.dtype
+    if kv is None or (kv.block == 1 and kv.bits > 8):
+        remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", kv_dtype="fp8", k_dtype=None, v_dtype=None))
+    remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
+    if result.max_context:
+        remedies.append(
+            Remedy("shorter context (--tokens)", True, f"up to {result.max_context:,} tokens at batch {w.batch:,}")
+        )
+    if result.max_concurrency:
+        remedies.append(
+            Remedy("fewer sequences (--batch)", True, f"up to {result.max_concurrency:,} at {w.tokens:,} tokens each")
+        )
+    return Verdict(False, needed, result.kv_budget, tuple(r for r in remedies if r is not None))
+
+
+def cdiv_int(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _context_limit(
+    spec: ModelSpec, tokens: int, max_model_len: int | None, context_cap: bool
+) -> tuple[int | None, list[str]]:
+    """The longest request fit considers: max_model_len when given, else the model's own limit
+    (what vLLM takes as its default max_model_len), else none."""
+    notes: list[str] = []
+    limit = spec.max_context
+    if max_model_len is not None and not context_cap:
+        raise UsageError(
+            "context_cap changes nothing beside max_model_len: the context stops there",
+            param=("context_cap", "max_model_len"),
+        )
+    if max_model_len is None and limit is None and not context_cap:
+        raise UsageError(
+            f"context_cap changes nothing: {spec.name}'s config gives no context limit to cap at",
+            param="context_cap",
+        )
+    if max_model_len is not None:
+        if limit is not None and max_model_len > limit:
+            notes.append(
+                f"max_model_len {max_model_len:,} is past the model's own limit ({spec.max_context_key}): vLLM "
+                "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and positions past it were never trained"
+            )
+        return max_model_len, notes
+    if limit is None:
+        notes.append("the config gives no context limit (max_position_embeddings or kin): context is not capped")
+        return None, notes
+    if not context_cap:
+        notes.append(f"context not capped at the model's limit ({spec.max_context_key}): --no-context-cap")
+        return None, notes
+    return limit, notes
+
+
+def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFetch) -> tuple[int, str, list[str]]:
+    """Weights bytes of an opened model as the engine holds them (beside its config file, from the
+    Hub, or its preset), with notes: a preset's own remark, and vLLM's or SGLang's 16-bit load of
+    a float32 checkpoint."""
+    from kvcalc.sources import is_gguf_file, weights_bytes
+
+    source = model.source
+    if source is None:
+        raise UsageError("a model given by hand has no weights to read: give weights", param="weights")
+    where = source.preset.name if source.preset is not None else source.label
+    if source.kind == "file" and not is_gguf_file(Path(source.label)):
+        where = str(Path(source.label).parent)  # a config.json: the weights lie beside it
+    at = revision if revision is not None else source.revision  # a URL's revision: the config's own
+    size, label = weights_bytes(where, spec_dtype=model.spec.dtype, revision=at, on_fetch=on_fetch)
+    notes: list[str] = []
+    preset_weights = source.preset.weights if source.preset is not None else None
+    if preset_weights is not None:
+        notes.append(f"weights: {preset_weights.source}")
+        if preset_weights.note:
+            notes.append(f"weights: {preset_weights.note}")
+    dtype = model.spec.dtype
+    held = engine.weights_dtype(dtype, model.spec.model_type)
+    if dtype is not None and held is not None and held.bits < dtype.bits and not _is_gguf(source):
+        # The engine's one decision (Engine.weights_dtype): vLLM and SGLang load a float32
+        # checkpoint in 16 bits, a converted GGUF stores it in bf16; every tensor at that size.
+        size = size * held.bits // dtype.bits
+        label += f", held in {held.name}"
+        notes.append(f"{engine.name} holds this {dtype.name} checkpoint in {held.name}: weights scaled to "
+                     f"{held.bits} bits")  # fmt: skip
+    elif dtype is not None and dtype.bits > 16 and held == dtype and not _is_gguf(source):
+        notes.append(f"{engine.name} holds this {dtype.name} checkpoint as stored; vLLM, SGLang and llama.cpp "
+                     "hold it in 16 bits (--engine to choose)")  # fmt: skip
+    return size, label, notes
+
+
+def _is_gguf(source: Source) -> bool:
+    """A GGUF file, local or in a Hub repo: its tensors are sized as the file stores them."""
+    from kvcalc.gguf_hub import parse_hub_gguf
+    from kvcalc.sources import is_gguf_file
+
+    if source.kind == "file":
+        return is_gguf_file(Path(source.label))
+    return source.kind == "hub" and parse_hub_gguf(source.label) is not None
+
+
+def _runtime(
+    model: Model,
+    engine: Engine,
+    *,
+    gpu_bytes: int,
+    gpu: GPU | None,
+    tp: int,
+    pp: int,
+    share: Fraction | None,
+    overhead: int | None,
+    n_ctx: int = 4096,
+    n_seq: int = 1,
+    k_dtype: DType | None = None,
+    v_dtype: DType | None = None,
+) -> tuple[Runtime, Engine, list[str]]:
+    """The engine's share of each GPU and what its runtime takes from it (the engine's runtime
+    model), the engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces
+    the model."""
+    from kvcalc.dims import read_dims
+    from kvcalc.runtime import RuntimeRequest, given_runtime
+
+    source = model.source
+    raw = source.config if source is not None and isinstance(source.config, dict) else {}
+    dtype = model.spec.dtype
+    request = RuntimeRequest(
+        gpu_bytes=gpu_bytes, gpu=gpu, tp=tp, pp=pp, share=share,
+        dims=read_dims(source.config) if source is not None else None,
+        dtype_bytes=2 if dtype is None or dtype.name == "fp32" else max(1, dtype.bits // 8),
+        multimodal=any(key in raw for key in ("vision_config", "audio_config", "vision_tower")),
+        recurrent=any(c.is_state for c in model.spec.caches), n_ctx=n_ctx, n_seq=n_seq,
+        quantized_kv=any(d is not None and d.bits < 16 for d in (k_dtype, v_dtype)),
+    )  # fmt: skip
+    engine, notes = engine.for_gpu(request)
+    if overhead is not None:
+        default = share if share is not None else engine.default_share
+        runtime = given_runtime(overhead, engine.name, default, f"x {engine.share_name} {float(default):g}")
+        return runtime, engine, notes
+    runtime, runtime_notes = engine.runtime(request)
+    return runtime, engine, [*notes, *runtime_notes]

@@ -1,0 +1,224 @@
+"""llama.cpp offload: layers on GPUs and the CPU (-ngl)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.errors import UsageError
+from kvcalc.estimator import Estimate, Workload
+from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.engines import Engine
+
+from ._fit import _is_gguf, _weights
+from ._models import DTypeLike, Model, OnFetch, open_model
+from ._serving import _merge, serving
+
+
+@dataclass(frozen=True)
+class OffloadReport:
+    """llama.cpp's split of one model over GPUs and the CPU at one context: what each device
+    holds, whether every GPU has room, and (``gpu_layers="auto"``) the most layers that fit."""
+
+    model: Model
+    devices: tuple[Any, ...]  # offload.Device, GPUs first, then the CPU
+    gpu_layers: int
+    n_layer: int
+    gpu_bytes: int | None
+    gpu_label: str | None
+    auto: bool
+    workload: Workload
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether every GPU holds its share (None: no GPU memory given)."""
+        if self.gpu_bytes is None:
+            return None
+        return all(d.total <= self.gpu_bytes for d in self.devices if d.name != "CPU")
+
+
+def fit_offload(
+    model: str | ModelSpec | Model,
+    *,
+    gpu_layers: int | str,
+    gpu: str | None = None,
+    gpu_memory: int | None = None,
+    gpus: int = 1,
+    tensor_split: Sequence[float] = (),
+    kv_offload: bool = True,
+    tokens: int | None = None,
+    batch: int = 1,
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    ubatch: int | None = None,
+    n_batch: int | None = None,
+    kv_unified: bool = False,
+    swa_full: bool | None = None,
+    engine: str | Engine = "llama.cpp",
+    weights: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> OffloadReport:
+    """llama.cpp with ``gpu_layers`` (``-ngl``: a count, llama.cpp counting the output layer as
+    one more, or ``"auto"``: the most that fit every GPU) at a context of ``tokens`` x ``batch``
+    cells: weights, KV cache and compute buffer per GPU and on the CPU (kvcalc.offload)."""
+    from kvcalc.dims import read_dims
+    from kvcalc.gpus import find_gpu
+    from kvcalc.offload import largest_fitting, place
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    spec = opened.spec
+    chosen = serving(spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch,
+                     n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full)  # fmt: skip
+    if not chosen.engine.splits_layers:
+        raise UsageError("gpu_layers applies to llama.cpp: use engine llama.cpp or llama-server", param="gpu_layers")
+    if gpus < 1:
+        raise UsageError(f"gpus must be a positive whole number, got {gpus}", param="gpus")
+    if tensor_split and (len(tensor_split) != gpus or any(s < 0 for s in tensor_split) or not sum(tensor_split)):
+        raise UsageError(
+            f"tensor_split needs {gpus} non-negative share(s), one per GPU, not all zero", param="tensor_split"
+        )
+    auto = gpu_layers == "auto"
+    if not auto and (not isinstance(gpu_layers, int) or isinstance(gpu_layers, bool) or gpu_layers < 0):
+        raise UsageError(f"gpu_layers must be a count of layers or 'auto', got {gpu_layers!r}", param="gpu_layers")
+    notes = list(chosen.notes)
+    gpu_bytes, gpu_label = None, None
+    if gpu is not None and gpu_memory is not None:
+        raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
+    if gpu is not None:
+        found = find_gpu(gpu)
+        gpu_bytes, gpu_label = found.runtime_bytes, f"{found.name}, {found.runtime_bytes:,} bytes"
+    elif gpu_memory is not None:
+        gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
+    if auto and gpu_bytes is None:
+        raise UsageError("gpu_layers 'auto' needs the GPU's memory: give gpu or gpu_memory", param="gpu_layers")
+    if tokens is None:
+        tokens = 4096
+        notes.append("tokens not given: a context of 4,096 tokens per sequence assumed")
+    workload = Workload(tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype)
+    est = estimate_spec(spec, workload, engine=chosen.engine)
+    per_layer_kv = _kv_per_layer(est)
+    layer_weights, weight_notes = _layer_weights(opened, weights, revision, on_fetch, chosen.engine)
+    notes += weight_notes
+    if layer_weights.nextn and len(per_layer_kv) + layer_weights.nextn == len(layer_weights.layers):
+        per_layer_kv += [0] * layer_weights.nextn  # NextN blocks: slots for -ngl, nothing loaded or cached
+    if len(layer_weights.layers) != len(per_layer_kv):
+        raise UsageError(f"{spec.name}: {len(per_layer_kv)} cache entries for {len(layer_weights.layers)} layers: "
+                         "the offload split needs one per layer")  # fmt: skip
+    dims = read_dims(opened.source.config) if opened.source is not None else None
+    compute = 0
+    quantized = any(d is not None and d.bits < 16 for d in (chosen.k_dtype, chosen.v_dtype))
+    buffer = chosen.engine.compute_buffer(dims, n_ctx=tokens * batch, n_seq=batch, quantized_kv=quantized)
+    if buffer is not None:
+        compute, how = buffer
+        notes.append(f"compute buffer {compute:,} B on each backend that holds layers ({how}; an upper bound "
+                     "when layers are split)")  # fmt: skip
+    else:
+        notes.append("compute buffer not sized: the model does not give its hidden size, heads and vocabulary")
+    context = chosen.engine.device_context_bytes
+    notes.append(f"each GPU also needs the CUDA context, cuBLAS workspace and memory pool: {context:,} B assumed "
+                 "(0.25-1 GiB), not counted above")  # fmt: skip
+    if not kv_offload:
+        notes.append("--no-kv-offload: every layer's KV cache stays in CPU memory")
+
+    def plan(n: int) -> tuple[Any, ...]:
+        return place(layer_weights, per_layer_kv, n_gpu_layers=n, gpus=gpus, tensor_split=tensor_split,
+                     kv_offload=kv_offload, compute=compute)  # fmt: skip
+
+    n_layer = len(layer_weights.layers)
+    if auto:
+        assert gpu_bytes is not None
+        room = gpu_bytes - context
+        chosen_layers = largest_fitting(
+            lambda n: all(d.total <= room for d in plan(n) if d.name != "CPU"), n_layer
+        )  # fmt: skip
+        notes.append(
+            f"gpu_layers auto: the most of the {n_layer + 1} slots (layers and the output layer) whose share fits "
+            f"each GPU's {gpu_bytes:,} B less the assumed {context:,} B context"
+        )
+    else:
+        assert isinstance(gpu_layers, int)
+        chosen_layers = min(gpu_layers, n_layer + 1)
+        if gpu_layers > n_layer + 1:
+            notes.append(f"-ngl {gpu_layers} offloads everything: {n_layer} layers and the output layer")
+    devices = plan(chosen_layers)
+    return OffloadReport(
+        opened, devices, chosen_layers, n_layer, gpu_bytes - context if gpu_bytes is not None else None, gpu_label,
+        auto, workload, _merge(spec.notes, notes, est.notes),
+    )  # fmt: skip
+
+
+def _kv_per_layer(est: Estimate) -> list[int]:
+    """Each layer's KV bytes in the estimate (every entry of the spec, in order)."""
+    by_cache = {g.cache: g.bytes // g.layers for g in est.groups}
+    return [by_cache[c] for c in est.model.caches]
+
+
+def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
+    """The headers of every shard of a GGUF model (local, or a Hub file read in byte ranges and
+    cached), the first one first; None when the model is no GGUF."""
+    source = model.source
+    if source is not None and source.kind == "file" and _is_gguf(source):  # by suffix or magic, as MODEL was read
+        from kvcalc.gguf import read_header, split_shards
+
+        return [read_header(shard) for shard in split_shards(Path(source.label))]
+    if source is not None and source.kind == "hub":
+        from kvcalc.gguf_hub import parse_hub_gguf
+
+        hub_gguf = parse_hub_gguf(source.label)
+        if hub_gguf is not None:
+            from kvcalc.gguf_hub import shard_headers
+
+            return [f.header for f in shard_headers(hub_gguf, revision=source.revision, on_fetch=on_fetch)]
+    return None
+
+
+def _layer_weights(
+    model: Model, weights: int | None, revision: str | None, on_fetch: OnFetch, engine: Engine
+) -> tuple[Any, list[str]]:
+    """Weights by llama.cpp layer: exact from a GGUF's tensor infos; otherwise the checkpoint's
+    total split as embeddings, output head and equal layers (said in a note)."""
+    from fractions import Fraction
+
+    from kvcalc.dims import read_dims
+    from kvcalc.offload import LayerWeights
+
+    source = model.source
+    headers = _gguf_headers(model, on_fetch)
+    if headers is not None and source is not None:
+        from kvcalc.gguf import headers_layer_weights
+
+        return headers_layer_weights(headers, source.label), []
+    notes: list[str] = []
+    if weights is None:
+        total, label, notes = _weights(model, engine, revision, on_fetch)
+    else:
+        total, label = weights, f"--weights {weights:,} bytes"
+    dims = read_dims(source.config) if source is not None else None
+    layers = model.spec.layers
+    if dims is None:
+        raise UsageError("the offload split needs the model's hidden size and vocabulary", param="gpu_layers")
+    raw = source.config if source is not None and isinstance(source.config, dict) else {}
+    params = source.preset.parameters if source is not None and source.preset is not None else None
+    per_param = Fraction(total, params) if params else Fraction(2)
+    embedding = int(dims.vocab * dims.hidden * per_param)
+    tied = bool(raw.get("tie_word_embeddings", False))
+    body = total - embedding - (0 if tied else embedding)
+    if body <= 0:
+        raise UsageError(f"{model.name}: weights of {total:,} B are smaller than its embeddings", param="weights")
+    share, rest = divmod(body, layers)
+    per_layer = tuple(share + (1 if i < rest else 0) for i in range(layers))
+    notes.append(
+        f"weights by layer from the checkpoint ({label}): embeddings {embedding:,} B on the CPU, the output head "
+        f"{embedding:,} B{' (a copy of the tied embeddings)' if tied else ''}, the rest in {layers} equal layers; "
+        "a GGUF file gives them exactly"
+    )
+    return LayerWeights(embedding, per_layer, embedding, exact=False), notes

@@ -1,0 +1,44 @@
+"""The bundled presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvcalc.configs import read_config
+from kvcalc.estimator import Workload
+from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.presets import Preset
+
+
+@dataclass(frozen=True)
+class PresetSummary:
+    """A bundled preset, its model, and the bytes one token adds at bf16 (every layer, no window)."""
+
+    preset: Preset
+    spec: ModelSpec
+    bf16_bytes_per_token: int
+
+
+def list_presets() -> list[PresetSummary]:
+    """Every bundled preset, in file order."""
+    from kvcalc.dtypes import BF16
+    from kvcalc.presets import load_presets
+
+    found = []
+    for preset in load_presets().values():
+        spec = read_config(preset.config, name=preset.name)
+        per_token = estimate_spec(spec, Workload(tokens=1, kv_dtype=BF16)).per_token_bytes
+        found.append(PresetSummary(preset, spec, per_token))
+    return found
+
+
+def show_preset(name: str) -> PresetSummary:
+    """One preset by name or alias (case-insensitive)."""
+    from kvcalc.presets import get_preset
+
+    preset = get_preset(name)
+    return next(s for s in list_presets() if s.preset.name == preset.name)

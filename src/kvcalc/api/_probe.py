@@ -1,0 +1,289 @@
+"""probe: the real cache in transformers, llama.cpp or vLLM beside the estimate."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.dtypes import DEFAULT_QUANT_GROUP
+from kvcalc.errors import UsageError
+from kvcalc.estimator import Estimate, Workload
+from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.crosscheck import CrossCheck
+    from kvcalc.llamacpp_probe import LlamaCppProbe
+
+from ._estimate import estimate
+from ._fit import fit
+from ._models import DTypeLike, Model, OnFetch, open_model
+from ._serving import _dtype, _images, _merge, serving
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """A probe's request and result beside the estimate under the same engine's rules."""
+
+    model: Model
+    estimate: Estimate
+    request: dict[str, Any]
+    result: dict[str, Any]
+    tolerance_bytes: int
+    check: CrossCheck | None  # None for the raw probe
+    notes: tuple[str, ...] = ()
+
+    @property
+    def measured_bytes(self) -> int:
+        return int(self.check.measured_bytes if self.check is not None else self.result["tensor_bytes"])
+
+    @property
+    def match(self) -> bool:
+        if self.check is not None:
+            return self.check.within(self.tolerance_bytes)
+        return abs(self.measured_bytes - self.estimate.total_bytes) <= self.tolerance_bytes
+
+
+def probe_request(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    decode: int = 2,
+    kv_dtype: DTypeLike = None,
+    device: str = "auto",
+    raw: bool = False,
+    engine: str = "transformers",
+    tolerance: str = "0",
+    images: int | None = None,
+    image_tokens: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
+    """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
+    is plain JSON for torch_probe.py, here or on another machine."""
+    from kvcalc.crosscheck import model_request, parse_tolerance, raw_request
+    from kvcalc.dtypes import FP32
+    from kvcalc.engines import make_engine
+
+    if not raw and engine != "transformers":
+        raise UsageError("the model probe measures transformers' cache: engine applies to the raw probe only",
+                         param="engine")  # fmt: skip
+    if decode < 0:
+        raise UsageError(f"decode must not be negative, got {decode}", param="decode")
+    if device not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"device must be auto, cpu or cuda, got {device!r}", param="device")
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    spec = opened.spec
+    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
+    asked = _dtype(kv_dtype, DEFAULT_QUANT_GROUP, "kv_dtype")
+    # The probe runs the model in its own dtype; a config without one builds in torch's float32.
+    dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
+    pictures = _images(spec, images, image_tokens)
+    # The whole model runs in that dtype, so a state layer's conv history is kept in it too.
+    run = Workload(tokens=tokens, batch=batch, kv_dtype=dtype, state_dtype=None if raw else dtype, **pictures)
+    est = estimate_spec(spec, run, engine=chosen)
+    # Checked before any run, so a bad tolerance fails in a second, not after minutes of probing.
+    allowed = parse_tolerance(tolerance, est.total_bytes)
+    if raw:
+        request = raw_request(est, device=device, block_size=getattr(chosen, "block_size", None))
+    else:
+        config = opened.source.config if opened.source is not None else None
+        if not isinstance(config, dict):
+            raise UsageError("the model probe needs a model's JSON config (a preset, file or repo id)")
+        request = model_request(config, est, decode=decode, device=device)
+    return opened, est, request, allowed, _merge(spec.notes, notes, est.notes)
+
+
+def probe(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    decode: int = 2,
+    kv_dtype: DTypeLike = None,
+    device: str = "auto",
+    raw: bool = False,
+    engine: str = "transformers",
+    tolerance: str = "0",
+    from_result: str | Path | dict[str, Any] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    images: int | None = None,
+    image_tokens: int | None = None,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> ProbeReport:
+    """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
+    and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
+    a file path or the parsed JSON), refusing one that answers another request."""
+    from kvcalc.crosscheck import check_model, validate_result
+    from kvcalc.torch_probe import ProbeError, run
+
+    opened, est, request, allowed, notes = probe_request(
+        model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
+        engine=engine, tolerance=tolerance, images=images, image_tokens=image_tokens, revision=revision,
+        on_fetch=on_fetch, strict=strict,
+    )  # fmt: skip
+    if from_result is not None:
+        from kvcalc.sources import RESULT_LIMIT, read_json_file
+
+        where = "result" if isinstance(from_result, dict) else str(from_result)
+        loaded = from_result if isinstance(from_result, dict) else read_json_file(Path(from_result), limit=RESULT_LIMIT)
+        result = validate_result(loaded, request, where=where, model_types=(opened.spec.model_type,))
+    else:
+        try:
+            result = run(request, progress=progress) if progress is not None else run(request)
+        except ProbeError as exc:
+            raise UsageError(str(exc)) from None
+    if raw:
+        return ProbeReport(opened, est, request, result, allowed, None, notes)
+    check = check_model(opened.spec, est, result)
+    return ProbeReport(
+        opened, est, request, result, allowed, check, _merge(notes, check.notes, result.get("notes", []))
+    )
+
+
+def probe_llamacpp(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    batch: int = 1,
+    engine: str = "llama.cpp",
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    ubatch: int | None = None,
+    n_batch: int | None = None,
+    kv_unified: bool = False,
+    swa_full: bool | None = None,
+    timeout: float = 600,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> LlamaCppProbe:
+    """Create a real llama.cpp context for ``batch`` sequences of ``tokens`` over a GGUF of the
+    model's attention and recurrent geometry (a GGUF model's own metadata) and set its KV caches and
+    recurrent R/S buffers beside ``estimate`` under the same llama.cpp settings
+    (kvcalc.llamacpp_probe.LlamaCppProbe; ``.match`` is byte-for-byte agreement)."""
+    from kvcalc.engines import engine_entry
+    from kvcalc.llamacpp_probe import (
+        ALLOCATE_LIMIT,
+        LlamaCppProbeError,
+        compare,
+        context_request,
+        gguf_plan,
+        measure,
+    )
+
+    if engine_entry(engine).module != "llamacpp":
+        raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
+    _check_timeout(timeout)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    est = estimate(
+        opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
+        ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full,
+    )  # fmt: skip
+    chosen = serving(opened.spec, engine=engine, ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
+                     swa_full=swa_full).engine  # fmt: skip
+    plan = _llamacpp_plan(opened, tokens * batch, gguf_plan)
+    k_type = est.kv_dtype.name
+    request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)
+    # Allocated for real when cache and tiny weights fit easily; else sized by llama.cpp unallocated.
+    allocated = max(est.total_bytes, plan.weights_bytes) <= ALLOCATE_LIMIT
+    try:
+        answer = measure(plan, [request], timeout=timeout, no_alloc=not allocated)
+    except LlamaCppProbeError as exc:
+        raise UsageError(str(exc)) from None
+    result = answer["results"][0]
+    if "error" in result:
+        raise UsageError(f"llama.cpp refused the context: {result['error']}")
+    checks = compare(est, result)
+    from kvcalc.llamacpp_probe import LlamaCppProbe
+
+    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
+
+
+def _check_timeout(timeout: float) -> None:
+    """A real engine's time limit: a finite number of seconds, at least one."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 1:
+        raise UsageError(f"timeout must be a finite number of seconds, at least 1, got {timeout}", param="timeout")
+
+
+def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
+    """A GGUF file's own metadata (llamacpp_probe.file_plan: llama.cpp reads the file's keys, not
+    kvcalc's reading of them), or the GGUF of any other model's geometry (gguf_plan)."""
+    source = opened.source
+    if source is not None and source.kind == "file" and not source.label.lower().endswith(".json"):
+        from kvcalc.gguf import is_gguf, read_header
+        from kvcalc.llamacpp_probe import file_plan
+
+        path = Path(source.label)
+        if path.is_file() and is_gguf(path):
+            return file_plan(read_header(path), source.label)
+    if source is not None and source.kind == "hub":
+        from kvcalc.gguf_hub import parse_hub_gguf
+
+        hub_gguf = parse_hub_gguf(source.label)
+        if hub_gguf is not None:  # a Hub GGUF: its header, as resolving MODEL read it (cached)
+            from kvcalc.gguf_hub import shard_headers
+            from kvcalc.llamacpp_probe import file_plan
+
+            first = shard_headers(hub_gguf, revision=source.revision, on_fetch=None)[0]
+            return file_plan(first.header, source.label)
+    return from_spec(opened.spec, n_ctx)
+
+
+def probe_vllm(
+    model: str | ModelSpec | Model,
+    *,
+    max_model_len: int = 4096,
+    kv_budget: int | None = None,
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    python: str | None = None,
+    timeout: float = 300,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> Any:
+    """Start the real vLLM (its own Python: ``python``, $KVCALC_VLLM_PYTHON, or this one) on a
+    random-weight model of the model's geometry with ``max_model_len``, ``block_size``,
+    ``max_batched_tokens`` (None: vLLM's defaults) and ``kv_budget`` bytes of KV cache (None: 64 MiB), and set the
+    KV cache config it built and the capacity it logged beside ``fit`` under the same release and
+    platform (kvcalc.vllm_compare.VllmProbe; ``.match`` when every figure agrees)."""
+    import re
+
+    from kvcalc.vllm_compare import VllmProbe, compare, run_probe, vllm_python
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    config = opened.source.config if opened.source is not None else None
+    if not isinstance(config, dict):
+        raise UsageError("the vLLM probe needs a model's JSON config (a preset, file or repo id)")
+    if kv_budget is None:
+        kv_budget = 64 * 2**20  # room for a few requests of a small model; the figures scale with it
+    _check_timeout(timeout)
+    for param, value in (("max_model_len", max_model_len), ("kv_budget", kv_budget)):
+        if isinstance(value, bool) or value <= 0:
+            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
+    serving(opened.spec, engine="vllm", block_size=block_size, max_batched_tokens=max_batched_tokens)
+    request = {
+        "config": config, "max_model_len": max_model_len, "kv_cache_memory_bytes": kv_budget,
+        "block_size": block_size, "max_num_batched_tokens": max_batched_tokens, "dtype": "auto", "seed": 0,
+    }  # fmt: skip
+    result = run_probe(vllm_python(python), request, timeout)
+    platform = "vllm-cpu" if result.get("device") == "cpu" else "vllm"
+    # "0.32.0", "0.33.0+cu129", "0.19.1rc1.dev301+g60995c05b": the release's major.minor.patch.
+    release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
+    engine = f"{platform}@{release.group(0) if release else result.get('vllm_version')}"
+    report = fit(
+        opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine,
+        block_size=block_size, max_batched_tokens=max_batched_tokens,
+    )  # fmt: skip
+    checks = compare(result, report.result)
+    return VllmProbe(opened.name, engine, request, result, checks, report.notes)

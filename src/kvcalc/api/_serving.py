@@ -1,0 +1,193 @@
+"""Serving: the engine (with its options) and the K/V formats a request asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
+from kvcalc.errors import UsageError
+from kvcalc.spec import MAX_DIMENSION, ModelSpec
+
+if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.engines import Engine
+from ._models import DTypeLike
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The engine and K/V formats a request asks for, with every default applied noted."""
+
+    engine: Engine
+    k_dtype: DType | None
+    v_dtype: DType | None
+    residual_tokens: int
+    notes: tuple[str, ...] = ()
+
+
+def serving(
+    spec: ModelSpec,
+    *,
+    engine: str | Engine = "theoretical",
+    kv_dtype: DTypeLike = None,
+    k_dtype: DTypeLike = None,
+    v_dtype: DTypeLike = None,
+    quant_group: int | None = None,
+    residual_tokens: int | None = None,
+    block_size: int | None = None,
+    max_batched_tokens: int | None = None,
+    ubatch: int | None = None,
+    kv_unified: bool = False,
+    n_batch: int | None = None,
+    swa_full: bool | None = None,
+    max_num_seqs: int | None = None,
+    enforce_eager: bool = False,
+) -> Serving:
+    """Resolve the engine (by registry name) and the formats; ``None`` / ``"auto"`` formats are
+    the engine's own default for the model, decided by the estimator."""
+    from kvcalc.engines import Engine as EngineBase
+    from kvcalc.engines import make_engine
+    from kvcalc.units import MAX_COUNT
+
+    # A block or quantization group is at most a row's length; token counts at most any count.
+    knobs = (("block_size", block_size, MAX_DIMENSION), ("max_batched_tokens", max_batched_tokens, MAX_COUNT),
+             ("ubatch", ubatch, MAX_COUNT), ("quant_group", quant_group, MAX_DIMENSION),
+             ("n_batch", n_batch, MAX_COUNT), ("max_num_seqs", max_num_seqs, MAX_COUNT))  # fmt: skip
+    for param, value, most in knobs:
+        if value is not None and (isinstance(value, bool) or value <= 0):
+            raise UsageError(f"{param} must be positive, got {value}", param=param)
+        if value is not None and value > most:
+            raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
+    if residual_tokens is not None and residual_tokens < 0:
+        raise UsageError(f"residual_tokens must not be negative, got {residual_tokens}", param="residual_tokens")
+    notes: list[str] = []
+    if isinstance(engine, EngineBase):
+        chosen = engine
+    else:
+        chosen, engine_notes = make_engine(
+            engine, uses_mla=any(c.is_latent for c in spec.caches), block_size=block_size,
+            max_batched_tokens=max_batched_tokens, ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch,
+            swa_full=swa_full, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
+        )  # fmt: skip
+        notes += engine_notes
+    if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
+        raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
+                         param=("kv_dtype", "k_dtype", "v_dtype"))  # fmt: skip
+    if (k_dtype is not None or v_dtype is not None) and not any(c.caches_tokens for c in spec.caches):
+        raise UsageError(
+            f"{spec.name} caches no K or V rows (its layers keep states or nothing): k_dtype and v_dtype change "
+            "nothing; kv_dtype sets the state's format",
+            param=("k_dtype", "v_dtype"),
+        )
+    if (k_dtype is not None or v_dtype is not None) and not chosen.separate_kv_formats:
+        raise UsageError(
+            f"{chosen.name} stores K and V in one format: give kv_dtype (k_dtype and v_dtype apart are llama.cpp's "
+            "-ctk and -ctv)",
+            param=("kv_dtype", "k_dtype", "v_dtype"),
+        )
+    group = quant_group if quant_group is not None else DEFAULT_QUANT_GROUP
+    base = _dtype(kv_dtype, group, "kv_dtype")
+    k = _dtype(k_dtype, group, "k_dtype") if k_dtype is not None else base
+    v = _dtype(v_dtype, group, "v_dtype") if v_dtype is not None else base
+    named = [_dtype(d, group, "kv_dtype") for d in (kv_dtype, k_dtype, v_dtype) if isinstance(d, str)]
+    if quant_group is not None and not any(d is not None and d.is_group_quantized for d in named):
+        raise UsageError(
+            "quant_group applies to the group-quantized formats int8, int4 and int2; the formats asked for have no "
+            "groups",
+            param="quant_group",
+        )
+    if v is None and k is not None and k_dtype is not None:
+        # K alone (llama.cpp -ctk without -ctv): V keeps the engine's own default format, as the
+        # engine does (common/arg.cpp sets cache_type_k and cache_type_v apart); it must not follow K.
+        v, _ = chosen.auto_kv_dtype(spec.dtype, spec.model_type)
+        notes.append(f"V format not given: {v.name}, {chosen.name}'s default (--v-dtype or --kv-dtype to set it)")
+    quantized = any(d is not None and not d.is_plain for d in (k, v))
+    if residual_tokens is not None and not quantized:
+        raise UsageError(
+            "residual_tokens applies to a quantized KV cache (the newest tokens it keeps unquantized); the cache "
+            "asked for keeps every token in its own format",
+            param="residual_tokens",
+        )
+    residual = residual_tokens
+    if residual is None:
+        residual, residual_note = chosen.default_residual_tokens(quantized)
+        notes += [residual_note] if residual_note else []
+    return Serving(chosen, k, v if v != k else None, residual, tuple(notes))
+
+
+def is_theoretical(engine: str | Engine) -> bool:
+    """Whether an engine name (or alias) is the theoretical engine, the figure others are set beside."""
+    from kvcalc.engines import engine_entry
+
+    name = engine.name if not isinstance(engine, str) else engine_entry(engine).name
+    return name == "theoretical"
+
+
+def _dtype(value: DTypeLike, quant_group: int, param: str) -> DType | None:
+    if value is None or isinstance(value, DType):
+        return value
+    try:
+        return parse_kv_dtype(value, quant_group=quant_group)
+    except UsageError as exc:
+        raise UsageError(str(exc), param=param) from None
+
+
+def _tokens(
+    spec: ModelSpec, tokens: int | None, prompt: int | None, output: int | None, encoder_tokens: int | None
+) -> tuple[int, int | None, list[str]]:
+    """T (and the encoder length) from ``tokens`` or ``prompt`` + ``output``: decoder-only models
+    cache P + O; encoder-decoder models cache O in self-attention and the prompt in cross-attention."""
+    notes: list[str] = []
+    if encoder_tokens is not None and not spec.is_encoder_decoder:
+        raise UsageError(
+            f"encoder_tokens applies to encoder-decoder models; {spec.name} has no cross-attention",
+            param="encoder_tokens",
+        )
+    if tokens is not None and (prompt is not None or output is not None):
+        raise UsageError("give either tokens or prompt/output, not both", param=("tokens", "prompt", "output"))
+    if prompt is not None or output is not None:
+        if spec.is_encoder_decoder:
+            if not output:
+                raise UsageError("an encoder-decoder model caches generated tokens: give output", param="output")
+            return output, encoder_tokens or prompt, notes
+        return (prompt or 0) + (output or 0), encoder_tokens, notes
+    if tokens is None:
+        notes.append("tokens not given: 2,048 tokens per sequence assumed")
+        return 2048, encoder_tokens, notes
+    return tokens, encoder_tokens, notes
+
+
+def _images(spec: ModelSpec, images: int | None, image_tokens: int | None) -> dict[str, Any]:
+    """The workload's image fields: ``images`` per sequence of ``image_tokens`` tokens each (None:
+    the model's own count), for models with image cross-attention (Llama 3.2 Vision) only."""
+    for param, value in (("images", images), ("image_tokens", image_tokens)):
+        if value is not None and not spec.has_image_cross_attention:
+            raise UsageError(
+                f"{param} applies to models with image cross-attention (Llama 3.2 Vision); {spec.name} has none",
+                param=param,
+            )
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise UsageError(f"{param} must be a non-negative integer, got {value!r}", param=param)
+    if image_tokens == 0:
+        raise UsageError("image_tokens must be positive", param="image_tokens")
+    if images and image_tokens is None and spec.image_tokens is None:
+        raise UsageError(
+            f"{spec.name} does not say how many tokens an image has (no vision_config): give image_tokens",
+            param="image_tokens",
+        )
+    return {"images": images or 0, "image_tokens": image_tokens}
+
+
+def _past_limit(spec: ModelSpec, tokens: int, who: str = "") -> list[str]:
+    """The note every command gives once when a length is past the model's own context limit
+    (its max_position_embeddings or kin): engines refuse such requests unless told otherwise."""
+    limit = spec.max_context
+    if limit is None or tokens <= limit:
+        return []
+    return [f"{who}{tokens:,} tokens is past the model's context limit ({spec.max_context_key}): engines refuse "
+            "such requests by default"]  # fmt: skip
+
+
+def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(note for group in groups for note in group))
