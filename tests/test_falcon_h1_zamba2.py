@@ -34,9 +34,9 @@ from typing import Any
 import pytest
 
 from kvcalc.configs import read_config
-from kvcalc.crosscheck import check_model
 from kvcalc.dtypes import BF16
 from kvcalc.engines import VLLM, make_engine
+from kvcalc.engines.transformers.crosscheck import check_model
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.estimator import Workload, estimate

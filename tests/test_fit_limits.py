@@ -136,7 +136,10 @@ def test_weights_too_big_say_how_many_gpus() -> None:
         (("--kv-budget", "10GiB", "--weights", "1GB"), "--weights has no effect"),
         (("--kv-budget", "10GiB", "--overhead", "1GiB"), "--overhead has no effect"),
         (("--gpu", "h100", "--enforce-eager"), "--enforce-eager changes nothing under the theoretical engine"),
-        (("--gpu", "h100", "--engine", "sglang", "--max-num-seqs", "8"), "--max-num-seqs changes nothing under the sglang engine"),
+        (
+            ("--gpu", "h100", "--engine", "sglang", "--max-num-seqs", "8"),
+            "--max-num-seqs changes nothing under the sglang engine",
+        ),
         (("--gpu", "h100", "--engine", "vllm-cpu"), "VLLM_CPU_KVCACHE_SPACE"),
     ],
 )

@@ -92,7 +92,7 @@ def llama_result() -> tuple[dict[str, Any], dict[str, Any]]:
     import io
 
     from kvcalc.cli import main
-    from kvcalc.torch_probe import run
+    from kvcalc.engines.transformers.torch_probe import run
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
@@ -390,7 +390,7 @@ def test_bad_tolerance_fails_before_the_probe_runs(run_cli, monkeypatch, toleran
     def never(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the probe ran before --tolerance was checked")
 
-    monkeypatch.setattr("kvcalc.torch_probe.run", never)
+    monkeypatch.setattr("kvcalc.engines.transformers.torch_probe.run", never)
     result = run_cli("probe", "llama-3.1-8b", "--tokens", "40", "--tolerance", tolerance)
     assert_one_line_error(result, "--tolerance")
     assert result.exit_code == 2

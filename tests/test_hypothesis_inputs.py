@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcalc.crosscheck import check_model, validate_result
+from kvcalc.engines.transformers.crosscheck import check_model, validate_result
 from kvcalc.errors import KvcalcError
 from kvcalc.workloads import parse_lengths
 
@@ -50,12 +50,12 @@ def llama_case() -> tuple[Any, dict[str, Any], dict[str, Any]]:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from kvcalc.api import load_model
-    from kvcalc.crosscheck import model_request
     from kvcalc.dtypes import BF16
     from kvcalc.engines import make_engine
+    from kvcalc.engines.transformers.crosscheck import model_request
+    from kvcalc.engines.transformers.torch_probe import run
     from kvcalc.estimator import Workload, estimate
     from kvcalc.presets import get_preset
-    from kvcalc.torch_probe import run
 
     spec = load_model("llama-3.2-1b")
     est = estimate(spec, Workload(tokens=40, kv_dtype=BF16), engine=make_engine("transformers")[0])

@@ -17,7 +17,7 @@ import torch
 
 from .conftest import FIXTURES
 
-PROBE_FILE = Path(__file__).resolve().parents[1] / "src" / "kvcalc" / "torch_probe.py"
+PROBE_FILE = Path(__file__).resolve().parents[1] / "src" / "kvcalc" / "engines" / "transformers" / "torch_probe.py"
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,11 @@ pytest.importorskip("transformers", reason="the probe extra (transformers) is no
 
 import torch
 
-from kvcalc.torch_probe import ProbeError, probe_model, run
+from kvcalc.engines.transformers.torch_probe import ProbeError, probe_model, run
 
 from .conftest import FIXTURES
 
-PROBE_FILE = Path(__file__).resolve().parents[1] / "src" / "kvcalc" / "torch_probe.py"
+PROBE_FILE = Path(__file__).resolve().parents[1] / "src" / "kvcalc" / "engines" / "transformers" / "torch_probe.py"
 PRESETS = Path(__file__).resolve().parents[1] / "model_presets"
 LLAMA = json.loads((FIXTURES / "Llama-3.1-8B.json").read_text())
 # A small llama for fast runs: 8 query heads, 2 KV heads of 32 dims.

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from kvcalc import api
+from kvcalc.engines.vllm.probe import ENV_PYTHON, vllm_python
 from kvcalc.errors import UsageError
-from kvcalc.vllm_compare import ENV_PYTHON, vllm_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +154,7 @@ def test_cli_probe_engine_vllm(run_cli, tmp_path: Path) -> None:
 
 def test_missing_vllm_is_a_one_line_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENV_PYTHON, raising=False)
-    monkeypatch.setattr("kvcalc.vllm_compare.find_spec", lambda name: None)
+    monkeypatch.setattr("kvcalc.engines.vllm.probe.find_spec", lambda name: None)
     with pytest.raises(UsageError, match=r"vLLM is not installed here: pip install 'kvcalc\[vllm\]'") as caught:
         vllm_python()
     assert "\n" not in str(caught.value)
@@ -170,7 +170,7 @@ def test_vllm_flags_need_the_vllm_engine(run_cli) -> None:
 
 def test_a_timeout_stops_the_engine(tmp_path: Path) -> None:
     # A stand-in "Python" that never answers: the probe gives up at the time limit and kills it.
-    from kvcalc.vllm_compare import run_probe
+    from kvcalc.engines.vllm.probe import run_probe
 
     slow = tmp_path / "slow.sh"
     slow.write_text("#!/bin/sh\nsleep 60\n")
@@ -180,7 +180,7 @@ def test_a_timeout_stops_the_engine(tmp_path: Path) -> None:
 
 
 def test_probe_script_refuses_a_bad_request() -> None:
-    sys.path.insert(0, str(ROOT / "src" / "kvcalc"))
+    sys.path.insert(0, str(ROOT / "src" / "kvcalc" / "engines" / "vllm"))
     try:
         import vllm_probe
     finally:

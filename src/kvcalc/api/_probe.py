@@ -15,7 +15,7 @@ from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
-    from kvcalc.crosscheck import CrossCheck
+    from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.llamacpp_probe import LlamaCppProbe
 
 from ._estimate import estimate
@@ -66,9 +66,9 @@ def probe_request(
 ) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
     """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
     is plain JSON for torch_probe.py, here or on another machine."""
-    from kvcalc.crosscheck import model_request, parse_tolerance, raw_request
     from kvcalc.dtypes import FP32
     from kvcalc.engines import make_engine
+    from kvcalc.engines.transformers.crosscheck import model_request, parse_tolerance, raw_request
 
     if not raw and engine != "transformers":
         raise UsageError("the model probe measures transformers' cache: engine applies to the raw probe only",
@@ -121,8 +121,8 @@ def probe(
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
     a file path or the parsed JSON), refusing one that answers another request."""
-    from kvcalc.crosscheck import check_model, validate_result
-    from kvcalc.torch_probe import ProbeError, run
+    from kvcalc.engines.transformers.crosscheck import check_model, validate_result
+    from kvcalc.engines.transformers.torch_probe import ProbeError, run
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
@@ -255,10 +255,10 @@ def probe_vllm(
     random-weight model of the model's geometry with ``max_model_len``, ``block_size``,
     ``max_batched_tokens`` (None: vLLM's defaults) and ``kv_budget`` bytes of KV cache (None: 64 MiB), and set the
     KV cache config it built and the capacity it logged beside ``fit`` under the same release and
-    platform (kvcalc.vllm_compare.VllmProbe; ``.match`` when every figure agrees)."""
+    platform (kvcalc.engines.vllm.probe.VllmProbe; ``.match`` when every figure agrees)."""
     import re
 
-    from kvcalc.vllm_compare import VllmProbe, compare, run_probe, vllm_python
+    from kvcalc.engines.vllm.probe import VllmProbe, compare, run_probe, vllm_python
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = opened.source.config if opened.source is not None else None

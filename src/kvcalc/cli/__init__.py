@@ -2,8 +2,8 @@
 call into ``kvcalc.api``; shared flags live in ``options``, the app and its error handling in
 ``app``."""
 
-from . import commands  # noqa: F401  # registers every command
-from .app import app, main
+from .app import app
+from .commands import main  # registers every command on the app
 from .options import complete_dtype as _complete_dtype
 from .options import complete_engine as _complete_engine
 from .options import complete_gpu as _complete_gpu

@@ -6,7 +6,6 @@ import typer
 
 from kvcalc.errors import UsageError
 
-from .app import app
 from .options import (
     BatchOpt,
     EngineOpt,
@@ -28,7 +27,6 @@ from .options import (
 )
 
 
-@app.command()
 def compare(
     models: Annotated[
         list[str] | None,

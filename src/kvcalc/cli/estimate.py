@@ -6,7 +6,6 @@ import typer
 
 from kvcalc.errors import UsageError
 
-from .app import app
 from .options import (
     BatchedOpt,
     BatchOpt,
@@ -45,7 +44,6 @@ from .options import (
 )
 
 
-@app.command()
 def estimate(
     model: ModelArg = None,
     tokens: TokensOpt = None,

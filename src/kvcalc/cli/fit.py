@@ -6,7 +6,6 @@ import typer
 
 from kvcalc.units import parse_size
 
-from .app import app
 from .options import (
     GPU_NAMES,
     BatchedOpt,
@@ -46,7 +45,6 @@ from .options import (
 )
 
 
-@app.command()
 def fit(
     model: ModelArg = None,
     gpu: Annotated[

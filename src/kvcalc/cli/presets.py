@@ -4,8 +4,14 @@ from typing import Annotated
 
 import typer
 
-from .app import presets_app
 from .options import complete_model, print_json, print_view
+
+# ``kvcalc presets`` is a group of its own: the list, and ``show``.
+presets_app = typer.Typer(
+    help="List the bundled model presets, or show one.",
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 PresetsJsonOpt = Annotated[bool, typer.Option("--json", help="Print plain JSON.")]
 

@@ -7,7 +7,6 @@ import typer
 
 from kvcalc.errors import UsageError
 
-from .app import app
 from .options import (
     BatchedOpt,
     BatchOpt,
@@ -37,7 +36,6 @@ from .options import (
 )
 
 
-@app.command()
 def probe(
     model: ModelArg = None,
     device: Annotated[

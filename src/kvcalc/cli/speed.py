@@ -6,7 +6,6 @@ import typer
 
 from kvcalc.units import parse_rate
 
-from .app import app
 from .options import (
     GPU_NAMES,
     BatchOpt,
@@ -28,7 +27,6 @@ from .options import (
 )
 
 
-@app.command()
 def speed(
     model: ModelArg = None,
     gpu: Annotated[

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from kvcalc.api import OffloadReport, SpeedReport
     from kvcalc.capacity import Budget, Fit, Verdict
     from kvcalc.comparison import Comparison
-    from kvcalc.crosscheck import CrossCheck
+    from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.estimator import Estimate, Workload
     from kvcalc.presets import Preset
     from kvcalc.roofline import Step

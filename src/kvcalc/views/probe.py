@@ -13,7 +13,7 @@ from .table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.api import ProbeReport
-    from kvcalc.crosscheck import CrossCheck
+    from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.estimator import Estimate
 
 

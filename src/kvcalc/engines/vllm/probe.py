@@ -20,10 +20,10 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
-    from .capacity import Fit
+    from kvcalc.capacity import Fit
 
 ENV_PYTHON = "KVCALC_VLLM_PYTHON"
 INSTALL_HINT = (

@@ -1,5 +1,6 @@
-"""Set a probe's measurement beside the estimate: requests for ``kvcalc.torch_probe`` and the comparison
-of what it returns. Pure: the probe itself (torch, transformers) lives in torch_probe.py."""
+"""Set a probe's measurement beside the estimate: requests for the transformers probe
+(``torch_probe.py`` beside this module) and the comparison of what it returns. Pure: the probe
+itself (torch, transformers) lives in torch_probe.py."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .console import clean
-from .dtypes import BF16, FP16, FP32, DType
-from .errors import UsageError
-from .estimator import Estimate
-from .spec import Kind, ModelSpec
+from kvcalc.console import clean
+from kvcalc.dtypes import BF16, FP16, FP32, DType
+from kvcalc.errors import UsageError
+from kvcalc.estimator import Estimate
+from kvcalc.spec import Kind, ModelSpec
 
 _TORCH_NAMES = {FP32.name: "float32", BF16.name: "bfloat16", FP16.name: "float16"}
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.dtypes import FP32, DType
+from kvcalc.engines.base import Engine
 from kvcalc.spec import KVWindowCache, LayerCache
-
-from .base import Engine
 
 
 @dataclass(frozen=True)

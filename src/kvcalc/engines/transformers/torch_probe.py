@@ -3,7 +3,7 @@
 This file stands alone: it imports nothing from kvcalc, only the standard library, torch and
 (for the model probe) transformers, so it can be copied to a GPU machine and run there::
 
-    python torch_probe.py request.json      # or: python -m kvcalc.torch_probe < request.json
+    python torch_probe.py request.json      # or: python -m kvcalc.engines.transformers.torch_probe < request.json
 
 It reads a JSON request and prints a JSON result. ``kvcalc probe`` writes the request, runs the
 same code in-process, and sets the result beside its estimate.
