@@ -668,7 +668,7 @@ def _gemma4_kinds(r: _Reader, layers: int) -> list[str]:
     return kinds
 
 
-def _gemma4_entries(r: _Reader, base: AttentionCache | LatentCache, heads: int | None) -> dict[str, LayerCache]:
+def _gemma4_entries(r: _Reader, entry: AttentionCache | LatentCache, heads: int | None) -> dict[str, LayerCache]:
     """The cache entry of each Gemma 4 layer kind (transformers 5.24, models/gemma4/).
 
     Gemma4TextConfig.__post_init__ gives every full layer head_dim = ``global_head_dim`` (512 when
@@ -679,7 +679,8 @@ def _gemma4_entries(r: _Reader, base: AttentionCache | LatentCache, heads: int |
     value_states, ...)`` stores both tensors: the cache holds K and V as usual (2 x heads x dim).
     A sliding layer keeps ``sliding_window`` tokens (halved plus one for
     use_bidirectional_attention "all"; "vision" changes no window)."""
-    if not isinstance(base, AttentionCache) or heads is None:
+    base = entry.as_attention()
+    if base is None or heads is None:
         raise ConfigError("gemma4 configs with MLA (kv_lora_rank) are not supported")
     window = r.positive_int("sliding_window", default=512)
     if r.raw.get("use_bidirectional_attention") == "all":
@@ -756,11 +757,12 @@ def _layer_index(key: str, layers: int, where: str) -> int:
     return int(key)
 
 
-def _overridden(cache: LayerCache, applied: dict[str, Any], heads: int | None, where: str) -> LayerCache:
+def _overridden(layer: LayerCache, applied: dict[str, Any], heads: int | None, where: str) -> LayerCache:
     """One layer's K/V entry with its per-layer overrides applied."""
-    if not isinstance(cache, AttentionCache) or cache.tokens != "decoder":
+    cache = layer.as_attention()
+    if cache is None or cache.tokens != "decoder":
         raise ConfigError(
-            f"config field '{where}{next(iter(applied))}' overrides attention geometry on a {cache.kind.short} layer; "
+            f"config field '{where}{next(iter(applied))}' overrides attention geometry on a {layer.kind.short} layer; "
             "kvcalc cannot apply it there"
         )
     values: dict[str, int | None] = {}
@@ -892,7 +894,7 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
             )
         # The last `count` layers reuse the K and V of earlier layers of the same type.
         caches[layers - count :] = [SharedCache()] * count
-    if r.model_type == "deepseek_v32" and isinstance(attention, LatentCache):
+    if r.model_type == "deepseek_v32" and attention is not None and attention.is_latent:
         # DeepSeek-V3.2's sparse attention (DSA): every MLA layer also caches one indexer key per
         # token (transformers' DynamicIndexedLayer.indexer_keys, [batch, seq, index_head_dim]), an
         # extra entry per layer as cross-attention is for encoder-decoder models. index_n_heads
@@ -931,10 +933,11 @@ def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
     return AttentionCache(kv_heads=kv, k_head_dim=head_dim, v_head_dim=v_dim, expanded_heads=expanded), heads
 
 
-def _windowed(r: _Reader, base: AttentionCache | LatentCache, kind: str) -> LayerCache:
+def _windowed(r: _Reader, entry: AttentionCache | LatentCache, kind: str) -> LayerCache:
     if kind == "full_attention":
-        return base
-    if isinstance(base, LatentCache):
+        return entry
+    base = entry.as_attention()
+    if base is None:
         raise ConfigError(f"{kind} layers with MLA (kv_lora_rank) are not supported")
     if kind == "sliding_attention":
         key = r.first_key(("sliding_window", "sliding_window_size", "attention_window_size"))

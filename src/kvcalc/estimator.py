@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .dtypes import DType
 from .engines import THEORETICAL, Engine
 from .errors import UsageError
-from .spec import IndexerCache, Kind, LayerCache, ModelSpec
+from .spec import Kind, LayerCache, ModelSpec
 
 # More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
 MAX_PARALLEL = 2**16
@@ -325,8 +325,8 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
         if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
             return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
         k_fmt = k_dtype
-        if isinstance(cache, IndexerCache):
-            k_fmt = engine.indexer_dtype(k_dtype, compute_dtype, cache.family)
+        if (family := cache.indexer_family) is not None:
+            k_fmt = engine.indexer_dtype(k_dtype, compute_dtype, family)
         k_row, v_row, heads = engine.rows(cache, w.tp)
         kept = engine.tokens_held(cache, tokens)
         slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)

@@ -72,7 +72,7 @@ def speed(
     from kvcalc.configs import text_config
     from kvcalc.dims import read_dims
     from kvcalc.gpus import find_gpu
-    from kvcalc.spec import IndexerCache, Kind
+    from kvcalc.spec import Kind
 
     for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -193,7 +193,7 @@ def speed(
             "routed to, taken as uniform, independent routing (more skewed routing reads fewer)"
         )
     index_topk = text.get("index_topk")
-    sparse = any(isinstance(c, IndexerCache) for c in spec.caches)
+    sparse = any(c.picks_attended_tokens for c in spec.caches)
     shape = core.AttentionShape(query_heads, int(text.get("index_n_heads", 0) or 0),
                                 index_topk if isinstance(index_topk, int) and sparse else None)  # fmt: skip
     if sparse and shape.index_topk is None:

@@ -116,8 +116,9 @@ def _bamba_kinds(r: Reader, layers: int) -> list[str]:
 
 
 def _attention(r: Reader) -> tuple[AttentionCache, int]:
-    entry, heads = attention_entry(r)
-    if not isinstance(entry, AttentionCache):
+    found, heads = attention_entry(r)
+    entry = found.as_attention()
+    if entry is None:
         raise ConfigError(f"config field '{r.where}kv_lora_rank': granitemoehybrid attention has no MLA")
     hidden = r.positive_int(HIDDEN_KEYS)
     if entry.k_head_dim * heads != hidden:

@@ -1,0 +1,78 @@
+"""``StateCache``: a fixed-size state per sequence (linear attention, Mamba, LFM2's short
+convolution), nothing per token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvcalc.dtypes import DType
+
+from .base import Kind, LayerKind
+
+
+@dataclass(frozen=True)
+class StateCache(LayerKind):
+    """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
+
+    ``family`` is ``linear_attention`` (Gated DeltaNet and similar), ``mamba``, or ``short_conv``
+    (LFM2's gated short convolution: a conv history and no recurrent state). The causal conv
+    runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
+    past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
+    when it differs from the model's (None: decided by the engine and workload).
+    ``recurrent_dtype`` is the format the config names for the recurrent (SSM / delta-rule) state
+    alone (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``); None: as ``dtype``. Each engine decides
+    whether it honours it (``state_parts``).
+    """
+
+    family: Literal["linear_attention", "mamba", "short_conv"]
+    conv_channels: int
+    conv_kernel: int
+    recurrent_elements: int
+    dtype: DType | None = None
+    recurrent_dtype: DType | None = None
+
+    @property
+    def kind(self) -> Kind:
+        return Kind(self.family)
+
+    @property
+    def is_state(self) -> bool:
+        return True
+
+    @property
+    def state_dtype(self) -> DType | None:
+        return self.dtype
+
+    def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
+        conv = self.conv_channels * (self.conv_kernel if whole_kernel else self.conv_kernel - 1)
+        return conv, self.recurrent_elements
+
+    def describe(self) -> tuple[str, str]:
+        return "state", "-"
+
+    def explain(self) -> str:
+        return "fixed state per sequence, whatever T: a conv history and a recurrent state"
+
+    def fields(self) -> dict[str, Any]:
+        return {"conv_elements": self.conv_elements, "recurrent_elements": self.recurrent_elements}
+
+    @property
+    def conv_elements(self) -> int:
+        return self.conv_channels * (self.conv_kernel - 1)
+
+    @property
+    def total_state_elements(self) -> int:
+        return self.conv_elements + self.recurrent_elements
+
+    @property
+    def speed_refusal(self) -> str | None:
+        return None
+
+    def attention_flops(
+        self, query_heads: int, *, context: int, prefill: int = 0, index_heads: int = 0, index_topk: int | None = None
+    ) -> int:
+        """About 4 FLOPs per recurrent state element per token (decay and update, then the read) and
+        2 per conv state element, whatever the context: per decoded token, or per prompt token."""
+        conv, state = self.state_elements(whole_kernel=False)
+        return (4 * state + 2 * conv) * (prefill or 1)
