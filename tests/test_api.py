@@ -36,6 +36,28 @@ def test_open_model_once_serves_every_call() -> None:
     assert kvcalc.estimate(model, tokens=1000).total_bytes == 3_145_728 + 24_576_000
 
 
+def test_serving_and_layout_objects_equal_the_short_forms() -> None:
+    # Serving and Layout carry what the short forms do: the same figure, and not both at once.
+    short = kvcalc.estimate("llama-3.1-8b", tokens=1000, engine="vllm", kv_dtype="fp8", tp=2,
+                            options={"block_size": 32})  # fmt: skip
+    whole = kvcalc.estimate("llama-3.1-8b", tokens=1000, serving=kvcalc.Serving("vllm", kv_dtype="fp8",
+                            options={"block_size": 32}), layout=kvcalc.Layout(tp=2))  # fmt: skip
+    # 1,000 tokens in blocks of 32: 32 blocks = 1,024 slots x 4 KV heads per GPU x 128 x 2 (K, V)
+    # x 1 B (fp8) x 32 layers.
+    assert short.per_gpu_bytes == whole.per_gpu_bytes == 1024 * 4 * 128 * 2 * 32
+    with pytest.raises(UsageError) as info:
+        kvcalc.estimate("llama-3.1-8b", serving=kvcalc.Serving("vllm"), kv_dtype="fp8")
+    assert info.value.params == ("serving", "kv_dtype")
+    with pytest.raises(UsageError):
+        kvcalc.estimate("llama-3.1-8b", layout=kvcalc.Layout(tp=2), tp=2)
+    with pytest.raises(UsageError) as info:
+        kvcalc.estimate("llama-3.1-8b", engine="vllm", options={"ubatch": 64})
+    assert info.value.params == ("ubatch",)
+    with pytest.raises(UsageError) as info:
+        kvcalc.estimate("llama-3.1-8b", engine="vllm", options={"page_size": 64})
+    assert info.value.params == ("page_size",) and "no engine option" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("argv", "kwargs"),
     [
@@ -47,7 +69,7 @@ def test_open_model_once_serves_every_call() -> None:
         ),
         (
             ["--tokens", "4k", "--engine", "llama.cpp", "--kv-dtype", "q8_0", "--batch", "3", "--kv-unified"],
-            {"tokens": 4096, "engine": "llama.cpp", "kv_dtype": "q8_0", "batch": 3, "kv_unified": True},
+            {"tokens": 4096, "engine": "llama.cpp", "kv_dtype": "q8_0", "batch": 3, "options": {"kv_unified": True}},
         ),
         (
             ["--tokens", "2k", "--batch", "4", "--shared-prefix", "1k", "--engine", "vllm"],

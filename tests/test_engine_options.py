@@ -138,7 +138,7 @@ def test_quant_group_needs_a_group_quantized_format(run_cli) -> None:
 
 def test_quant_group_in_the_api() -> None:
     with pytest.raises(UsageError) as info:
-        api.estimate("llama-3.1-8b", kv_dtype="fp8", quant_group=32)
+        api.estimate("llama-3.1-8b", serving=api.Serving(kv_dtype="fp8", quant_group=32))
     assert info.value.params == ("quant_group",)
 
 

@@ -138,7 +138,7 @@ def test_llama_cpp_bytes_by_hand(flash: Path) -> None:
     unified = 4 * (43 * 768 * 512 * 2 + 21 * 2048 * (512 + 128) * 2 + 20 * 256 * 512 * 2)
     unified += 4 * 2 * 4 * (21 * 1024 * 8 + 20 * 512 * 128 + 21 * 256 * 8)
     assert unified == 425_263_104
-    got = estimate(str(flash), tokens=2048, batch=4, kv_unified=True, kv_dtype="fp16", engine="llama.cpp")
+    got = estimate(str(flash), tokens=2048, batch=4, options={"kv_unified": True}, kv_dtype="fp16", engine="llama.cpp")
     assert got.total_bytes == unified
 
 
@@ -148,11 +148,11 @@ def test_llama_cpp_bytes_by_hand(flash: Path) -> None:
 # n_ubatch 512 are llama.cpp's command-line defaults, kvcalc's.
 WORKLOADS: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ({"tokens": 4096, "kv_dtype": "fp16"}, {"n_ctx": 4096, "n_seq_max": 1}),
-    ({"tokens": 2048, "batch": 4, "kv_unified": True, "kv_dtype": "fp16"},
+    ({"tokens": 2048, "batch": 4, "options": {"kv_unified": True}, "kv_dtype": "fp16"},
      {"n_ctx": 8192, "n_seq_max": 4, "kv_unified": True}),
     ({"tokens": 1024, "batch": 3, "kv_dtype": "q8_0"},
      {"n_ctx": 3072, "n_seq_max": 3, "type_k": "q8_0", "type_v": "q8_0", "flash_attn": True}),
-    ({"tokens": 1000, "batch": 2, "swa_full": True, "kv_dtype": "fp16"},
+    ({"tokens": 1000, "batch": 2, "options": {"swa_full": True}, "kv_dtype": "fp16"},
      {"n_ctx": 2000, "n_seq_max": 2, "swa_full": True}),
 ]  # fmt: skip
 

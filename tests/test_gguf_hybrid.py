@@ -277,7 +277,7 @@ def measured(result: dict[str, Any]) -> dict[str, int]:
 def estimated(path: Path, tokens: int, batch: int, unified: bool) -> dict[str, int]:
     """kvcalc's K, V, R (conv) and S (recurrent) bytes under --engine llama.cpp (an MLA layer's
     latent + rope row is its K; a MoE or MLP layer holds nothing)."""
-    est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified)
+    est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", options={"kv_unified": unified})
     engine = LlamaCpp()
     found = {"k": 0, "v": 0, "r": 0, "s": 0}
     for g in est.groups:

@@ -455,7 +455,7 @@ def _llama_cpp_hybrid(path: Path) -> None:
         s = int(rs[1]) * len(recurrent) * d_state * d_inner * 4
         assert [f"{x / 2**20:.2f}" for x in (k, v, r, s)] == [k_mib, v_mib, rs[2], rs[3]]
         assert rs[4] == "0.00"  # llama.cpp's P buffer: nothing at these sizes (see the report)
-        est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified)
+        est = api.estimate(str(path), tokens=tokens, batch=batch, engine="llama.cpp", options={"kv_unified": unified})
         assert k + v + r + s == est.total_bytes, (tokens, batch, unified)
         where = spec.entry_layers or tuple(range(len(spec.caches)))  # falcon_h1: two entries a layer
         assert attention == [where[i] for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)]

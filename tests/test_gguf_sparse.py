@@ -322,7 +322,7 @@ def test_llama_cpp_allocates_what_kvcalc_estimates(name: str, tmp_path_factory: 
                 spec.entry_layers[i] for i, c in enumerate(spec.caches) if isinstance(c, IndexerCache)
             ]
         want = api.estimate(
-            str(path), tokens=tokens, batch=batch, engine="llama.cpp", kv_unified=unified,
+            str(path), tokens=tokens, batch=batch, engine="llama.cpp", options={"kv_unified": unified},
             kv_dtype="fp16" if kind == "f16" else kind,
         ).total_bytes  # fmt: skip
         assert got == want, (tokens, batch, unified, kind)

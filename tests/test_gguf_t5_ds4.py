@@ -149,7 +149,7 @@ def test_deepseek4_needs_one_kv_head(tmp_path: Path) -> None:
 @needs_llama_cpp
 def test_llama_cpp_agrees_t5(tmp_path: Path) -> None:
     path = t5_file(tmp_path)
-    for kw in ({"tokens": 1000}, {"tokens": 5000}, {"tokens": 5000, "batch": 3, "kv_unified": True}):
+    for kw in ({"tokens": 1000}, {"tokens": 5000}, {"tokens": 5000, "batch": 3, "options": {"kv_unified": True}}):
         report = api.probe_llamacpp(str(path), **kw)
         assert report.checks and all(c.match for c in report.checks), (kw, report.checks)
         assert report.match and report.measured_bytes == report.estimate.total_bytes

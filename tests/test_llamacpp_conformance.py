@@ -99,8 +99,13 @@ def _grid(spec: ModelSpec) -> list[dict[str, Any]]:
 def _estimate(spec: ModelSpec, c: dict[str, Any]) -> Any:
     return api.estimate(
         spec, tokens=c["tokens"], batch=c["batch"], engine="llama.cpp", k_dtype=c["k"], v_dtype=c["v"],
-        ubatch=c["ubatch"], n_batch=c["n_batch"], kv_unified=c["unified"], swa_full=c["swa_full"],
+        options=_options(c),
     )  # fmt: skip
+
+
+def _options(c: dict[str, Any]) -> dict[str, Any]:
+    """The grid point's llama.cpp knobs (None or False: the engine's default)."""
+    return {"ubatch": c["ubatch"], "n_batch": c["n_batch"], "kv_unified": c["unified"], "swa_full": c["swa_full"]}
 
 
 @cache
@@ -111,8 +116,7 @@ def _run(name: str) -> tuple[int, list[str]]:
     grid = _grid(spec)
     requests = []
     for c in grid:
-        engine = api.serving(spec, engine="llama.cpp", ubatch=c["ubatch"], n_batch=c["n_batch"],
-                             kv_unified=c["unified"], swa_full=c["swa_full"]).engine  # fmt: skip
+        engine = api.resolve_serving(spec, api.Serving("llama.cpp", options=_options(c))).engine
         requests.append(context_request(engine, c["tokens"], c["batch"], c["k"], c["v"]))
     answer = measure(gguf_plan(spec, 16384), requests, timeout=600)
     mismatches = []
@@ -145,7 +149,7 @@ def test_grid_size() -> None:
 def test_mla_refuses_different_k_and_v_types_as_llama_cpp_does() -> None:
     # src/llama-context.cpp: "model does not support different K (%s) and V (%s) cache types".
     spec = read_config(GEOMETRIES["deepseek2 MLA"], name="mla")
-    request = context_request(api.serving(spec, engine="llama.cpp").engine, 512, 1, "q8_0", "fp16")
+    request = context_request(api.resolve_serving(spec, api.Serving("llama.cpp")).engine, 512, 1, "q8_0", "fp16")
     answer = measure(gguf_plan(spec, 512), [request])
     assert "does not support different K" in answer["results"][0]["error"]
     with pytest.raises(UsageError, match=r"different K .* and V .* cache types"):
@@ -157,7 +161,7 @@ def test_quantized_type_whose_block_does_not_divide_the_head_dim_is_refused_by_b
     config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 640, "num_attention_heads": 8,
               "num_key_value_heads": 2, "torch_dtype": "bfloat16"}  # fmt: skip
     spec = read_config(config, name="h80")
-    request = context_request(api.serving(spec, engine="llama.cpp").engine, 512, 1, "q8_0", "fp16")
+    request = context_request(api.resolve_serving(spec, api.Serving("llama.cpp")).engine, 512, 1, "q8_0", "fp16")
     answer = measure(gguf_plan(spec, 512), [request])
     assert "does not divide n_embd_head_k=80" in answer["results"][0]["error"]
     with pytest.raises(UsageError, match="blocks of 32 do not divide the K head dim 80"):

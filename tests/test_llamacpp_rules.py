@@ -100,7 +100,7 @@ def test_effective_ubatch_is_min_of_n_batch_and_n_ubatch() -> None:
     # 2 streams of 4,096; sliding cells per stream pad(min(4,096, 256 + ubatch), 256):
     # n_batch 2,048, n_ubatch 512 -> 768 (1,536 both streams); n_batch 64 -> ubatch 64 -> pad(320) = 512 (1,024).
     default = api.estimate(spec, tokens=4096, batch=2, engine="llama.cpp")
-    small = api.estimate(spec, tokens=4096, batch=2, engine="llama.cpp", n_batch=64)
+    small = api.estimate(spec, tokens=4096, batch=2, engine="llama.cpp", options={"n_batch": 64})
     assert _groups(default)["sliding_attention"] == (2, 1536)
     assert _groups(small)["sliding_attention"] == (2, 1024)
     # n_ctx itself bounds it: 1 x 100 tokens -> n_batch = min(100, 2,048), ubatch 100; a window of
@@ -111,7 +111,7 @@ def test_effective_ubatch_is_min_of_n_batch_and_n_ubatch() -> None:
 def test_swa_full_gives_sliding_layers_full_cells() -> None:
     spec = read_config(GEMMA2_TINY, name="g2")
     # --swa-full: sliding layers get n_ctx_seq cells per stream, 2 x 4,096 = 8,192.
-    est = api.estimate(spec, tokens=4096, batch=2, engine="llama.cpp", swa_full=True)
+    est = api.estimate(spec, tokens=4096, batch=2, engine="llama.cpp", options={"swa_full": True})
     assert _groups(est) == {"sliding_attention": (2, 8192), "full_attention": (2, 8192)}
     assert any("--swa-full" in n for n in est.notes)
 

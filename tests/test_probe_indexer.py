@@ -150,7 +150,7 @@ def test_streams_and_q8_0(tmp_path: Path) -> None:
         940_032, 1536, 2)  # fmt: skip
     assert report.match
     # glm-dsa, one unified stream of 2 x 3000: n_ctx 6000 padded to 6144 cells; indexer 2 x 6144 x 128 x 2 B
-    report = api.probe_llamacpp(str(tiny(tmp_path, "glm-dsa")), tokens=3000, batch=2, kv_unified=True)
+    report = api.probe_llamacpp(str(tiny(tmp_path, "glm-dsa")), tokens=3000, batch=2, options={"kv_unified": True})
     idx = rows(report)["indexer"]
     assert (idx.measured_bytes, idx.measured_cells, idx.streams) == (2 * 6144 * 128 * 2, 6144, 1) and report.match
 

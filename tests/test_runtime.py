@@ -99,7 +99,7 @@ def test_fit_vllm_budget_lines() -> None:
     # 0.33 (plain vllm): 0.92, the Triton sampler, and CUDA graphs (512 MiB assumed) unless eager.
     current = api.fit("llama-3.1-8b", gpu="h100", engine="vllm", tokens=4096)
     assert "- CUDA graphs (vLLM's estimate, assumed)" in {line.label for line in current.budget.lines}
-    eager = api.fit("llama-3.1-8b", gpu="h100", engine="vllm", tokens=4096, enforce_eager=True)
+    eager = api.fit("llama-3.1-8b", gpu="h100", engine="vllm", tokens=4096, options={"enforce_eager": True})
     assert eager.budget.kv_bytes - current.budget.kv_bytes == 2**29
 
 

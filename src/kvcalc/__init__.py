@@ -30,6 +30,8 @@ _EXPORTS = {
     "ProbeReport": "api",
     "load_model": "api",
     "model_from_geometry": "api",
+    "Serving": "api",
+    "Layout": "api",
     "Request": "workloads",
     "RequestSummary": "workloads",
     "Comparison": "comparison",
@@ -64,12 +66,14 @@ __all__ = [
     "KvcalcError",
     "LatentCache",
     "LayerCache",
+    "Layout",
     "Model",
     "ModelSpec",
     "NoCache",
     "ProbeReport",
     "Request",
     "RequestSummary",
+    "Serving",
     "SharedCache",
     "SourceError",
     "SpeedReport",
@@ -96,8 +100,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api import FitReport as FitReport
+    from .api import Layout as Layout
     from .api import Model as Model
     from .api import ProbeReport as ProbeReport
+    from .api import Serving as Serving
     from .api import SpeedReport as SpeedReport
     from .api import compare as compare
     from .api import estimate as estimate

@@ -15,17 +15,20 @@ from ._models import Model, load_model, model_from_geometry, model_from_source, 
 from ._offload import OffloadReport, fit_offload
 from ._presets import PresetSummary, list_presets, show_preset
 from ._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
-from ._serving import Serving, is_theoretical, serving
+from ._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
 from ._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
 
 __all__ = [
     "COMPUTE_DTYPES",
     "DEFAULT_SWEEP",
     "FitReport",
+    "KnobValue",
+    "Layout",
     "Model",
     "OffloadReport",
     "PresetSummary",
     "ProbeReport",
+    "Served",
     "Serving",
     "SpeedReport",
     "cdiv_int",
@@ -45,7 +48,7 @@ __all__ = [
     "probe_request",
     "probe_vllm",
     "read_requests",
-    "serving",
+    "resolve_serving",
     "show_preset",
     "speed",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +19,19 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.workloads import Request, RequestSummary
 
 from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import _dtype, _images, _merge, _past_limit, _tokens, serving
+from ._serving import (
+    KnobValue,
+    Layout,
+    Serving,
+    _dtype,
+    _images,
+    _merge,
+    _past_limit,
+    _tokens,
+    as_layout,
+    as_serving,
+    resolve_serving,
+)
 
 
 def estimate(
@@ -32,18 +44,13 @@ def estimate(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int | None = None,
-    residual_tokens: int | None = None,
-    engine: str | Engine = "theoretical",
-    block_size: int | None = None,
-    max_batched_tokens: int | None = None,
-    ubatch: int | None = None,
-    kv_unified: bool = False,
-    n_batch: int | None = None,
-    swa_full: bool | None = None,
+    engine: str | Engine | None = None,
+    options: Mapping[str, KnobValue] | None = None,
+    serving: Serving | None = None,
     tp: int = 1,
     pp: int = 1,
     dp: int = 1,
+    layout: Layout | None = None,
     shared_prefix: int = 0,
     encoder_tokens: int | None = None,
     images: int | None = None,
@@ -66,11 +73,9 @@ def estimate(
     spec = opened.spec
     t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
     pictures = _images(spec, images, image_tokens)
-    chosen = serving(
-        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
-        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
-    )  # fmt: skip
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
+    chosen = resolve_serving(spec, asked)
+    tp, pp, dp = _layout(layout, tp, pp, dp)
     workload = Workload(
         tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
         shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,
@@ -105,17 +110,12 @@ def estimate_requests(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int | None = None,
-    residual_tokens: int | None = None,
-    engine: str | Engine = "theoretical",
-    block_size: int | None = None,
-    max_batched_tokens: int | None = None,
-    ubatch: int | None = None,
-    kv_unified: bool = False,
-    n_batch: int | None = None,
-    swa_full: bool | None = None,
+    engine: str | Engine | None = None,
+    options: Mapping[str, KnobValue] | None = None,
+    serving: Serving | None = None,
     tp: int = 1,
     pp: int = 1,
+    layout: Layout | None = None,
     shared_prefix: int = 0,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -128,11 +128,11 @@ def estimate_requests(
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     listed = read_requests(requests) if isinstance(requests, str | Path) else list(requests)
-    chosen = serving(
-        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
-        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full,
-    )  # fmt: skip
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
+    chosen = resolve_serving(spec, asked)
+    if layout is not None and layout.dp != 1:
+        raise UsageError("a request mix is sized on one replica: layout's dp changes nothing", param="layout")
+    tp, pp, _ = _layout(layout, tp, pp, 1)
     longest = max(r.tokens for r in listed) if listed else 1
     workload = Workload(
         tokens=longest, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, residual_tokens=chosen.residual_tokens,
@@ -220,3 +220,8 @@ def compare(
         candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
         notes=notes,
     )  # fmt: skip
+
+
+def _layout(layout: Layout | None, tp: int, pp: int, dp: int) -> tuple[int, int, int]:
+    got_tp, got_pp, got_dp = as_layout(layout, tp=tp, pp=pp, dp=dp)
+    return got_tp if got_tp is not None else 1, got_pp, got_dp

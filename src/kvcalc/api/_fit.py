@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.runtime import Runtime
 
 from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import _images, _merge, serving
+from ._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -57,22 +58,15 @@ def fit(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int | None = None,
-    residual_tokens: int | None = None,
-    engine: str | Engine = "theoretical",
-    block_size: int | None = None,
-    max_batched_tokens: int | None = None,
-    ubatch: int | None = None,
-    kv_unified: bool = False,
-    n_batch: int | None = None,
-    swa_full: bool | None = None,
+    engine: str | Engine | None = None,
+    options: Mapping[str, KnobValue] | None = None,
+    serving: Serving | None = None,
     tp: int | None = None,
     pp: int = 1,
     dp: int = 1,
+    layout: Layout | None = None,
     max_model_len: int | None = None,
     context_cap: bool = True,
-    max_num_seqs: int | None = None,
-    enforce_eager: bool = False,
     images: int | None = None,
     image_tokens: int | None = None,
     revision: str | None = None,
@@ -102,10 +96,13 @@ def fit(
             raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
     if weights is not None and (isinstance(weights, bool) or weights <= 0):
         raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
-    for param, value in (("overhead", overhead), ("max_num_seqs", max_num_seqs)):
-        if value is not None and (isinstance(value, bool) or value < (0 if param == "overhead" else 1)):
-            raise UsageError(f"{param} must be {'zero or more' if param == 'overhead' else 'positive'}, got {value}",
-                             param=param)  # fmt: skip
+    if overhead is not None and (isinstance(overhead, bool) or overhead < 0):
+        raise UsageError(f"overhead must be zero or more, got {overhead}", param="overhead")
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
+    tp, pp, dp = as_layout(layout, tp=tp, pp=pp, dp=dp)
+    # The remedies re-ask with one thing changed: from the serving and layout as resolved here.
+    call.update(serving=asked, engine=None, kv_dtype=None, k_dtype=None, v_dtype=None, options=None, layout=None,
+                tp=tp, pp=pp, dp=dp)  # fmt: skip
     for param, value in (("pp", pp), ("dp", dp), ("tp", tp), ("gpus", gpus)):
         if value is not None and value < 1:
             raise UsageError(f"{param} must be a positive whole number, got {value}", param=param)
@@ -115,12 +112,7 @@ def fit(
             raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
     if gpus is not None and gpus != tp * pp * dp:
         raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
-    chosen = serving(
-        spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
-        residual_tokens=residual_tokens, block_size=block_size, max_batched_tokens=max_batched_tokens,
-        ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch, swa_full=swa_full, max_num_seqs=max_num_seqs,
-        enforce_eager=enforce_eager,
-    )  # fmt: skip
+    chosen = resolve_serving(spec, asked)
     notes = list(chosen.notes)
     if tokens is None:
         tokens = 4096
@@ -144,8 +136,10 @@ def fit(
             )
         if kv_budget <= 0:
             raise UsageError(f"kv_budget must be positive, got {kv_budget}", param="kv_budget")
+        knobs = asked.options
         derivation = {"weights": weights, "overhead": overhead, "utilization": utilization,
-                      "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager or None}  # fmt: skip
+                      "max_num_seqs": knobs.get("max_num_seqs"),
+                      "enforce_eager": knobs.get("enforce_eager") or None}  # fmt: skip
         unused = [name for name, value in derivation.items() if value is not None]
         if unused:
             raise UsageError(
@@ -262,7 +256,8 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
     remedies: list[Remedy | None] = []
     kv = w.kv_dtype or report.model.spec.dtype
     if kv is None or (kv.block == 1 and kv.bits > 8):
-        remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", kv_dtype="fp8", k_dtype=None, v_dtype=None))
+        fp8 = replace(call["serving"], kv_dtype="fp8", k_dtype=None, v_dtype=None)
+        remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", serving=fp8))
     remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
     if result.max_context:
         remedies.append(

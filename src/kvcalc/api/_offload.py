@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 
 from ._fit import _is_gguf, _weights
 from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import _merge, serving
+from ._serving import KnobValue, Serving, _merge, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,8 @@ def fit_offload(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    ubatch: int | None = None,
-    n_batch: int | None = None,
-    kv_unified: bool = False,
-    swa_full: bool | None = None,
     engine: str | Engine = "llama.cpp",
+    options: Mapping[str, KnobValue] | None = None,
     weights: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -76,8 +73,8 @@ def fit_offload(
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    chosen = serving(spec, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch,
-                     n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full)  # fmt: skip
+    asked = Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options or {})
+    chosen = resolve_serving(spec, asked)
     if not chosen.engine.splits_layers:
         raise UsageError("gpu_layers applies to llama.cpp: use engine llama.cpp or llama-server", param="gpu_layers")
     if gpus < 1:

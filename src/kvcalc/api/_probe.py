@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from ._estimate import estimate
 from ._fit import fit
 from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import _dtype, _images, _merge, serving
+from ._serving import KnobValue, Serving, _dtype, _images, _merge, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -157,10 +157,7 @@ def probe_llamacpp(
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    ubatch: int | None = None,
-    n_batch: int | None = None,
-    kv_unified: bool = False,
-    swa_full: bool | None = None,
+    options: Mapping[str, KnobValue] | None = None,
     timeout: float = 600,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -184,12 +181,9 @@ def probe_llamacpp(
         raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
     _check_timeout(timeout)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    est = estimate(
-        opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-        ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified, swa_full=swa_full,
-    )  # fmt: skip
-    chosen = serving(opened.spec, engine=engine, ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
-                     swa_full=swa_full).engine  # fmt: skip
+    est = estimate(opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype,
+                   v_dtype=v_dtype, options=options)  # fmt: skip
+    chosen = resolve_serving(opened.spec, Serving(engine, options=options or {})).engine
     plan = _llamacpp_plan(opened, tokens * batch, gguf_plan)
     k_type = est.kv_dtype.name
     request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)
@@ -271,7 +265,8 @@ def probe_vllm(
         if isinstance(value, bool) or value <= 0:
             raise UsageError(f"{param} must be positive, got {value}", param=param)
     # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
-    serving(opened.spec, engine="vllm", block_size=block_size, max_batched_tokens=max_batched_tokens)
+    knobs = {"block_size": block_size, "max_batched_tokens": max_batched_tokens}
+    resolve_serving(opened.spec, Serving("vllm", options=knobs))
     request = {
         "config": config, "max_model_len": max_model_len, "kv_cache_memory_bytes": kv_budget,
         "block_size": block_size, "max_num_batched_tokens": max_batched_tokens, "dtype": "auto", "seed": 0,
@@ -282,8 +277,7 @@ def probe_vllm(
     release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
     engine = f"{platform}@{release.group(0) if release else result.get('vllm_version')}"
     report = fit(
-        opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine,
-        block_size=block_size, max_batched_tokens=max_batched_tokens,
+        opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine, options=knobs
     )  # fmt: skip
     checks = compare(result, report.result)
     return VllmProbe(opened.name, engine, request, result, checks, report.notes)

@@ -2,22 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, ModelSpec
+from kvcalc.units import MAX_COUNT
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines import Engine
 from ._models import DTypeLike
 
+# Engine knobs by API name, and the most each may be: a block or quantization group is at most
+# a row's length, token and sequence counts at most any count. Booleans are flags.
+_KNOB_LIMITS = {"block_size": MAX_DIMENSION, "max_batched_tokens": MAX_COUNT, "ubatch": MAX_COUNT,
+                "n_batch": MAX_COUNT, "max_num_seqs": MAX_COUNT}  # fmt: skip
+_FLAG_KNOBS = ("kv_unified", "swa_full", "enforce_eager")
+KnobValue = int | bool | None
+
 
 @dataclass(frozen=True)
 class Serving:
-    """The engine and K/V formats a request asks for, with every default applied noted."""
+    """How a model is served: the engine (``NAME[@VERSION]``, or an Engine), its ``options``
+    (the engine's knobs by name: ``{"block_size": 32}`` for vLLM, ``{"ubatch": 64,
+    "kv_unified": True}`` for llama.cpp; a knob the engine lacks is refused), and the K/V formats
+    (None or "auto": the engine's default for the model; ``quant_group`` for int8/int4/int2,
+    ``residual_tokens`` kept unquantized by a quantized cache).
+
+    >>> estimate("llama-3.1-8b", serving=Serving("vllm", kv_dtype="fp8", options={"block_size": 32}))  # doctest: +SKIP
+    """
+
+    engine: str | Engine = "theoretical"
+    kv_dtype: DTypeLike = None
+    k_dtype: DTypeLike = None
+    v_dtype: DTypeLike = None
+    quant_group: int | None = None
+    residual_tokens: int | None = None
+    options: Mapping[str, KnobValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the GPUs are laid out: tensor parallel (``tp``), pipeline stages (``pp``) and data-
+    parallel replicas (``dp``)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+
+@dataclass(frozen=True)
+class Served:
+    """A Serving resolved for one model: the configured engine, the K/V formats (None: the
+    engine's default, decided by the estimator), the residual tokens, and every default noted."""
 
     engine: Engine
     k_dtype: DType | None
@@ -26,50 +65,72 @@ class Serving:
     notes: tuple[str, ...] = ()
 
 
-def serving(
-    spec: ModelSpec,
+def as_serving(
+    serving: Serving | None,
     *,
-    engine: str | Engine = "theoretical",
+    engine: str | Engine | None = None,
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
-    quant_group: int | None = None,
-    residual_tokens: int | None = None,
-    block_size: int | None = None,
-    max_batched_tokens: int | None = None,
-    ubatch: int | None = None,
-    kv_unified: bool = False,
-    n_batch: int | None = None,
-    swa_full: bool | None = None,
-    max_num_seqs: int | None = None,
-    enforce_eager: bool = False,
+    options: Mapping[str, KnobValue] | None = None,
 ) -> Serving:
-    """Resolve the engine (by registry name) and the formats; ``None`` / ``"auto"`` formats are
-    the engine's own default for the model, decided by the estimator."""
+    """The Serving a call asks for: ``serving``, or the short forms (``engine=``, ``kv_dtype=``,
+    ``options=``...), not both."""
+    short = {"engine": engine, "kv_dtype": kv_dtype, "k_dtype": k_dtype, "v_dtype": v_dtype, "options": options}
+    given = {name: value for name, value in short.items() if value is not None}
+    if serving is None:
+        return Serving(**given)  # type: ignore[arg-type]
+    if given:
+        first = next(iter(given))
+        raise UsageError(f"{first} is part of serving: give serving or {first}, not both", param=("serving", first))
+    return serving
+
+
+def as_layout(layout: Layout | None, *, tp: int | None, pp: int, dp: int) -> tuple[int | None, int, int]:
+    """(tp, pp, dp) from ``layout`` or the short forms, not both."""
+    if layout is None:
+        return tp, pp, dp
+    if (tp is not None and tp != 1) or pp != 1 or dp != 1:
+        raise UsageError("tp, pp and dp are part of layout: give layout or them, not both", param=("layout", "tp"))
+    return layout.tp, layout.pp, layout.dp
+
+
+def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
+    """Resolve the engine (by registry name, with its options) and the formats for this model;
+    ``None`` / ``"auto"`` formats are the engine's own default for the model, decided by the
+    estimator."""
     from kvcalc.engines import Engine as EngineBase
     from kvcalc.engines import make_engine
-    from kvcalc.units import MAX_COUNT
 
-    # A block or quantization group is at most a row's length; token counts at most any count.
-    knobs = (("block_size", block_size, MAX_DIMENSION), ("max_batched_tokens", max_batched_tokens, MAX_COUNT),
-             ("ubatch", ubatch, MAX_COUNT), ("quant_group", quant_group, MAX_DIMENSION),
-             ("n_batch", n_batch, MAX_COUNT), ("max_num_seqs", max_num_seqs, MAX_COUNT))  # fmt: skip
-    for param, value, most in knobs:
-        if value is not None and (isinstance(value, bool) or value <= 0):
+    engine, kv_dtype, k_dtype, v_dtype = asked.engine, asked.kv_dtype, asked.k_dtype, asked.v_dtype
+    quant_group, residual_tokens, options = asked.quant_group, asked.residual_tokens, dict(asked.options)
+    for param, value in options.items():
+        most = _KNOB_LIMITS.get(param)
+        if param in _FLAG_KNOBS:
+            if value is not None and not isinstance(value, bool):
+                raise UsageError(f"{param} is a flag (True or False), got {value!r}", param=param)
+        elif most is None:
+            known = ", ".join([*_KNOB_LIMITS, *_FLAG_KNOBS])
+            raise UsageError(f"{param} is no engine option kvcalc knows; they are {known}", param=param)
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise UsageError(f"{param} must be positive, got {value}", param=param)
-        if value is not None and value > most:
+        elif value is not None and value > most:
             raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
+    if quant_group is not None and (isinstance(quant_group, bool) or quant_group <= 0):
+        raise UsageError(f"quant_group must be positive, got {quant_group}", param="quant_group")
+    if quant_group is not None and quant_group > MAX_DIMENSION:
+        raise UsageError(f"quant_group is implausibly large: {quant_group:.3g} (at most {MAX_DIMENSION:,})",
+                         param="quant_group")  # fmt: skip
     if residual_tokens is not None and residual_tokens < 0:
         raise UsageError(f"residual_tokens must not be negative, got {residual_tokens}", param="residual_tokens")
     notes: list[str] = []
     if isinstance(engine, EngineBase):
+        if any(value is not None and value is not False for value in options.values()):
+            raise UsageError("options configure an engine given by name; this engine is built already",
+                             param="options")  # fmt: skip
         chosen = engine
     else:
-        chosen, engine_notes = make_engine(
-            engine, uses_mla=any(c.is_latent for c in spec.caches), block_size=block_size,
-            max_batched_tokens=max_batched_tokens, ubatch=ubatch, kv_unified=kv_unified, n_batch=n_batch,
-            swa_full=swa_full, max_num_seqs=max_num_seqs, enforce_eager=enforce_eager,
-        )  # fmt: skip
+        chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c in spec.caches), **options)
         notes += engine_notes
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
@@ -113,7 +174,7 @@ def serving(
     if residual is None:
         residual, residual_note = chosen.default_residual_tokens(quantized)
         notes += [residual_note] if residual_note else []
-    return Serving(chosen, k, v if v != k else None, residual, tuple(notes))
+    return Served(chosen, k, v if v != k else None, residual, tuple(notes))
 
 
 def is_theoretical(engine: str | Engine) -> bool:

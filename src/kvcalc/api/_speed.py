@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from ._fit import _weights
 from ._models import DTypeLike, Model, OnFetch, open_model
 from ._offload import _gguf_headers
-from ._serving import _merge, _past_limit, serving
+from ._serving import Serving, _merge, _past_limit, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 DEFAULT_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -128,7 +128,7 @@ def speed(
     attends = any(c.kind not in (Kind.MAMBA, Kind.LINEAR, Kind.CONV, Kind.NONE) for c in spec.caches)
     if attends and not query_heads:
         raise UsageError(f"{spec.name}: the config gives no attention head count", param="model")
-    chosen = serving(spec, engine=engine, kv_dtype=kv_dtype)
+    chosen = resolve_serving(spec, Serving(engine, kv_dtype=kv_dtype))
     headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
     if weights is None and headers is not None:  # the headers in hand: no second read
         from kvcalc.gguf import loaded_tensor_bytes

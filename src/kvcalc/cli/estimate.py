@@ -187,10 +187,10 @@ def estimate(
     )  # fmt: skip
     theory = None
     if vs_theoretical:
-        theory = api.estimate(opened, tokens=result.workload.tokens, batch=result.workload.batch,
-                              encoder_tokens=result.workload.encoder_tokens, kv_dtype=result.workload.kv_dtype,
-                              images=result.workload.images or None, image_tokens=result.workload.image_tokens,
-                              v_dtype=result.workload.v_dtype, residual_tokens=result.workload.residual_tokens or None,
+        w = result.workload
+        same_formats = api.Serving(kv_dtype=w.kv_dtype, v_dtype=w.v_dtype, residual_tokens=w.residual_tokens or None)
+        theory = api.estimate(opened, tokens=w.tokens, batch=w.batch, encoder_tokens=w.encoder_tokens,
+                              images=w.images or None, image_tokens=w.image_tokens, serving=same_formats,
                               tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
     if as_json:
         from kvcalc.views.json import estimate_json

@@ -214,13 +214,13 @@ def fit(
     report = api.fit(
         model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
         gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
-        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager,
         tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
         max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap, revision=revision,
         on_fetch=say_fetching, strict=strict,
         images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                        max_batched_tokens, ubatch, kv_unified, n_batch, swa_full),
+                        max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
+                        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:
@@ -243,6 +243,7 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
              swa_full: bool, engine: str, weights: int | None, revision: str | None, strict: bool, as_json: bool,
              unit_choice: object) -> None:  # fmt: skip
     """``fit --gpu-layers``: llama.cpp's split over GPUs and the CPU."""
+    knobs = {"ubatch": ubatch, "n_batch": n_batch, "kv_unified": kv_unified, "swa_full": swa_full or None}
     from kvcalc import api
     from kvcalc.errors import UsageError
 
@@ -261,9 +262,8 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
         model, gpu_layers=layers, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), gpus=gpus or 1,
         tensor_split=shares, kv_offload=not no_kv_offload, tokens=count(tokens, "--tokens"),
         batch=count(batch, "--batch") or 1, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-        ubatch=ubatch, n_batch=n_batch, kv_unified=kv_unified,
-        swa_full=swa_full or None, engine=engine, weights=weights, revision=revision, on_fetch=say_fetching,
-        strict=strict,
+        options={name: value for name, value in knobs.items() if value is not None and value is not False},
+        engine=engine, weights=weights, revision=revision, on_fetch=say_fetching, strict=strict,
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:

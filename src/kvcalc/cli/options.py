@@ -245,14 +245,17 @@ def serving_flags(
     kv_unified: bool,
     n_batch: int | None = None,
     swa_full: bool = False,
+    **more: int | bool | None,
 ) -> dict[str, Any]:
-    """The engine and format flags as the API's keyword arguments."""
-    return {
-        "engine": engine, "kv_dtype": kv_dtype, "k_dtype": k_dtype, "v_dtype": v_dtype,
-        "quant_group": quant_group, "residual_tokens": residual_tokens, "block_size": block_size,
-        "max_batched_tokens": max_batched_tokens, "ubatch": ubatch, "kv_unified": kv_unified,
-        "n_batch": n_batch, "swa_full": swa_full or None,
-    }  # fmt: skip
+    """The engine and format flags as the API's ``serving`` (every engine knob among its options:
+    the engine refuses those it lacks)."""
+    from kvcalc.api import Serving
+
+    options = {"block_size": block_size, "max_batched_tokens": max_batched_tokens, "ubatch": ubatch,
+               "kv_unified": kv_unified, "n_batch": n_batch, "swa_full": swa_full or None, **more}  # fmt: skip
+    given = {knob: value for knob, value in options.items() if value is not None and value is not False}
+    return {"serving": Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
+                               residual_tokens=residual_tokens, options=given)}  # fmt: skip
 
 
 # --- values as users write them -------------------------------------------------------------------------

@@ -231,7 +231,9 @@ def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) 
     from kvcalc import api
     from kvcalc.llamacpp_probe import probe_json, probe_lines
 
-    report = api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, **options)
+    knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
+    given = {name: value for name, value in knobs.items() if value is not None and value is not False}
+    report = api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options)
     if as_json:
         print_json(probe_json(report))
     else:
