@@ -631,7 +631,7 @@ def test_gemma3n_round_trip(tmp_path: Path) -> None:
 
 
 def test_gemma3n_other_than_20_cached_layers_is_refused(tmp_path: Path) -> None:
-    # 30 layers, 5 shared: the file says 25 layers keep K/V, llama.cpp 0c1e570 caches 20 (see gguf.py)
+    # 30 layers, 5 shared: the file says 25 layers keep K/V, llama.cpp 0c1e570 caches 20 (see the gguf package)
     path = write(tmp_path / "g3n.gguf", "gemma3n", _gemma3n_keys(_small_gemma3n(30, 5)))
     with pytest.raises(SourceError, match=r"first 20 layers whatever the file says"):
         load_model(str(path))

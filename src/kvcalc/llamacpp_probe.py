@@ -41,6 +41,15 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .engines.llamacpp.architectures import (
+    Architecture,
+    Indexer,
+    Layout,
+    Ssm,
+    architecture,
+    converted,
+    probe_types,
+)
 from .errors import UsageError
 from .spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec, StateCache
 
@@ -55,56 +64,10 @@ TINY_FF = 64
 TINY_VOCAB = 32
 TINY_EXPERTS = 2
 
-# HF model_type -> the llama.cpp architecture convert_hf_to_gguf.py (conversion/__init__.py,
-# llama.cpp 0c1e570) writes, and whether it writes ``sliding_window`` for it.
-ARCHITECTURES: dict[str, tuple[str, bool]] = {
-    "llama": ("llama", False),
-    "mistral": ("llama", False),  # MistralForCausalLM -> LlamaModel: no window written
-    "mixtral": ("llama", False),
-    "qwen2": ("qwen2", False),
-    "qwen3": ("qwen3", False),
-    "starcoder2": ("starcoder2", False),
-    "phi3": ("phi3", True),  # conversion/phi.py writes it; src/models/phi3.cpp disables it
-    "gemma2": ("gemma2", True),
-    "gemma3": ("gemma3", True),
-    "gemma3_text": ("gemma3", True),
-    "cohere2": ("cohere2", True),
-    "gpt_oss": ("gpt-oss", True),
-    "llama4": ("llama4", False),  # chunk 8192 fixed in src/models/llama4.cpp
-    "llama4_text": ("llama4", False),
-    "deepseek_v2": ("deepseek2", False),
-    "deepseek_v3": ("deepseek2", False),
-}
-
-# HF model_type of a recurrent or hybrid model -> the llama.cpp architecture convert_hf_to_gguf.py
-# writes (conversion/mamba.py Mamba(2)Model @ 32e9e044, granite.py GraniteHybridModel @ 010f22d8,
-# jamba.py @ 7bca1fd9, lfm2.py LFM2Model @ 051139f5, qwen.py Qwen3NextModel @ 03173d5e, nemotron.py
-# NemotronHModel @ 7bca1fd9, falcon_h1.py FalconH1Model @ 7bca1fd9); _recurrent_plan writes their keys.
-RECURRENT_ARCHITECTURES: dict[str, str] = {
-    "mamba": "mamba",
-    "mamba2": "mamba2",
-    "granitemoehybrid": "granitehybrid",
-    "jamba": "jamba",
-    "lfm2": "lfm2",
-    "qwen3_next": "qwen3next",
-    "nemotron_h": "nemotron_h",
-    "falcon_h1": "falcon-h1",
-}
-
-# HF model_type of a sparse-attention model with an indexer key cache -> the llama.cpp architecture
-# convert_hf_to_gguf.py writes (conversion/deepseek.py DeepseekV32Model, conversion/glm.py GlmMoeDsaModel,
-# conversion/minimax.py MiniMaxM3Model, llama.cpp 0c1e570); _sparse_plan writes their keys.
-SPARSE_ARCHITECTURES: dict[str, str] = {
-    "deepseek_v32": "deepseek32",
-    "glm_moe_dsa": "glm-dsa",
-    "minimax_m3": "minimax-m3",
-    "minimax_m3_vl_text": "minimax-m3",
-}
-
-# Architectures whose graphs project Q (and the attention output) from n_embd to n_embd
-# (src/models/phi3.cpp wo {n_embd, n_embd}; qwen2, starcoder2, cohere2 likewise): their embedding
-# length must be n_head x head_dim, the model's own hidden size.
-_FULL_WIDTH = ("qwen2", "qwen3", "phi3", "starcoder2", "cohere2")
+# Which llama.cpp architecture convert_hf_to_gguf.py writes for an HF model_type, and what it writes
+# (whether sliding_window, the keys its loader requires): kvcalc.engines.llamacpp.architectures
+# (Architecture.probe: the architectures built here; _recurrent_plan and _sparse_plan for those with
+# a recurrent state or an indexer).
 
 # ggml type names as llama.cpp logs them, from kvcalc's names.
 GGML_TYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1",
@@ -137,14 +100,15 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     """The GGUF metadata of ``spec``'s attention geometry; a UsageError for a model the probe
     cannot build (one line saying why)."""
     mt = spec.model_type
-    if mt in RECURRENT_ARCHITECTURES:
-        return _recurrent_plan(RECURRENT_ARCHITECTURES[mt], spec, n_ctx_train)
-    if mt in SPARSE_ARCHITECTURES:
-        return _sparse_plan(SPARSE_ARCHITECTURES[mt], spec, n_ctx_train)
-    if mt not in ARCHITECTURES:
-        known = ", ".join(sorted({*ARCHITECTURES, *RECURRENT_ARCHITECTURES, *SPARSE_ARCHITECTURES}))
+    record = converted(mt)
+    if record is None or not record.probe:
+        known = ", ".join(probe_types())
         raise UsageError(f"the llama.cpp probe cannot build a {mt} model (it builds {known})")
-    arch, writes_window = ARCHITECTURES[mt]
+    if record.ssm is not None:
+        return _recurrent_plan(record, spec, n_ctx_train)
+    if record.indexer is not None:
+        return _sparse_plan(record, spec, n_ctx_train)
+    arch = record.name
     caches = spec.caches
     if len(caches) != spec.layers:
         raise UsageError(f"the llama.cpp probe builds one cache entry per layer; {spec.name} has {len(caches)}")
@@ -163,26 +127,27 @@ def gguf_plan(spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     heads = spec.query_heads
     width = TINY_EMBD
     first = caches[0]
-    if arch in _FULL_WIDTH and isinstance(first, AttentionCache):
+    if record.full_width and isinstance(first, AttentionCache):
         width = (heads or first.kv_heads) * first.k_head_dim
         keys = [(k, kind, width if k.endswith(".embedding_length") else v) for k, kind, v in keys]
     if all(isinstance(c, LatentCache) for c in caches):
         keys += _mla_keys(arch, caches[0], heads)  # type: ignore[arg-type]  # all latent, checked above
     elif all(isinstance(c, AttentionCache) and c.tokens == "decoder" for c in caches):
-        keys += _attention_keys(arch, spec, writes_window)
+        keys += _attention_keys(record, spec)
     else:
         kinds = ", ".join(sorted({c.kind.value for c in caches}))
         raise UsageError(f"the llama.cpp probe builds plain attention or MLA layers; {spec.name} has {kinds}")
-    keys += _family_keys(arch, spec)
+    keys += [(f"{arch}.{key}", *_stand_in(key, spec)) for key in record.probe_keys]
     return GgufPlan(arch, tuple(keys), _weights_bytes(spec, width))
 
 
-def _sparse_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
+def _sparse_plan(record: Architecture, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     """The keys convert_hf_to_gguf.py writes for DeepSeek-V3.2 (deepseek32), GLM-5 (glm-dsa) and
     MiniMax-M3 (minimax-m3), from kvcalc's layers: the MLA (or GQA) geometry, the indexer's key
     length and the layers that have one, with a tiny vocabulary, MLP and MoE (sigmoid gating, which
     both loaders require), which size no cache. The indexer's head count, top-k and blocks size no
     cache either (llama_kv_cache_dsa / _msa keep one key row per token): tiny values stand in."""
+    arch = record.name
     layers = spec.layers
     where = spec.entry_layers or tuple(range(len(spec.caches)))
     main = {where[i]: c for i, c in enumerate(spec.caches) if c.kind is not Kind.INDEXER}
@@ -219,12 +184,12 @@ def _sparse_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         *indexer,
     ]
     caches = list(main.values())
-    if arch in ("deepseek32", "glm-dsa"):
+    if record.layout is Layout.SPARSE_MLA:
         if not all(isinstance(c, LatentCache) for c in caches) or len(set(caches)) != 1:
             raise UsageError(f"the llama.cpp probe builds {arch} with MLA layers of one geometry; {spec.name}'s differ")
         keys += _mla_keys(arch, caches[0], spec.query_heads)  # type: ignore[arg-type]  # latent, checked above
         keys.append((f"{arch}.leading_dense_block_count", "uint32", 1))
-        if arch == "glm-dsa":
+        if record.indexer is Indexer.TYPED:
             # src/models/glm-dsa.cpp: indexer.types marks the layers that own an indexer ("full").
             keys.append((f"{arch}.attention.indexer.types", "array[bool]", [i in indexed for i in range(layers)]))
         elif sorted(indexed) != list(range(layers)):
@@ -235,7 +200,7 @@ def _sparse_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         if sorted(indexed) != list(range(lead, layers)):
             raise UsageError(f"llama.cpp gives minimax-m3 an indexer on every layer past the dense lead; {spec.name} "
                              "has others")  # fmt: skip
-        keys += _attention_keys(arch, spec, False)
+        keys += _attention_keys(record, spec)
         keys += [
             (f"{arch}.leading_dense_block_count", "uint32", lead),
             (f"{arch}.expert_weights_scale", "float32", 2.0),
@@ -264,16 +229,17 @@ def _ssm_sizes(state: StateCache, name: str) -> tuple[int, int, int]:
     raise UsageError(f"the llama.cpp probe cannot size {name}'s SSM state as llama.cpp's d_inner, d_state, n_group")
 
 
-def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
+def _recurrent_plan(record: Architecture, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     """The keys convert_hf_to_gguf.py writes for a recurrent or hybrid architecture (the converters
-    named at RECURRENT_ARCHITECTURES), from kvcalc's layers: the SSM sizes, the conv kernel, the
-    attention layers' heads and head dims, and which layer is which; a tiny vocabulary, MLP and
-    (where the architecture needs some) experts, which size no cache."""
+    named at its record), from kvcalc's layers: the SSM sizes, the conv kernel, the attention
+    layers' heads and head dims, and which layer is which; a tiny vocabulary, MLP and (where the
+    architecture needs some) experts, which size no cache."""
+    arch, layout = record.name, record.layout
     where = spec.entry_layers or tuple(range(len(spec.caches)))
     states = {where[i]: c for i, c in enumerate(spec.caches) if isinstance(c, StateCache)}
     attention = {where[i]: c for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)}
     others = sorted({c.kind.value for c in spec.caches if not isinstance(c, (StateCache, AttentionCache))})
-    if others and not (arch == "nemotron_h" and others == ["no_cache"]):  # Nemotron-H's MLP layers
+    if others and not (layout is Layout.NEMOTRON_H and others == ["no_cache"]):  # Nemotron-H's MLP layers
         raise UsageError(f"the llama.cpp probe builds {arch} with state and attention layers; {spec.name} has {others}")
     if not states or len(set(states.values())) > 1:
         raise UsageError(f"the llama.cpp probe builds {arch} layers of one state geometry; {spec.name}'s differ")
@@ -293,13 +259,13 @@ def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         ("tokenizer.ggml.model", "string", "none"),
     ]
     width = TINY_EMBD
-    if arch == "lfm2":
+    if record.ssm is Ssm.SHORTCONV:
         # LFM2's conv runs over the hidden size: n_embd_r = n_embd x (l_cache - 1) (src/llama-hparams.cpp).
         if state.recurrent_elements:
             raise UsageError(f"the llama.cpp probe builds lfm2 short convolutions with no state; {spec.name} has one")
         width = state.conv_channels
         keys.append((f"{arch}.shortconv.l_cache", "uint32", state.conv_kernel))
-    elif arch in ("mamba", "jamba"):
+    elif record.ssm is Ssm.MAMBA1:
         # Mamba-1 (n_group 0): conv over d_inner; src/models/mamba.cpp and jamba.cpp require d_inner = 2 x n_embd.
         d_inner = state.conv_channels
         if state.recurrent_elements % d_inner or d_inner % 2:
@@ -308,13 +274,13 @@ def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         keys += _ssm_keys(arch, state.conv_kernel, d_inner, state.recurrent_elements // d_inner, None, 16)
     else:
         d_inner, d_state, groups = _ssm_sizes(state, spec.name)
-        if arch == "granitehybrid":  # src/models/granite-hybrid.cpp asserts d_inner = 2 x n_embd
+        if record.inner_twice_embd:  # src/models/granite-hybrid.cpp asserts d_inner = 2 x n_embd
             if d_inner % 2:
                 raise UsageError(f"the llama.cpp probe cannot build {spec.name}: an odd d_inner {d_inner}")
             width = d_inner // 2
         # SSM heads (ssm.time_step_rank): Mamba-2 heads of 64 where they divide, each group a whole
         # number of heads; Qwen3-Next's value heads of d_state (its head_v_dim = head_k_dim).
-        head = d_state if arch == "qwen3next" else 64
+        head = d_state if record.ssm is Ssm.GATED_DELTA_NET else 64
         heads = d_inner // head if d_inner % head == 0 and (d_inner // head) % groups == 0 else groups
         keys += _ssm_keys(arch, state.conv_kernel, d_inner, d_state, groups, heads)
     keys.append((f"{arch}.embedding_length", "uint32", width))
@@ -326,7 +292,7 @@ def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
     )
     # The weights: unbounded (2**62), so llama.cpp sizes them with no_alloc.
     notes = (written if ssm else f"the probe wrote {arch} with shortconv.l_cache {state.conv_kernel}",)
-    if arch in ("mamba", "mamba2"):
+    if layout is Layout.SSM:
         keys += [(f"{arch}.feed_forward_length", "uint32", 0), (f"{arch}.attention.head_count", "uint32", 0)]
         return GgufPlan(arch, tuple(keys), 2**62, notes)
     if not attention:
@@ -339,10 +305,10 @@ def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         (f"{arch}.attention.value_length", "uint32", first.v_head_dim),
         (f"{arch}.rope.dimension_count", "uint32", first.k_head_dim),
     ]
-    if arch == "falcon-h1":  # attention and a Mamba-2 mixer in every layer: a scalar head_count_kv
+    if layout is Layout.FALCON_H1:  # attention and a Mamba-2 mixer in every layer: a scalar head_count_kv
         keys += [(f"{arch}.attention.head_count_kv", "uint32", first.kv_heads),
                  (f"{arch}.feed_forward_length", "uint32", TINY_FF)]  # fmt: skip
-    elif arch == "qwen3next":
+    elif layout is Layout.GATED_DELTA_NET:
         # src/models/qwen3next.cpp: layer i is full attention when (i + 1) % full_attention_interval == 0.
         interval = min(attention) + 1
         if sorted(attention) != [i for i in range(layers) if (i + 1) % interval == 0]:
@@ -359,13 +325,12 @@ def _recurrent_plan(arch: str, spec: ModelSpec, n_ctx_train: int) -> GgufPlan:
         ]
     else:  # per-layer KV heads: 0 on recurrent layers (and, Nemotron-H, MLP layers: a feed-forward instead)
         keys.append((f"{arch}.attention.head_count_kv", "array[uint32]", kv))
-        if arch == "nemotron_h":
+        if layout is Layout.NEMOTRON_H:
             ff = [TINY_FF if i not in attention and i not in states else 0 for i in range(layers)]
             keys.append((f"{arch}.feed_forward_length", "array[uint32]", ff))
         else:
             keys.append((f"{arch}.feed_forward_length", "uint32", TINY_FF))
-        if arch in ("jamba", "granitehybrid"):
-            keys += [(f"{arch}.expert_count", "uint32", 0), (f"{arch}.expert_used_count", "uint32", 0)]
+        keys += [(f"{arch}.{key}", "uint32", 0) for key in record.probe_keys]  # no experts
     return GgufPlan(arch, tuple(keys), 2**62, notes)
 
 
@@ -394,7 +359,8 @@ def _weights_bytes(spec: ModelSpec, width: int) -> int:
     return 4 * spec.layers * per_layer
 
 
-def _attention_keys(arch: str, spec: ModelSpec, writes_window: bool) -> list[tuple[str, str, Any]]:
+def _attention_keys(record: Architecture, spec: ModelSpec) -> list[tuple[str, str, Any]]:
+    arch = record.name
     caches = [c for c in spec.caches if isinstance(c, AttentionCache)]
     first = caches[0]
     if any((c.kv_heads, c.k_head_dim, c.v_head_dim) != (first.kv_heads, first.k_head_dim, first.v_head_dim)
@@ -409,11 +375,11 @@ def _attention_keys(arch: str, spec: ModelSpec, writes_window: bool) -> list[tup
         (f"{arch}.rope.dimension_count", "uint32", first.k_head_dim),
     ]
     windows = {c.window for c in caches if c.window is not None}
-    if writes_window and windows:
+    if record.writes_window and windows:
         if len(windows) > 1:
             raise UsageError(f"the llama.cpp probe builds one sliding window; {spec.name} has {sorted(windows)}")
         keys.append((f"{arch}.attention.sliding_window", "uint32", windows.pop()))
-    elif arch == "llama4" and not any(c.chunk is not None for c in caches):
+    elif record.chunk is not None and not any(c.chunk is not None for c in caches):
         # conversion/llama.py Llama4Model: all layers full -> sliding_window 0 (no chunks).
         keys.append((f"{arch}.attention.sliding_window", "uint32", 0))
     return keys
@@ -437,27 +403,20 @@ def _mla_keys(arch: str, cache: LatentCache, heads: int | None) -> list[tuple[st
     ]
 
 
-def _family_keys(arch: str, spec: ModelSpec) -> list[tuple[str, str, Any]]:
-    """Keys an architecture's load_arch_hparams requires that size no cache: experts (a tiny
-    MoE), Llama 4's MoE interleave, DeepSeek-2's dense lead, Cohere 2's logit scale."""
-    moe = {
-        "gpt-oss": [],
-        "llama4": [(f"{arch}.interleave_moe_layer_step", "uint32", 1)],
-        "deepseek2": [
-            (f"{arch}.leading_dense_block_count", "uint32", spec.layers),
-            (f"{arch}.expert_shared_count", "uint32", 0),
-        ],
+def _stand_in(key: str, spec: ModelSpec) -> tuple[str, Any]:
+    """(value type, value) the probe writes for a key an architecture's load_arch_hparams requires
+    that sizes no cache (Architecture.probe_keys): a tiny MoE, Llama 4's MoE interleave, DeepSeek-2's
+    dense lead (every layer), Cohere 2's logit scale."""
+    values: dict[str, tuple[str, Any]] = {
+        "expert_count": ("uint32", TINY_EXPERTS),
+        "expert_used_count": ("uint32", 1),
+        "expert_feed_forward_length": ("uint32", TINY_FF),
+        "interleave_moe_layer_step": ("uint32", 1),
+        "leading_dense_block_count": ("uint32", spec.layers),
+        "expert_shared_count": ("uint32", 0),
+        "logit_scale": ("float32", 1.0),
     }
-    if arch in moe:
-        return [
-            (f"{arch}.expert_count", "uint32", TINY_EXPERTS),
-            (f"{arch}.expert_used_count", "uint32", 1),
-            (f"{arch}.expert_feed_forward_length", "uint32", TINY_FF),
-            *moe[arch],
-        ]
-    if arch == "cohere2":
-        return [(f"{arch}.logit_scale", "float32", 1.0)]
-    return []
+    return values[key]
 
 
 # GGUF metadata value type ids (the GGUF spec, ggml-org/ggml docs/gguf.md; enum gguf_type) -> the
@@ -587,16 +546,11 @@ _RS_SIZE_LINE = re.compile(
     r"R \((\w+)\): +([\d.]+) MiB, S \((\w+)\): +([\d.]+) MiB(?:, P \((\w+)\): +([\d.]+) MiB)?"
 )
 _RS_LAYER_LINE = re.compile(r"llama_memory_recurrent, layer +(\d+): dev = ")
-# Architectures whose recurrent rows are llama_hparams::n_embd_r / n_embd_s's Mamba case
-# (src/llama-hparams.cpp, 0c1e570): R (d_conv - 1) x (d_inner + 2 x n_group x d_state), S d_state x
-# d_inner, from the ssm_* figures print_info prints for them. lfm2's short convolution (shortconv.l_cache
-# set) keeps R n_embd x (l_cache - 1) and no S; Kimi's KDA (kda.head_dim set) R 3 x (d_conv - 1) x
-# n_head x head_dim and S head_dim^2 x n_head. Other recurrent rules (RWKV's token shift, MiniMax's
-# linear attention) are not rebuilt: their rows are reported as not understood.
-_MAMBA_ROWS = ("mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "qwen3next", "qwen35", "qwen35moe",
-               "nemotron_h", "nemotron_h_moe")  # fmt: skip
-_SHORTCONV_ROWS = ("lfm2", "lfm2moe")
-_KDA_ROWS = ("kimi-linear",)
+# The recurrent rows (llama_hparams::n_embd_r / n_embd_s, src/llama-hparams.cpp, 0c1e570) are rebuilt for
+# the architectures whose Architecture.ssm rule the probe knows: the Mamba case from the ssm_* figures
+# print_info prints, lfm2's short convolution (shortconv.l_cache set) and Kimi's KDA (kda.head_dim set).
+# Other recurrent rules (RWKV's token shift, MiniMax's linear attention) are not rebuilt: their rows are
+# reported as not understood.
 _CPARAM_LINE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max) += (\d+)")
 _ERROR_LINE = re.compile(r"llama_init_from_model: (.+)")
 _KV_LAYER_LINE = re.compile(r"llama_kv_cache: layer +(\d+): dev = ")
@@ -717,19 +671,21 @@ def _meta(lc: Any, model: Any, key: str) -> str | None:
 def _recurrent_rows(info: dict[str, Any], meta: Any) -> list[int] | None:
     """llama_hparams::n_embd_r and n_embd_s (src/llama-hparams.cpp, 0c1e570) of the loaded model, the
     elements of one R (conv) row and one S (recurrent state) row, from what llama.cpp printed and the
-    model's metadata; None for an architecture whose rule the probe does not rebuild (see _MAMBA_ROWS)."""
+    model's metadata; None for an architecture whose rule the probe does not rebuild (Architecture.ssm)."""
     arch = meta("general.architecture")
+    record = architecture(arch)
+    state = record.ssm if record is not None else None
     l_cache = meta(f"{arch}.shortconv.l_cache")
-    if arch in _SHORTCONV_ROWS and l_cache is not None and "n_embd" in info:
+    if state is Ssm.SHORTCONV and l_cache is not None and "n_embd" in info:
         return [int(info["n_embd"]) * (int(l_cache) - 1), 0]
     kda, kernel = meta(f"{arch}.kda.head_dim"), meta(f"{arch}.ssm.conv_kernel")
-    if arch in _KDA_ROWS and kda is not None and kernel is not None and "n_head" in info:
+    if state is Ssm.KDA and kda is not None and kernel is not None and "n_head" in info:
         # llama_hparams::n_head() is layer 0's count (print_info lists every layer's when they differ)
         heads = int(str(info["n_head"]).strip("[]").split(",")[0])
         d_conv = int(kernel) - 1 if int(kernel) > 0 else 3  # n_embd_r's fallback for a kernel of 0
         return [3 * d_conv * heads * int(kda), int(kda) * int(kda) * heads]
     ssm = [info[k] for k in ("ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group") if k in info]
-    if arch in _MAMBA_ROWS and len(ssm) == 4:
+    if state is not None and state.mamba_rows and len(ssm) == 4:
         d_conv, d_inner, d_state, n_group = (int(v) for v in ssm)
         return [max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state), d_state * d_inner]
     return None
@@ -982,7 +938,7 @@ def _indexer_note(
 
 def _recurrent_checks(states: list[Any], memories: list[dict[str, Any]]) -> tuple[GroupCheck, ...]:
     """kvcalc's state groups beside llama.cpp's recurrent memory, R and S apart. kvcalc's R is its
-    llama.cpp engine rule (engines/llamacpp.py ``state_parts``: kernel - 1 conv columns, f32) over
+    llama.cpp engine rule (kvcalc.engines.llamacpp ``state_parts``: kernel - 1 conv columns, f32) over
     the group's layers and sequences; its S the rest of the group's bytes, so R + S is the estimate."""
     from .engines.llamacpp import LlamaCpp
 

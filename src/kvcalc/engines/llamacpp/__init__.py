@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
+from kvcalc.engines.llamacpp.architectures import NO_ARCHITECTURE, Window, converted
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
     AttentionCache,
@@ -30,50 +31,8 @@ if TYPE_CHECKING:
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
-# Model types llama.cpp 0c1e570 cannot load at all, and where that shows.
-_NO_ARCH = {
-    # No "zamba" anywhere in src/ or conversion/ (ggml-org/llama.cpp PR #21412 adding it is unmerged).
-    "zamba2": "src/llama-arch.cpp @ 0c1e570 lists none, and convert_hf_to_gguf converts none",
-}
-
-# Model types whose sliding window llama.cpp 0c1e570 does not apply: the llama.cpp architecture
-# convert_hf_to_gguf.py (conversion/__init__.py) converts them to, and why that architecture keeps
-# every token. Every other architecture with a window reads it in its src/models/<arch>.cpp
-# load_arch_hparams (gemma2, gemma3, gemma3n, gemma4, cohere2, gpt-oss, exaone4, mimo2, ...).
-_WINDOW_DROPPED = {
-    "mistral": (
-        "llama",
-        "MistralForCausalLM converts as LlamaModel (conversion/llama.py), which writes no sliding window",
-    ),
-    "mixtral": (
-        "llama",
-        "MixtralForCausalLM converts as LlamaModel (conversion/llama.py), which writes no sliding window",
-    ),
-    "phi3": ("phi3", "src/models/phi3.cpp sets n_swa = 0: 'Phi SWA is currently disabled' (PR #13676)"),
-    "qwen2": ("qwen2", "src/models/qwen2.cpp reads no sliding window"),
-    "qwen2_moe": ("qwen2moe", "src/models/qwen2moe.cpp reads no sliding window"),
-    "qwen3": ("qwen3", "src/models/qwen3.cpp reads no sliding window"),
-    "qwen3_moe": ("qwen3moe", "src/models/qwen3moe.cpp reads no sliding window"),
-    "starcoder2": ("starcoder2", "src/models/starcoder2.cpp reads no sliding window"),
-}
-
-# Model types whose window llama.cpp 0c1e570 keeps (src/models/<arch>.cpp sets swa_type STANDARD).
-_WINDOW_KEPT = {
-    "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "gemma3n": "gemma3n", "gemma3n_text": "gemma3n",
-    "gemma4": "gemma4", "gemma4_text": "gemma4", "cohere2": "cohere2", "gpt_oss": "gpt-oss", "exaone4": "exaone4",
-    "mimo_v2_flash": "mimo2", "mimo_v2": "mimo2",
-}  # fmt: skip
-
-# src/models/llama4.cpp load_arch_hparams: ``hparams.n_swa = 8192`` for the chunked layers,
-# whatever attention_chunk_size the config gives (convert_hf_to_gguf writes none).
-LLAMA4_CHUNK = 8192
-_LLAMA4_TYPES = ("llama4", "llama4_text")
-
-# Model types conversion/t5.py T5Model converts to llama.cpp's t5 architecture (T5ForConditionalGeneration,
-# MT5..., UMT5...). src/models/t5.cpp projects cross-attention K and V from the encoder output (llama_cross::v_embd,
-# a host f32 copy of n_embd x encoded tokens made by src/llama-context.cpp encode) at every decode: only the
-# decoder's self-attention has a KV cache (llama.cpp 0c1e570).
-_T5_TYPES = ("t5", "mt5", "umt5")
+# What llama.cpp does with each architecture's windows, chunks and cross-attention, and which HF model
+# types it converts to which architecture: one record each in .architectures.
 _T5_CROSS = NoCache(block="T5 cross-attention: llama.cpp recomputes its K/V from the encoder output at every decode")
 
 
@@ -147,23 +106,25 @@ class LlamaCpp(Engine):
         if any(c.is_compressed_attention for c in caches):
             caches = _dsv4_layout(caches)
             notes += _DSV4_NOTES
-        if mt in _WINDOW_DROPPED and any(_windowed(c) for c in caches):
-            arch, why = _WINDOW_DROPPED[mt]
+        arch = converted(mt)  # the llama.cpp architecture the model converts to, if kvcalc knows it
+        why = arch.dropped_why(mt) if arch is not None else None
+        if arch is not None and why is not None and any(_windowed(c) for c in caches):
             caches = tuple(_without_window(c) for c in caches)
             notes.append(
-                f"llama.cpp runs {mt} as its '{arch}' architecture with no sliding window ({why}): "
+                f"llama.cpp runs {mt} as its '{arch.name}' architecture with no sliding window ({why}): "
                 "every layer keeps the whole context"
             )
-        elif mt not in _WINDOW_KEPT and any(_windowed(c) for c in caches):
+        elif (arch is None or arch.window is not Window.KEPT) and any(_windowed(c) for c in caches):
             notes.append(f"kvcalc assumes llama.cpp keeps {mt}'s sliding window (not checked against its src/models/)")
-        if mt in _LLAMA4_TYPES and any(_chunk(c) not in (None, LLAMA4_CHUNK) for c in caches):
-            given = next(_chunk(c) for c in caches if _chunk(c) not in (None, LLAMA4_CHUNK))
-            caches = tuple(_with_chunk(c, LLAMA4_CHUNK) for c in caches)
+        chunk = arch.chunk if arch is not None else None
+        if chunk is not None and any(_chunk(c) not in (None, chunk) for c in caches):
+            given = next(_chunk(c) for c in caches if _chunk(c) not in (None, chunk))
+            caches = tuple(_with_chunk(c, chunk) for c in caches)
             notes.append(
-                f"llama.cpp fixes Llama 4's attention chunk at {LLAMA4_CHUNK:,} tokens (src/models/llama4.cpp), "
+                f"llama.cpp fixes Llama 4's attention chunk at {chunk:,} tokens (src/models/llama4.cpp), "
                 f"not the config's {given:,}"
             )
-        if mt in _T5_TYPES and any(c.tokens == "encoder" for c in caches):
+        if arch is not None and arch.recomputes_cross_attention and any(c.tokens == "encoder" for c in caches):
             caches = tuple(_T5_CROSS if c.tokens == "encoder" else c for c in caches)
             notes.append(
                 "llama.cpp caches no T5 cross-attention K/V: it recomputes them from the encoder output at every "
@@ -191,8 +152,10 @@ class LlamaCpp(Engine):
             raise UsageError(f"llama.cpp has no {cache.kind} cache of its own (transformers' layout): not modelled")
 
     def check_model_type(self, model_type: str) -> None:
-        if model_type in _NO_ARCH:
-            raise UsageError(f"llama.cpp has no {model_type} architecture ({_NO_ARCH[model_type]}): not modelled")
+        if model_type in NO_ARCHITECTURE:
+            raise UsageError(
+                f"llama.cpp has no {model_type} architecture ({NO_ARCHITECTURE[model_type]}): not modelled"
+            )
 
     def ubatch(self, n_ctx: int) -> int:
         """src/llama-context.cpp: ``n_batch = min(n_ctx, n_batch)`` (causal attention), then
