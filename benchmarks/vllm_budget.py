@@ -30,10 +30,10 @@ from typing import Any
 
 import yaml
 
-from kvcalc.dims import ModelDims, read_dims
 from kvcalc.engines.vllm.runtime import vllm_batch_defaults, vllm_runtime
 from kvcalc.gpus import GPUS
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.dims import ModelDims, read_dims
+from kvcalc.inputs.presets import load_presets
 
 DATA = Path(__file__).resolve().parent / "data"
 GIB = 2**30

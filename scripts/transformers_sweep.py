@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvcalc.configs import read_config
 from kvcalc.errors import KvcalcError
+from kvcalc.inputs.hf.configs import read_config
 
 
 def saved_defaults() -> dict[str, str]:

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import (
     CompressedCache,
     CompressorBufferCache,

@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 
-from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16
 from kvcalc.engines import VLLM, make_engine
 from kvcalc.engines.transformers.crosscheck import check_model
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, ModelSpec, StateCache
 
 from .conftest import FIXTURES, fixture_config

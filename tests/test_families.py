@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from kvcalc import estimate, load_model, model_from_geometry
-from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16, FP8, FP16, parse_dtype
 from kvcalc.errors import ConfigError
 from kvcalc.estimator import Estimate, Workload
 from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 
 from .conftest import fixture_config

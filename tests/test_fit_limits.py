@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kvcalc import api
-from kvcalc.configs import context_limit
+from kvcalc.inputs.hf.configs import context_limit
 
 # Llama 3.1 8B: 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B per token (bf16).
 PER_TOKEN = 131_072

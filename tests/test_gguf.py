@@ -1,4 +1,4 @@
-"""GGUF files as MODEL: kvcalc's own header reader (kvcalc.gguf), the metadata -> config mapping,
+"""GGUF files as MODEL: kvcalc's own header reader (kvcalc.inputs.gguf), the metadata -> config mapping,
 and the weights from the tensor infos.
 
 Every file here is a real GGUF written by the gguf package (the one llama.cpp's converter uses), with
@@ -22,8 +22,9 @@ import pytest
 
 from kvcalc.api import estimate, load_model, open_model
 from kvcalc.errors import KvcalcError, SourceError, StrictError
-from kvcalc.gguf import GGML_TYPES, read_header
-from kvcalc.sources import resolve, weights_bytes
+from kvcalc.inputs.gguf import GGML_TYPES, read_header
+from kvcalc.inputs.source import resolve
+from kvcalc.inputs.weights import weights_bytes
 from kvcalc.spec import AttentionCache, LatentCache
 
 gguf: Any = pytest.importorskip("gguf")
@@ -176,7 +177,7 @@ ROUND_TRIP = [
 
 @pytest.mark.parametrize("preset", ROUND_TRIP)
 def test_round_trip(preset: str, tmp_path: Path) -> None:
-    from kvcalc.llamacpp_probe import gguf_plan, write_gguf
+    from kvcalc.engines.llamacpp.probe import gguf_plan, write_gguf
 
     spec = load_model(preset)
     path = tmp_path / "model.gguf"
@@ -192,7 +193,7 @@ def test_round_trip(preset: str, tmp_path: Path) -> None:
 def test_mistral_carries_no_window(tmp_path: Path) -> None:
     # MistralForCausalLM converts as LlamaModel, which writes no window: llama.cpp keeps every token,
     # and so does the file; the same figure as the preset under llama.cpp's rules.
-    from kvcalc.llamacpp_probe import gguf_plan, write_gguf
+    from kvcalc.engines.llamacpp.probe import gguf_plan, write_gguf
 
     path = tmp_path / "mistral.gguf"
     write_gguf(gguf_plan(load_model("mistral-7b-v0.1"), 4096), path)
@@ -335,7 +336,7 @@ def test_truncated_real_file(tmp_path: Path) -> None:
 
 
 def test_layer_weights(tmp_path: Path) -> None:
-    from kvcalc.gguf import layer_weights
+    from kvcalc.inputs.gguf import layer_weights
 
     tensors = (
         ("token_embd.weight", (64, 10), "F16"),  # 640 x 2 B = 1280, input layer

@@ -2,7 +2,7 @@
 (sliding and full layers with their own head dims and KV heads; the last layers reuse earlier K/V),
 ``mimo2`` (MiMo-V2-Flash: sliding layers with their own KV heads, K and V of different widths) and
 ``deci`` (Llama-3.x Nemotron NAS: KV heads per layer, 0 on no-op and linear-attention layers), read
-by ``kvcalc.gguf.gguf_config``.
+by ``kvcalc.inputs.gguf.gguf_config``.
 
 Each file holds the keys convert_hf_to_gguf.py writes for the architecture (ggml-org/llama.cpp
 0c1e570, the copy llama-cpp-python 0.3.36 vendors: conversion/gemma.py Gemma4Model,
@@ -29,7 +29,7 @@ import pytest
 from kvcalc import api
 from kvcalc.api import load_model
 from kvcalc.errors import SourceError
-from kvcalc.presets import get_preset
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache, NoCache
 
 gguf: Any = pytest.importorskip("gguf")

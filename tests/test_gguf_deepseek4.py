@@ -1,4 +1,4 @@
-"""GGUF files of llama.cpp's ``deepseek4`` (DeepSeek-V4), read by ``kvcalc.gguf.gguf_config``, and the
+"""GGUF files of llama.cpp's ``deepseek4`` (DeepSeek-V4), read by ``kvcalc.inputs.gguf.gguf_config``, and the
 llama.cpp engine's rules for the caches llama.cpp 0c1e570 gives it (src/llama-kv-cache-dsv4.cpp
 ``llama_kv_cache_dsv4``, built by src/llama-model.cpp create_memory's deepseek4 branch):
 
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from kvcalc.api import estimate, load_model
+from kvcalc.engines.llamacpp.probe import measure_file
 from kvcalc.errors import SourceError
-from kvcalc.llamacpp_probe import measure_file
 from kvcalc.spec import CompressedCache, IndexerCache, KVWindowCache
 
 gguf: Any = pytest.importorskip("gguf")

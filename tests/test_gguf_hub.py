@@ -1,4 +1,4 @@
-"""A GGUF file in a Hub repo as MODEL (kvcalc.gguf_hub), read from the fake Hub of
+"""A GGUF file in a Hub repo as MODEL (kvcalc.inputs.gguf.hub), read from the fake Hub of
 tests/test_hub_server.py with byte ranges (tests/test_hub_weights.py's Range-aware handler).
 
 Each GGUF is a real file written by the gguf package, with a large tensor after its header: the
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kvcalc.errors import SourceError
-from kvcalc.sources import weights_bytes
+from kvcalc.inputs.weights import weights_bytes
 
 from .conftest import CliResult, assert_one_line_error, run_subprocess
 from .test_gguf import attention, write
@@ -34,7 +34,7 @@ from .test_hub_weights import ranged  # noqa: F401  (the fixture, used by name)
 
 FILE = "model-F32.gguf"
 MIB = 2**20
-FIRST_RANGE = f"bytes=0-{MIB - 1}"  # kvcalc.gguf_hub's first request: 1 MiB
+FIRST_RANGE = f"bytes=0-{MIB - 1}"  # kvcalc.inputs.gguf.hub's first request: 1 MiB
 # One F32 tensor of 4096 x 1024 elements after the header: 4,194,304 x 4 B = 16,777,216 bytes.
 BIG = (("blk.0.ffn_up.weight", (4096, 1024), "F32"),)
 BIG_BYTES = 4096 * 1024 * 4
@@ -138,7 +138,8 @@ def test_revision_passes_through(ranged: FakeHub, tmp_path: Path) -> None:  # no
 
 RUN_RESOLVE = """
 import json, sys
-from kvcalc.sources import resolve, weights_bytes
+from kvcalc.inputs.source import resolve
+from kvcalc.inputs.weights import weights_bytes
 said = []
 source = resolve(sys.argv[1], revision=sys.argv[2], on_fetch=said.append)
 size = weights_bytes(sys.argv[1], spec_dtype=None, revision=sys.argv[2], on_fetch=said.append)
@@ -242,13 +243,13 @@ def test_the_header_limit_stops_the_reader(ranged: FakeHub, tmp_path: Path, monk
     """In process: a header longer than the limit fails in one line after fetching exactly the limit."""
     from huggingface_hub import constants
 
-    from kvcalc import gguf_hub
+    from kvcalc.inputs.gguf import hub as gguf_hub
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(gguf_hub, "HEADER_LIMIT", MIB + MIB // 2)
     path = serve_gguf(ranged, tokenizer_llama(tmp_path).read_bytes())
     reader = gguf_hub.RangedReader(f"{ranged.endpoint}{path}", {}, "org/name:model.gguf", 10.0)
-    from kvcalc.gguf import parse_header
+    from kvcalc.inputs.gguf import parse_header
 
     with pytest.raises(SourceError, match=r"^org/name:model\.gguf: the GGUF header runs past 1 MiB"):
         parse_header(reader, "org/name:model.gguf")  # type: ignore[arg-type]
@@ -270,14 +271,14 @@ def test_the_header_limit_stops_the_reader(ranged: FakeHub, tmp_path: Path, monk
     ],
 )
 def test_model_forms(model: str, parsed: tuple[str, str, str | None] | None) -> None:
-    from kvcalc.gguf_hub import parse_hub_gguf
+    from kvcalc.inputs.gguf.hub import parse_hub_gguf
 
     got = parse_hub_gguf(model)
     assert (None if got is None else (got.repo_id, got.filename, got.revision)) == parsed
 
 
 def test_a_path_outside_the_repo_is_refused() -> None:
-    from kvcalc.gguf_hub import parse_hub_gguf
+    from kvcalc.inputs.gguf.hub import parse_hub_gguf
 
     with pytest.raises(SourceError, match="not a file path inside a Hub repo"):
         parse_hub_gguf("org/name:../x.gguf")

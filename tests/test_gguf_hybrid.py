@@ -1,6 +1,6 @@
 """GGUF files of recurrent and hybrid architectures: llama.cpp's ``mamba``, ``mamba2``,
 ``granitehybrid`` (Granite-4.0-H: Mamba-2 + attention), ``jamba`` (Mamba-1 + attention) and ``lfm2``
-(gated short convolutions + attention), read by ``kvcalc.gguf.gguf_config``.
+(gated short convolutions + attention), read by ``kvcalc.inputs.gguf.gguf_config``.
 
 Each file is written with the gguf package holding the keys convert_hf_to_gguf.py writes for the
 architecture (ggml-org/llama.cpp conversion/mamba.py @ 32e9e044, conversion/granite.py @ 010f22d8,
@@ -12,7 +12,7 @@ a preset's config). Three checks:
 - the real llama.cpp (llama-cpp-python 0.3.36 = llama.cpp 0c1e570): a context of the same file,
   sized with no_alloc, logs ``llama_kv_cache: size = ...`` for the attention layers and
   ``llama_memory_recurrent: size = ... R (f32): ... MiB, S (f32): ... MiB`` for the recurrent ones.
-  The bytes are rebuilt by the probe's own parser (kvcalc.llamacpp_probe, shared with ``kvcalc probe
+  The bytes are rebuilt by the probe's own parser (kvcalc.engines.llamacpp.probe, shared with ``kvcalc probe
   --engine llama.cpp``) from llama.cpp's figures (cells, layers it placed, the per-layer K/V
   widths and SSM sizes it printed) and must print as llama.cpp printed them, to the last digit, and
   equal kvcalc's ``--engine llama.cpp`` estimate.
@@ -27,11 +27,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc import api, llamacpp_probe
+from kvcalc import api
 from kvcalc.engines.llamacpp import LlamaCpp
+from kvcalc.engines.llamacpp import probe as llamacpp_probe
 from kvcalc.errors import SourceError
-from kvcalc.gguf import gguf_config, read_header
-from kvcalc.presets import get_preset
+from kvcalc.inputs.gguf import gguf_config, read_header
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache, LatentCache, NoCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")
@@ -228,9 +229,9 @@ def test_refusals(tmp_path: Path) -> None:
 
 def run_llama_cpp(path: Path, contexts: list[dict[str, Any]]) -> dict[str, Any]:
     """llama.cpp's log of loading the file (no_alloc: sized, not allocated) and of each context,
-    through the probe's own child process (kvcalc.llamacpp_probe.measure_file), with what the
+    through the probe's own child process (kvcalc.engines.llamacpp.probe.measure_file), with what the
     probe's parser read from each context's log (its KV caches and recurrent memory)."""
-    from kvcalc.llamacpp_probe import measure_file
+    from kvcalc.engines.llamacpp.probe import measure_file
 
     answer = measure_file(path, contexts, timeout=600, no_alloc=True)
     results = [{**r, "ok": "error" not in r} for r in answer["results"]]

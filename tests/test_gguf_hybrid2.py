@@ -1,7 +1,7 @@
 """GGUF files of more hybrid llama.cpp architectures: ``qwen35`` and ``qwen35moe`` (Qwen3.5: gated
 delta net + full attention), ``kimi-linear`` (Kimi-Linear: MLA + Kimi Delta Attention), ``lfm2moe``
 (LFM2-MoE: short convolutions + attention) and ``nemotron_h_moe`` (Nemotron-3: Mamba-2, attention and
-MoE layers), read by ``kvcalc.gguf.gguf_config``.
+MoE layers), read by ``kvcalc.inputs.gguf.gguf_config``.
 
 Each file holds the keys convert_hf_to_gguf.py of llama.cpp 0c1e570 writes for the architecture
 (conversion/qwen.py Qwen3_5TextModel and Qwen3_5MoeTextModel, subclasses of Qwen3NextModel;
@@ -30,8 +30,8 @@ import pytest
 from kvcalc import api
 from kvcalc.engines.llamacpp import LlamaCpp
 from kvcalc.errors import SourceError
-from kvcalc.gguf import gguf_config, read_header
-from kvcalc.presets import get_preset
+from kvcalc.inputs.gguf import gguf_config, read_header
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache, LatentCache, NoCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")
@@ -256,7 +256,7 @@ def test_round_trip_gives_the_presets_layers(tmp_path: Path, arch: str) -> None:
 def test_round_trip_qwen35moe_listed_layers(tmp_path: Path) -> None:
     hf = _ornith()
     path = write(tmp_path, "qwen35moe", qwen35_keys(hf, moe=True, listed=True))
-    from kvcalc.configs import read_config
+    from kvcalc.inputs.hf.configs import read_config
 
     back, original = api.load_model(str(path)), read_config(hf, name="ornith")
     assert not back.warnings, back.warnings

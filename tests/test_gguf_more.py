@@ -3,7 +3,7 @@
 sliding layers), ``exaone`` (EXAONE 3), ``glm4``, ``glm4moe``, ``qwen3next`` (Qwen3-Next: full
 attention every fourth layer, gated delta net on the others) and ``nemotron_h`` (Nemotron-H: Mamba-2,
 attention and MLP-only layers), ``falcon-h1`` (attention and a Mamba-2 mixer in every layer) and
-``gemma3n`` (sliding layers; the last layers reuse earlier K/V), read by ``kvcalc.gguf.gguf_config``.
+``gemma3n`` (sliding layers; the last layers reuse earlier K/V), read by ``kvcalc.inputs.gguf.gguf_config``.
 
 Each file holds the keys convert_hf_to_gguf.py writes for the architecture (ggml-org/llama.cpp,
 read at the commits named: conversion/falcon.py @ 5535795b FalconModel, conversion/gemma.py @
@@ -38,9 +38,9 @@ import pytest
 from kvcalc import api
 from kvcalc.api import estimate, load_model
 from kvcalc.engines.llamacpp import LlamaCpp
+from kvcalc.engines.llamacpp.probe import llama_cpp_available
 from kvcalc.errors import SourceError
-from kvcalc.llamacpp_probe import llama_cpp_available
-from kvcalc.presets import get_preset
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache, StateCache
 
 gguf: Any = pytest.importorskip("gguf")

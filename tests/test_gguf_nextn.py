@@ -2,7 +2,7 @@
 
 llama.cpp 0c1e570 runs and caches only the first block_count - nextn_predict_layers blocks and
 skips the NextN blocks' tensors unless MTP drafting is on (src/llama-model.cpp create_memory's
-filter, src/models/glm4.cpp / glm4-moe.cpp TENSOR_SKIP; kvcalc.gguf.nextn_layers). Checked here by
+filter, src/models/glm4.cpp / glm4-moe.cpp TENSOR_SKIP; kvcalc.inputs.gguf.nextn_layers). Checked here by
 hand and against a real llama.cpp load of a file with tensor data (the probe's data-less load
 cannot create skipped tensors).
 """
@@ -22,8 +22,8 @@ pytest.importorskip("gguf")
 
 from kvcalc import api
 from kvcalc.errors import SourceError
-from kvcalc.gguf import layer_weights, loaded_tensor_bytes, read_header
-from kvcalc.sources import gguf_weights_bytes
+from kvcalc.inputs.gguf import layer_weights, loaded_tensor_bytes, read_header
+from kvcalc.inputs.source import gguf_weights_bytes
 from kvcalc.spec import AttentionCache, StateCache
 
 from .test_gguf_more import FILES, SMALL_NEXT, U32, _hybrid, _qwen3next_keys

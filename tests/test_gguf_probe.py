@@ -2,7 +2,7 @@
 
 For a GGUF file the probe does not rebuild a GGUF from kvcalc's reading of the header (that would
 check kvcalc against itself): ``llamacpp_probe.file_plan`` copies every key of the file with its own
-GGUF value type (kvcalc.gguf keeps them: ``GgufHeader.value_types``), drops the tokenizer
+GGUF value type (kvcalc.inputs.gguf keeps them: ``GgufHeader.value_types``), drops the tokenizer
 (``tokenizer.ggml.model`` "none", with ``<arch>.vocab_size`` from the token list when the file has
 none) and the tensor data, and llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e570) builds the
 file's architecture from those keys and creates a real context. Every KV cache it allocates must
@@ -22,11 +22,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc import api, llamacpp_probe
-from kvcalc import gguf as kvcalc_gguf
+from kvcalc import api
+from kvcalc.engines.llamacpp import probe as llamacpp_probe
+from kvcalc.engines.llamacpp.probe import VALUE_TYPES, GgufPlan, file_plan, llama_cpp_available, write_gguf
 from kvcalc.errors import UsageError
-from kvcalc.gguf import read_header
-from kvcalc.llamacpp_probe import VALUE_TYPES, GgufPlan, file_plan, llama_cpp_available, write_gguf
+from kvcalc.inputs import gguf as kvcalc_gguf
+from kvcalc.inputs.gguf import read_header
 
 gguf: Any = pytest.importorskip("gguf")
 

@@ -1,7 +1,7 @@
 """GGUF files of llama.cpp's sparse-attention architectures with an indexer key cache: ``deepseek32``
 (DeepSeek-V3.2: MLA + the DSA lightning indexer), ``glm-dsa`` (GLM-5, GLM-5.3: the same, the indexer on
 the "full" layers only) and ``minimax-m3`` (MiniMax-M3: GQA + MiniMax Sparse Attention), and MiniMax-M2's
-plain GQA (``minimax-m2``), read by ``kvcalc.gguf.gguf_config``.
+plain GQA (``minimax-m2``), read by ``kvcalc.inputs.gguf.gguf_config``.
 
 Each file holds the keys convert_hf_to_gguf.py of llama.cpp 0c1e570 writes (conversion/deepseek.py
 DeepseekV32Model and conversion/glm.py GlmMoeDsaModel over DeepseekV2Model's MLA keys; conversion/minimax.py
@@ -29,8 +29,8 @@ import pytest
 from kvcalc import api
 from kvcalc.engines.llamacpp import LlamaCpp
 from kvcalc.errors import SourceError
-from kvcalc.gguf import gguf_config, read_header
-from kvcalc.presets import get_preset
+from kvcalc.inputs.gguf import gguf_config, read_header
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache, IndexerCache, LatentCache
 
 gguf: Any = pytest.importorskip("gguf")

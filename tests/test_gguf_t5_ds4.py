@@ -1,6 +1,6 @@
 """GGUF files of llama.cpp's ``t5`` (encoder-decoder), and the architectures kvcalc refuses beside it:
 ``t5encoder`` (encoder only) and a ``deepseek4`` (DeepSeek-V4) of several KV heads, read by
-``kvcalc.gguf.gguf_config``.
+``kvcalc.inputs.gguf.gguf_config``.
 
 Each t5 file holds the keys convert_hf_to_gguf.py writes (ggml-org/llama.cpp 0c1e570, the copy
 llama-cpp-python 0.3.36 vendors: conversion/t5.py T5Model.set_gguf_parameters). What llama.cpp
@@ -24,10 +24,10 @@ import pytest
 
 from kvcalc import api
 from kvcalc.api import load_model
+from kvcalc.engines.llamacpp.probe import LlamaCppProbeError, file_plan, measure
 from kvcalc.errors import SourceError, UsageError
-from kvcalc.gguf import read_header
-from kvcalc.llamacpp_probe import LlamaCppProbeError, file_plan, measure
-from kvcalc.presets import get_preset
+from kvcalc.inputs.gguf import read_header
+from kvcalc.inputs.presets import get_preset
 from kvcalc.spec import AttentionCache
 
 gguf: Any = pytest.importorskip("gguf")

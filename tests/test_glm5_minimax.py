@@ -1,5 +1,5 @@
 """Sparse-attention indexer key caches of GLM-5 (``glm_moe_dsa``, shared indexers included) and
-MiniMax-M3 (``minimax_m3_vl``): kvcalc.families.glm_moe_dsa and kvcalc.families.minimax_m3.
+MiniMax-M3 (``minimax_m3_vl``): kvcalc.inputs.hf.families.glm_moe_dsa and kvcalc.inputs.hf.families.minimax_m3.
 
 Every number below is derived by hand in the comment beside it from the configs' fields.
 """
@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.configs import read_config
 from kvcalc.dtypes import BF16, FP8
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec
 
 from .conftest import FIXTURES, fixture_config

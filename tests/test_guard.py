@@ -1,5 +1,5 @@
 """The guard: a config field kvcalc does not read that may shape the cache is named, never
-silently ignored (kvcalc.guard documents the rule)."""
+silently ignored (kvcalc.inputs.hf.guard documents the rule)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.configs import _text_config, read_config
-from kvcalc.guard import NOT_SHAPING, NOT_SHAPING_PARTS, SHAPING_WORDS, shaping_reason
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import _text_config, read_config
+from kvcalc.inputs.hf.guard import NOT_SHAPING, NOT_SHAPING_PARTS, SHAPING_WORDS, shaping_reason
+from kvcalc.inputs.presets import load_presets
 
 from .conftest import FIXTURES, assert_one_line_error
 

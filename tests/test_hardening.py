@@ -50,7 +50,7 @@ def test_exit_status(run_cli, argv: list[str], code: int) -> None:
         (["estimate", "llama-3.1-8b"], "kvcalc.api._estimate.estimate_spec"),
         (["compare", "llama-3.1-8b"], "kvcalc.comparison.compare"),
         (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.capacity.fit"),
-        (["presets"], "kvcalc.presets.load_presets"),
+        (["presets"], "kvcalc.inputs.presets.load_presets"),
     ],
 )
 def test_ctrl_c_exits_130_saying_aborted(run_cli, monkeypatch, argv: list[str], target: str) -> None:

@@ -138,7 +138,7 @@ ENGINES = ("theoretical", "transformers", "vllm", "sglang", "llama.cpp")
 
 
 def test_every_explain_product_equals_its_result() -> None:
-    from kvcalc.presets import load_presets
+    from kvcalc.inputs.presets import load_presets
     from kvcalc.views.estimate import explain_lines
 
     checked = 0
@@ -398,9 +398,9 @@ def test_a_model_type_without_rules_is_read_generically_with_a_note(tmp_path: Pa
 
 
 def test_no_preset_and_no_gguf_architecture_says_it_was_read_generically() -> None:
-    from kvcalc.configs import is_checked_type
-    from kvcalc.gguf import ARCH_TYPES
-    from kvcalc.presets import load_presets
+    from kvcalc.inputs.gguf import ARCH_TYPES
+    from kvcalc.inputs.hf.configs import is_checked_type
+    from kvcalc.inputs.presets import load_presets
 
     assert all(is_checked_type(t) for t in ARCH_TYPES.values())
     for name in load_presets():
@@ -491,7 +491,7 @@ def test_piped_output_with_no_terminal_is_80_wide() -> None:
 
 
 def test_a_preset_name_is_never_wrapped(run_cli, monkeypatch) -> None:
-    from kvcalc.presets import load_presets
+    from kvcalc.inputs.presets import load_presets
 
     monkeypatch.setenv("COLUMNS", "80")
     text = run_cli("presets").stdout

@@ -1,4 +1,4 @@
-"""The guard's precision (kvcalc.guard): a warning must be a true statement about a field that could
+"""The guard's precision (kvcalc.inputs.hf.guard): a warning must be a true statement about a field that could
 shape the cache and that kvcalc does not read. Names are matched by their words, not substrings, and
 a second spelling of a quantity kvcalc reads is judged by its value."""
 
@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from kvcalc import api, configs
-from kvcalc.configs import _text_config, read_config
-from kvcalc.guard import ALIASES, shaping_reason
+from kvcalc import api
+from kvcalc.inputs.hf import configs
+from kvcalc.inputs.hf.configs import _text_config, read_config
+from kvcalc.inputs.hf.guard import ALIASES, shaping_reason
 from kvcalc.spec import ModelSpec, StateCache
 
 from .conftest import FIXTURES, fixture_config

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kvcalc.gguf import read_header
-from kvcalc.presets import presets_dir
+from kvcalc.inputs.gguf import read_header
+from kvcalc.inputs.presets import presets_dir
 
 from .conftest import assert_one_line_error, run_subprocess
 

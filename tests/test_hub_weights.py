@@ -1,6 +1,6 @@
 """Weights of a Hub repo, read by huggingface_hub's real get_safetensors_metadata from a fake Hub.
 
-kvcalc.sources.weights_bytes sizes a Hub repo's weights from its safetensors headers (parameter
+kvcalc.inputs.weights.weights_bytes sizes a Hub repo's weights from its safetensors headers (parameter
 count per dtype x bytes per element). huggingface_hub 2.x asks for them like this:
 
 * ``HEAD /<repo>/resolve/main/model.safetensors`` (file_exists). If the file is there, one
@@ -56,7 +56,7 @@ ELEMENT = {"F32": 4, "BF16": 2, "F16": 2, "I8": 1, "F8_E4M3": 1}
 RUN_WEIGHTS = """
 import json, sys
 from kvcalc.errors import SourceError
-from kvcalc.sources import weights_bytes
+from kvcalc.inputs.weights import weights_bytes
 try:
     print(json.dumps(weights_bytes(sys.argv[1], spec_dtype=None)))
 except SourceError as exc:

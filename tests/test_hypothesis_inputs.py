@@ -55,7 +55,7 @@ def llama_case() -> tuple[Any, dict[str, Any], dict[str, Any]]:
     from kvcalc.engines.transformers.crosscheck import model_request
     from kvcalc.engines.transformers.torch_probe import run
     from kvcalc.estimator import Workload, estimate
-    from kvcalc.presets import get_preset
+    from kvcalc.inputs.presets import get_preset
 
     spec = load_model("llama-3.2-1b")
     est = estimate(spec, Workload(tokens=40, kv_dtype=BF16), engine=make_engine("transformers")[0])

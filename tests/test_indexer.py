@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from kvcalc.api import load_model
-from kvcalc.configs import read_config
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache
 
 from .conftest import fixture_config

@@ -158,9 +158,9 @@ def test_every_engine_sizes_or_refuses_every_kind(layout: str, engine_name: str)
 
 # --- no switches on the kinds outside their home and the engines ------------------------------------------
 
-# Where a switch on a kind's class belongs: the kinds themselves, and each engine's own rules (the
-# llama.cpp probe joins those soon, as kvcalc.engines.llamacpp).
-_MAY_SWITCH = ("kinds/", "spec.py", "engines/", "llamacpp_probe.py")
+# Where a switch on a kind's class belongs: the kinds themselves, and each engine's own rules and
+# probes (the llama.cpp probe builds each kind as llama.cpp metadata).
+_MAY_SWITCH = ("kinds/", "spec.py", "engines/")
 _KIND_NAMES = {cls.__name__ for cls in KINDS} | {"LayerKind", "_Layer", "LayerCache"}
 
 

@@ -1,7 +1,7 @@
 """One home for what kvcalc knows of llama.cpp's architectures: kvcalc.engines.llamacpp.architectures.
 
-The GGUF reader (kvcalc.gguf), the llama.cpp engine (kvcalc.engines.llamacpp) and the llama.cpp probe
-(kvcalc.llamacpp_probe) each read the table instead of keeping lists of their own. These tests keep it
+The GGUF reader (kvcalc.inputs.gguf), the llama.cpp engine (kvcalc.engines.llamacpp) and the llama.cpp probe
+(kvcalc.engines.llamacpp.probe) each read the table instead of keeping lists of their own. These tests keep it
 so: no architecture's name is spelled in those modules, and the table's records agree with themselves.
 """
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc import gguf
 from kvcalc.engines.llamacpp import architectures as table
 from kvcalc.engines.llamacpp.architectures import ARCHITECTURES, Indexer, Layout, Ssm, Window, architecture, converted
 from kvcalc.errors import SourceError
-from kvcalc.gguf import config as gguf_mapping
-from kvcalc.gguf.header import GgufHeader
+from kvcalc.inputs import gguf
+from kvcalc.inputs.gguf import config as gguf_mapping
+from kvcalc.inputs.gguf.header import GgufHeader
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kvcalc"
 TABLE = SRC / "engines" / "llamacpp" / "architectures.py"
@@ -28,8 +28,7 @@ HF_TYPES = frozenset(t for a in ARCHITECTURES for t in (*a.hf_types, a.reads_as)
 def _readers() -> list[Path]:
     """The modules that read llama.cpp architectures: the GGUF reader package, the llama.cpp engine
     package and the probe."""
-    return sorted([*(SRC / "gguf").rglob("*.py"), *(SRC / "engines" / "llamacpp").rglob("*.py"),
-                   SRC / "llamacpp_probe.py"])  # fmt: skip
+    return sorted([*(SRC / "inputs" / "gguf").rglob("*.py"), *(SRC / "engines" / "llamacpp").rglob("*.py")])
 
 
 def _spelled(path: Path, names: frozenset[str]) -> set[str]:
@@ -44,8 +43,8 @@ def test_every_architecture_name_is_spelled_in_the_table_only() -> None:
     "glm4moe", "t5" ... all of them) is a string literal in exactly one of the modules that read
     architectures: the table.
 
-    The scan covers the GGUF reader package (src/kvcalc/gguf/), the llama.cpp engine package
-    (src/kvcalc/engines/llamacpp/) and src/kvcalc/llamacpp_probe.py, with the ``ast`` module (comments
+    The scan covers the GGUF reader package (src/kvcalc/inputs/gguf/), the llama.cpp engine package
+    (src/kvcalc/engines/llamacpp/, its probe included), with the ``ast`` module (comments
     and longer strings do not count). It is scoped so because many architecture names are also the
     text of HF model types ("llama", "t5", "mamba", "gemma2" ...), which the HF side of kvcalc
     (src/kvcalc/families/, src/kvcalc/configs.py, the other engines) spells as model types, as it

@@ -1,7 +1,7 @@
 """The conformance grid: kvcalc's llama.cpp rules against the real llama.cpp, byte for byte.
 
 For each geometry (a small config.json read by kvcalc as any model is) the probe writes one GGUF
-of that geometry (kvcalc.llamacpp_probe.gguf_plan: what convert_hf_to_gguf.py writes for the
+of that geometry (kvcalc.engines.llamacpp.probe.gguf_plan: what convert_hf_to_gguf.py writes for the
 architecture) and llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e570) creates one context per
 configuration in a single child process: K/V types x sequences x tokens x unified or separate
 streams x n_ubatch / n_batch x swa_full. Every KV cache llama.cpp allocates (its cells, layers,
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from kvcalc import api
-from kvcalc.configs import read_config
+from kvcalc.engines.llamacpp.probe import compare, context_request, gguf_plan, llama_cpp_available, measure
 from kvcalc.errors import UsageError
-from kvcalc.llamacpp_probe import compare, context_request, gguf_plan, llama_cpp_available, measure
+from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import ModelSpec
 
 pytestmark = pytest.mark.skipif(

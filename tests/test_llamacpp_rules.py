@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from kvcalc import api
-from kvcalc.configs import read_config
+from kvcalc.engines.llamacpp.probe import llama_cpp_available
 from kvcalc.errors import UsageError
-from kvcalc.llamacpp_probe import llama_cpp_available
+from kvcalc.inputs.hf.configs import read_config
 
 from .conftest import fixture_config
 
@@ -140,7 +140,7 @@ def test_probe_refuses_llama_flags_for_transformers(run_cli: Any) -> None:
 
 
 def test_missing_llama_cpp_is_a_one_line_hint(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvcalc.llamacpp_probe as probe
+    from kvcalc.engines.llamacpp import probe
 
     monkeypatch.setattr(probe, "llama_cpp_available", lambda: False)
     result = run_cli("probe", "llama-3.1-8b", "--engine", "llama.cpp")

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from kvcalc.configs import read_config
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import load_presets
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache
 
 from .conftest import FIXTURES, fixture_config

@@ -65,7 +65,7 @@ def test_unpacked_wheel_finds_its_own_presets(wheel: Path, tmp_path: Path) -> No
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(unpacked)
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import kvcalc, kvcalc.presets as p; "
+        "import sys; sys.path.insert(0, sys.argv[1]); import kvcalc, kvcalc.inputs.presets as p; "
         "assert kvcalc.__file__.startswith(sys.argv[1]), kvcalc.__file__; "
         "assert str(p.presets_dir()).startswith(sys.argv[1]), str(p.presets_dir()); "
         "print(len(p.load_presets()))"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kvcalc.configs import read_config
 from kvcalc.errors import PresetError, SourceError
 from kvcalc.estimator import Workload, estimate
-from kvcalc.presets import Preset, get_preset, load_presets, parse_preset
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import Preset, get_preset, load_presets, parse_preset
 
 from .conftest import fixture_config
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from kvcalc import api
-from kvcalc import gguf as kvcalc_gguf
 from kvcalc.dtypes import FP32
 from kvcalc.engines.llamacpp import LlamaCpp
+from kvcalc.engines.llamacpp.probe import _context_result, _layer_list, gguf_plan, llama_cpp_available, probe_lines
 from kvcalc.errors import UsageError
-from kvcalc.llamacpp_probe import _context_result, _layer_list, gguf_plan, llama_cpp_available, probe_lines
+from kvcalc.inputs import gguf as kvcalc_gguf
 
 pytest.importorskip("gguf")
 

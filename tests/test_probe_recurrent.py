@@ -23,7 +23,7 @@ import pytest
 
 from kvcalc import api
 from kvcalc.engines.llamacpp import LlamaCpp
-from kvcalc.llamacpp_probe import (
+from kvcalc.engines.llamacpp.probe import (
     CONV,
     PLE,
     STATE,
@@ -33,7 +33,7 @@ from kvcalc.llamacpp_probe import (
     llama_cpp_available,
     measure_file,
 )
-from kvcalc.presets import get_preset
+from kvcalc.inputs.presets import get_preset
 
 gguf: Any = pytest.importorskip("gguf")
 

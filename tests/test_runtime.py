@@ -10,12 +10,12 @@ from fractions import Fraction
 import pytest
 
 from kvcalc import api
-from kvcalc.dims import ModelDims, read_dims
+from kvcalc.engines.llamacpp.probe import GgufPlan, llama_cpp_available, measure
 from kvcalc.engines.llamacpp.runtime import llamacpp_compute_bytes
 from kvcalc.engines.sglang.runtime import sglang_mem_fraction_static
 from kvcalc.engines.vllm.runtime import vllm_activation_peak, vllm_batch_defaults, vllm_utilization
 from kvcalc.gpus import find_gpu
-from kvcalc.llamacpp_probe import GgufPlan, llama_cpp_available, measure
+from kvcalc.inputs.hf.dims import ModelDims, read_dims
 
 from .conftest import FIXTURES
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kvcalc.configs import read_config
 from kvcalc.errors import ConfigError
 from kvcalc.estimator import Workload, estimate
+from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import Kind
 
 transformers = pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")

@@ -30,16 +30,10 @@ from hypothesis import strategies as st
 
 from kvcalc.api import load_model
 from kvcalc.errors import SourceError
-from kvcalc.sources import (
-    CONFIG_LIMIT,
-    LENGTHS_LIMIT,
-    RESULT_LIMIT,
-    parse_hub_url,
-    read_json_file,
-    read_regular_file,
-    resolve,
-    weights_bytes,
-)
+from kvcalc.inputs.files import CONFIG_LIMIT, LENGTHS_LIMIT, RESULT_LIMIT, read_json_file, read_regular_file
+from kvcalc.inputs.hub import parse_hub_url
+from kvcalc.inputs.source import resolve
+from kvcalc.inputs.weights import weights_bytes
 
 from .conftest import FIXTURES, assert_one_line_error, run_subprocess
 from .test_hub import (
@@ -113,7 +107,7 @@ def test_a_path_that_becomes_a_fifo_after_the_check_does_not_block(tmp_path: Pat
         "import os, sys\n"
         "from pathlib import Path\n"
         "from kvcalc.errors import SourceError\n"
-        "from kvcalc.sources import read_regular_file\n"
+        "from kvcalc.inputs.files import read_regular_file\n"
         "fifo, regular = sys.argv[1:]\n"
         "real_stat = os.stat\n"
         "os.stat = lambda path, *a, **k: real_stat(regular if str(path) == fifo else path, *a, **k)\n"
@@ -516,7 +510,7 @@ def test_the_retry_switches_are_restored(tmp_path: Path, monkeypatch: pytest.Mon
     script = (
         "from huggingface_hub import file_download\n"
         "from kvcalc.errors import SourceError\n"
-        "from kvcalc.sources import fetch_hub_config\n"
+        "from kvcalc.inputs.hub import fetch_hub_config\n"
         "before = (file_download._DEFAULT_RETRY_ON_EXCEPTIONS, file_download._DEFAULT_RETRY_ON_STATUS_CODES)\n"
         "try:\n"
         "    fetch_hub_config('org/name')\n"

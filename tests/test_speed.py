@@ -15,8 +15,8 @@ from fractions import Fraction
 import pytest
 
 from kvcalc import api
-from kvcalc.dims import ModelDims
 from kvcalc.errors import UsageError
+from kvcalc.inputs.hf.dims import ModelDims
 from kvcalc.roofline import AttentionShape, attention_flops, moe_layer_count, split_weights
 from kvcalc.units import parse_rate
 

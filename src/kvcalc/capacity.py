@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from .engines import Engine, cdiv
-from .estimator import Workload, estimate
-from .runtime import Runtime, given_runtime
-from .spec import ModelSpec
+from kvcalc.engines import Engine, cdiv
+from kvcalc.estimator import Workload, estimate
+from kvcalc.runtime import Runtime, given_runtime
+from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .engines.vllm.capacity import VllmPlan
+    from kvcalc.engines.vllm.capacity import VllmPlan
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
 SEARCH_LIMIT = 2**40

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .comparison import Comparison
-from .errors import SourceError, UsageError
+from kvcalc.comparison import Comparison
+from kvcalc.errors import SourceError, UsageError
 
 if TYPE_CHECKING:
-    from .roofline import SweepRow
+    from kvcalc.roofline import SweepRow
 
 _FORMATS = {".png": "png", ".svg": "svg"}
 

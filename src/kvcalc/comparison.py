@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from .dtypes import DType
-from .engines import THEORETICAL, Engine
-from .errors import UsageError
-from .estimator import Estimate, Workload, estimate
-from .spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
+from kvcalc.dtypes import DType
+from kvcalc.engines import THEORETICAL, Engine
+from kvcalc.errors import UsageError
+from kvcalc.estimator import Estimate, Workload, estimate
+from kvcalc.spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
 
 
 @dataclass(frozen=True)

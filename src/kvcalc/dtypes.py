@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UsageError
+from kvcalc.errors import UsageError
 
 
 @dataclass(frozen=True)

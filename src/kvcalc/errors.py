@@ -39,6 +39,6 @@ class PresetError(KvcalcError):
 
 
 class StrictError(KvcalcError):
-    """``strict`` was asked for and the config holds fields kvcalc does not model (kvcalc.guard)."""
+    """``strict`` was asked for and the config holds fields kvcalc does not model (kvcalc.inputs.hf.guard)."""
 
     exit_code = 3

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .dtypes import DType
-from .engines import THEORETICAL, Engine
-from .errors import UsageError
-from .spec import Kind, LayerCache, ModelSpec
+from kvcalc.dtypes import DType
+from kvcalc.engines import THEORETICAL, Engine
+from kvcalc.errors import UsageError
+from kvcalc.spec import Kind, LayerCache, ModelSpec
 
 # More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
 MAX_PARALLEL = 2**16

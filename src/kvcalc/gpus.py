@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from .errors import UsageError
+from kvcalc.errors import UsageError
 
 MIB = 2**20
 T = 10**12

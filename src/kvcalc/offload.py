@@ -24,7 +24,7 @@ class LayerWeights:
     the output layer (final norm and head; a copy of the embeddings when the head is tied).
     ``exact`` is False when the per-layer split is an estimate (a config, not a GGUF). The last
     ``nextn`` layers are NextN (MTP) blocks that llama.cpp counts in -ngl but neither loads nor
-    caches (0 bytes here; kvcalc.gguf.nextn_layers)."""
+    caches (0 bytes here; kvcalc.inputs.gguf.nextn_layers)."""
 
     input: int
     layers: tuple[int, ...]
@@ -109,7 +109,7 @@ def place(
 def largest_fitting(fits: Callable[[int], bool], n_layer: int) -> int:
     """The largest -ngl in 0..n_layer + 1 for which ``fits`` holds (0 if none); more layers on the
     GPUs only ever adds to them, so capacity's bisection finds it (shifted by one: it searches 1..)."""
-    from .capacity import largest
+    from kvcalc.capacity import largest
 
     found = largest(lambda n: fits(n - 1), n_layer + 2)
     return n_layer + 1 if found is None else max(found - 1, 0)

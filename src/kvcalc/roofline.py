@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .dims import ModelDims
-from .errors import UsageError
-from .spec import ModelSpec
+from kvcalc.errors import UsageError
+from kvcalc.inputs.hf.dims import ModelDims
+from kvcalc.spec import ModelSpec
 
 # Steps of a long output evaluated one by one; past this many, evenly spaced ones (a note says so).
 MAX_STEPS = 512
@@ -135,7 +135,7 @@ def split_weights(
 ) -> WeightSplit:
     """Split a checkpoint of ``total_bytes`` (``parameters`` when known) by how a step reads it.
 
-    Widths come from the config (kvcalc.dims); the experts are gated MLPs (gate, up and down: 3 x
+    Widths come from the config (kvcalc.inputs.hf.dims); the experts are gated MLPs (gate, up and down: 3 x
     hidden x width each) unless the config's MLP activation is relu2 (Nemotron-H: up and down
     only). Bytes: ``stored`` (input embedding, routed experts) when the file lists its tensors (a
     GGUF), else at the checkpoint's mean bytes per parameter, which errs low on the dense part when

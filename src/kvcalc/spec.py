@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .dtypes import DType
-from .kinds import (
+from kvcalc.dtypes import DType
+from kvcalc.kinds import (
     AttentionCache,
     CompressedCache,
     CompressorBufferCache,
@@ -66,7 +66,7 @@ class ModelSpec:
     # Tokens one image puts in each image cross-attention layer (Llama 3.2 Vision: tiles x patches
     # per tile, from the vision config); None when the config does not say.
     image_tokens: int | None = None
-    # Config fields that may shape the cache but that kvcalc does not model (kvcalc.guard): each
+    # Config fields that may shape the cache but that kvcalc does not model (kvcalc.inputs.hf.guard): each
     # a sentence saying the estimate may be wrong.
     warnings: tuple[str, ...] = ()
     # The decoder layer of each entry of ``caches`` where some layer holds more than one (Falcon-H1:

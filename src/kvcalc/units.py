@@ -6,7 +6,7 @@ import re
 from decimal import Decimal
 from typing import Literal
 
-from .errors import UsageError
+from kvcalc.errors import UsageError
 
 Units = Literal["binary", "decimal", "both"]
 

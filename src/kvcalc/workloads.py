@@ -11,11 +11,11 @@ import io
 import json
 from dataclasses import dataclass, replace
 
-from .engines import Engine
-from .errors import SourceError
-from .estimator import Workload, estimate
-from .spec import ModelSpec
-from .units import MAX_COUNT
+from kvcalc.engines import Engine
+from kvcalc.errors import SourceError
+from kvcalc.estimator import Workload, estimate
+from kvcalc.spec import ModelSpec
+from kvcalc.units import MAX_COUNT
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ messages speak of these parameters.
 
 from __future__ import annotations
 
-from ._estimate import compare, estimate, estimate_requests, read_requests
-from ._fit import FitReport, cdiv_int, fit
-from ._models import Model, load_model, model_from_geometry, model_from_source, open_model
-from ._offload import OffloadReport, fit_offload
-from ._presets import PresetSummary, list_presets, show_preset
-from ._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
-from ._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
-from ._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
+from kvcalc.api._estimate import compare, estimate, estimate_requests, read_requests
+from kvcalc.api._fit import FitReport, cdiv_int, fit
+from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
+from kvcalc.api._offload import OffloadReport, fit_offload
+from kvcalc.api._presets import PresetSummary, list_presets, show_preset
+from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
+from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
+from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
 
 __all__ = [
     "COMPUTE_DTYPES",

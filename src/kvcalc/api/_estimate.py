@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines import Engine
     from kvcalc.workloads import Request, RequestSummary
 
-from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import (
+from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._serving import (
     KnobValue,
     Layout,
     Serving,
@@ -88,7 +88,7 @@ def estimate(
 def read_requests(path: str | Path) -> list[Request]:
     """A request-mix file: CSV (prompt,output or tokens columns) or JSON lines, a regular file of
     bounded size."""
-    from kvcalc.sources import LENGTHS_LIMIT, read_regular_file
+    from kvcalc.inputs.files import LENGTHS_LIMIT, read_regular_file
     from kvcalc.workloads import parse_lengths
 
     # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.

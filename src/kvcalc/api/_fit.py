@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload
-from kvcalc.sources import Source
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
@@ -22,8 +21,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.gpus import GPU
     from kvcalc.runtime import Runtime
 
-from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
+from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -311,13 +310,13 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
     """Weights bytes of an opened model as the engine holds them (beside its config file, from the
     Hub, or its preset), with notes: a preset's own remark, and vLLM's or SGLang's 16-bit load of
     a float32 checkpoint."""
-    from kvcalc.sources import is_gguf_file, weights_bytes
+    from kvcalc.inputs.weights import weights_bytes
 
     source = model.source
     if source is None:
         raise UsageError("a model given by hand has no weights to read: give weights", param="weights")
     where = source.preset.name if source.preset is not None else source.label
-    if source.kind == "file" and not is_gguf_file(Path(source.label)):
+    if source.kind == "file" and not source.is_gguf:
         where = str(Path(source.label).parent)  # a config.json: the weights lie beside it
     at = revision if revision is not None else source.revision  # a URL's revision: the config's own
     size, label = weights_bytes(where, spec_dtype=model.spec.dtype, revision=at, on_fetch=on_fetch)
@@ -329,27 +328,17 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
             notes.append(f"weights: {preset_weights.note}")
     dtype = model.spec.dtype
     held = engine.weights_dtype(dtype, model.spec.model_type)
-    if dtype is not None and held is not None and held.bits < dtype.bits and not _is_gguf(source):
+    if dtype is not None and held is not None and held.bits < dtype.bits and not source.is_gguf:
         # The engine's one decision (Engine.weights_dtype): vLLM and SGLang load a float32
         # checkpoint in 16 bits, a converted GGUF stores it in bf16; every tensor at that size.
         size = size * held.bits // dtype.bits
         label += f", held in {held.name}"
         notes.append(f"{engine.name} holds this {dtype.name} checkpoint in {held.name}: weights scaled to "
                      f"{held.bits} bits")  # fmt: skip
-    elif dtype is not None and dtype.bits > 16 and held == dtype and not _is_gguf(source):
+    elif dtype is not None and dtype.bits > 16 and held == dtype and not source.is_gguf:
         notes.append(f"{engine.name} holds this {dtype.name} checkpoint as stored; vLLM, SGLang and llama.cpp "
                      "hold it in 16 bits (--engine to choose)")  # fmt: skip
     return size, label, notes
-
-
-def _is_gguf(source: Source) -> bool:
-    """A GGUF file, local or in a Hub repo: its tensors are sized as the file stores them."""
-    from kvcalc.gguf_hub import parse_hub_gguf
-    from kvcalc.sources import is_gguf_file
-
-    if source.kind == "file":
-        return is_gguf_file(Path(source.label))
-    return source.kind == "hub" and parse_hub_gguf(source.label) is not None
 
 
 def _runtime(
@@ -370,7 +359,7 @@ def _runtime(
     """The engine's share of each GPU and what its runtime takes from it (the engine's runtime
     model), the engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces
     the model."""
-    from kvcalc.dims import read_dims
+    from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.runtime import RuntimeRequest, given_runtime
 
     source = model.source

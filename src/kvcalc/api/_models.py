@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import read_config
 from kvcalc.dtypes import DType
 from kvcalc.errors import StrictError, UsageError
-from kvcalc.sources import Source, resolve
+from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.source import Source, resolve
 from kvcalc.spec import MAX_DIMENSION, MAX_LAYERS, AttentionCache, ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)

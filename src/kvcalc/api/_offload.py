@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import UsageError
@@ -15,9 +14,9 @@ from kvcalc.spec import ModelSpec
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines import Engine
 
-from ._fit import _is_gguf, _weights
-from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import KnobValue, Serving, _merge, resolve_serving
+from kvcalc.api._fit import _weights
+from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._serving import KnobValue, Serving, _merge, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,8 @@ def fit_offload(
     """llama.cpp with ``gpu_layers`` (``-ngl``: a count, llama.cpp counting the output layer as
     one more, or ``"auto"``: the most that fit every GPU) at a context of ``tokens`` x ``batch``
     cells: weights, KV cache and compute buffer per GPU and on the CPU (kvcalc.offload)."""
-    from kvcalc.dims import read_dims
     from kvcalc.gpus import find_gpu
+    from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.offload import largest_fitting, place
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -160,22 +159,10 @@ def _kv_per_layer(est: Estimate) -> list[int]:
 
 
 def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
-    """The headers of every shard of a GGUF model (local, or a Hub file read in byte ranges and
-    cached), the first one first; None when the model is no GGUF."""
-    source = model.source
-    if source is not None and source.kind == "file" and _is_gguf(source):  # by suffix or magic, as MODEL was read
-        from kvcalc.gguf import read_header, split_shards
+    """The headers of every shard of a GGUF model, the first one first; None when it is no GGUF."""
+    from kvcalc.inputs.source import gguf_headers
 
-        return [read_header(shard) for shard in split_shards(Path(source.label))]
-    if source is not None and source.kind == "hub":
-        from kvcalc.gguf_hub import parse_hub_gguf
-
-        hub_gguf = parse_hub_gguf(source.label)
-        if hub_gguf is not None:
-            from kvcalc.gguf_hub import shard_headers
-
-            return [f.header for f in shard_headers(hub_gguf, revision=source.revision, on_fetch=on_fetch)]
-    return None
+    return gguf_headers(model.source, on_fetch) if model.source is not None else None
 
 
 def _layer_weights(
@@ -185,13 +172,13 @@ def _layer_weights(
     total split as embeddings, output head and equal layers (said in a note)."""
     from fractions import Fraction
 
-    from kvcalc.dims import read_dims
+    from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.offload import LayerWeights
 
     source = model.source
     headers = _gguf_headers(model, on_fetch)
     if headers is not None and source is not None:
-        from kvcalc.gguf import headers_layer_weights
+        from kvcalc.inputs.gguf import headers_layer_weights
 
         return headers_layer_weights(headers, source.label), []
     notes: list[str] = []

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import read_config
 from kvcalc.estimator import Workload
 from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
-    from kvcalc.presets import Preset
+    from kvcalc.inputs.presets import Preset
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class PresetSummary:
 def list_presets() -> list[PresetSummary]:
     """Every bundled preset, in file order."""
     from kvcalc.dtypes import BF16
-    from kvcalc.presets import load_presets
+    from kvcalc.inputs.presets import load_presets
 
     found = []
     for preset in load_presets().values():
@@ -38,7 +38,7 @@ def list_presets() -> list[PresetSummary]:
 
 def show_preset(name: str) -> PresetSummary:
     """One preset by name or alias (case-insensitive)."""
-    from kvcalc.presets import get_preset
+    from kvcalc.inputs.presets import get_preset
 
     preset = get_preset(name)
     return next(s for s in list_presets() if s.preset.name == preset.name)

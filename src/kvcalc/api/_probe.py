@@ -15,13 +15,13 @@ from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.engines.llamacpp.probe import LlamaCppProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
-    from kvcalc.llamacpp_probe import LlamaCppProbe
 
-from ._estimate import estimate
-from ._fit import fit
-from ._models import DTypeLike, Model, OnFetch, open_model
-from ._serving import KnobValue, Serving, _dtype, _images, _merge, resolve_serving
+from kvcalc.api._estimate import estimate
+from kvcalc.api._fit import fit
+from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def probe(
         on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
-        from kvcalc.sources import RESULT_LIMIT, read_json_file
+        from kvcalc.inputs.files import RESULT_LIMIT, read_json_file
 
         where = "result" if isinstance(from_result, dict) else str(from_result)
         loaded = from_result if isinstance(from_result, dict) else read_json_file(Path(from_result), limit=RESULT_LIMIT)
@@ -166,9 +166,9 @@ def probe_llamacpp(
     """Create a real llama.cpp context for ``batch`` sequences of ``tokens`` over a GGUF of the
     model's attention and recurrent geometry (a GGUF model's own metadata) and set its KV caches and
     recurrent R/S buffers beside ``estimate`` under the same llama.cpp settings
-    (kvcalc.llamacpp_probe.LlamaCppProbe; ``.match`` is byte-for-byte agreement)."""
+    (kvcalc.engines.llamacpp.probe.LlamaCppProbe; ``.match`` is byte-for-byte agreement)."""
     from kvcalc.engines import engine_entry
-    from kvcalc.llamacpp_probe import (
+    from kvcalc.engines.llamacpp.probe import (
         ALLOCATE_LIMIT,
         LlamaCppProbeError,
         compare,
@@ -197,7 +197,7 @@ def probe_llamacpp(
     if "error" in result:
         raise UsageError(f"llama.cpp refused the context: {result['error']}")
     checks = compare(est, result)
-    from kvcalc.llamacpp_probe import LlamaCppProbe
+    from kvcalc.engines.llamacpp.probe import LlamaCppProbe
 
     return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
 
@@ -211,24 +211,13 @@ def _check_timeout(timeout: float) -> None:
 def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
     """A GGUF file's own metadata (llamacpp_probe.file_plan: llama.cpp reads the file's keys, not
     kvcalc's reading of them), or the GGUF of any other model's geometry (gguf_plan)."""
-    source = opened.source
-    if source is not None and source.kind == "file" and not source.label.lower().endswith(".json"):
-        from kvcalc.gguf import is_gguf, read_header
-        from kvcalc.llamacpp_probe import file_plan
+    from kvcalc.inputs.source import gguf_headers
 
-        path = Path(source.label)
-        if path.is_file() and is_gguf(path):
-            return file_plan(read_header(path), source.label)
-    if source is not None and source.kind == "hub":
-        from kvcalc.gguf_hub import parse_hub_gguf
+    headers = gguf_headers(opened.source) if opened.source is not None else None
+    if headers is not None and opened.source is not None:
+        from kvcalc.engines.llamacpp.probe import file_plan
 
-        hub_gguf = parse_hub_gguf(source.label)
-        if hub_gguf is not None:  # a Hub GGUF: its header, as resolving MODEL read it (cached)
-            from kvcalc.gguf_hub import shard_headers
-            from kvcalc.llamacpp_probe import file_plan
-
-            first = shard_headers(hub_gguf, revision=source.revision, on_fetch=None)[0]
-            return file_plan(first.header, source.label)
+        return file_plan(headers[0], opened.source.label)
     return from_spec(opened.spec, n_ctx)
 
 

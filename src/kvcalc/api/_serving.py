@@ -13,7 +13,7 @@ from kvcalc.units import MAX_COUNT
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines import Engine
-from ._models import DTypeLike
+from kvcalc.api._models import DTypeLike
 
 # Engine knobs by API name, and the most each may be: a block or quantization group is at most
 # a row's length, token and sequence counts at most any count. Booleans are flags.

@@ -18,10 +18,10 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 
     from kvcalc.engines import Engine
 
-from ._fit import _weights
-from ._models import DTypeLike, Model, OnFetch, open_model
-from ._offload import _gguf_headers
-from ._serving import Serving, _merge, _past_limit, resolve_serving
+from kvcalc.api._fit import _weights
+from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._offload import _gguf_headers
+from kvcalc.api._serving import Serving, _merge, _past_limit, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 DEFAULT_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -69,9 +69,9 @@ def speed(
     from functools import lru_cache
 
     from kvcalc import roofline as core
-    from kvcalc.configs import text_config
-    from kvcalc.dims import read_dims
     from kvcalc.gpus import find_gpu
+    from kvcalc.inputs.hf.configs import text_config
+    from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.spec import Kind
 
     for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp)):
@@ -131,7 +131,7 @@ def speed(
     chosen = resolve_serving(spec, Serving(engine, kv_dtype=kv_dtype))
     headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
     if weights is None and headers is not None:  # the headers in hand: no second read
-        from kvcalc.gguf import loaded_tensor_bytes
+        from kvcalc.inputs.gguf import loaded_tensor_bytes
 
         total, weights_label = loaded_tensor_bytes(headers, spec.name), "GGUF tensor infos"
         if total <= 0:
@@ -145,7 +145,7 @@ def speed(
     parameters = preset.parameters if preset is not None else None  # the model's, whatever checkpoint is given
     stored = None
     if headers is not None:
-        from kvcalc.gguf import loaded_parameters, stored_split
+        from kvcalc.inputs.gguf import loaded_parameters, stored_split
 
         # Every element, whatever its quantization; a file with no tensors (given --weights) has
         # none to count, and the weights' bytes stand for them.

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from .options import echo
+        from kvcalc.cli.options import echo
 
         echo(f"kvcalc {__version__}")
         raise typer.Exit()

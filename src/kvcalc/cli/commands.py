@@ -6,15 +6,14 @@ import sys
 
 import typer
 
+from kvcalc.cli.app import _emit_help, _fail, _release_stdout, _root_flags_first, app, usage_message
+from kvcalc.cli.compare import compare
+from kvcalc.cli.estimate import estimate
+from kvcalc.cli.fit import fit
+from kvcalc.cli.presets import presets, presets_app, presets_show
+from kvcalc.cli.probe import probe
+from kvcalc.cli.speed import speed
 from kvcalc.errors import KvcalcError, UsageError
-
-from .app import _emit_help, _fail, _release_stdout, _root_flags_first, app, usage_message
-from .compare import compare
-from .estimate import estimate
-from .fit import fit
-from .presets import presets, presets_app, presets_show
-from .probe import probe
-from .speed import speed
 
 for command in (compare, estimate, fit, probe, speed):  # the order --help lists them in
     app.command()(command)

@@ -4,9 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.errors import UsageError
-
-from .options import (
+from kvcalc.cli.options import (
     BatchOpt,
     EngineOpt,
     JsonOpt,
@@ -25,6 +23,7 @@ from .options import (
     warn,
     with_warnings,
 )
+from kvcalc.errors import UsageError
 
 
 def compare(

@@ -4,9 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.errors import UsageError
-
-from .options import (
+from kvcalc.cli.options import (
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -42,6 +40,7 @@ from .options import (
     warn,
     with_warnings,
 )
+from kvcalc.errors import UsageError
 
 
 def estimate(

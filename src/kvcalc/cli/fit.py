@@ -4,9 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.units import parse_size
-
-from .options import (
+from kvcalc.cli.options import (
     GPU_NAMES,
     BatchedOpt,
     BatchOpt,
@@ -43,6 +41,7 @@ from .options import (
     warn,
     with_warnings,
 )
+from kvcalc.units import parse_size
 
 
 def fit(

@@ -29,7 +29,7 @@ KV_DTYPE_LIST = ", ".join(KV_DTYPE_NAMES[1:])
 
 def complete_model(incomplete: str) -> list[str]:
     """Shell completion for MODEL: preset names and aliases."""
-    from kvcalc.presets import load_presets
+    from kvcalc.inputs.presets import load_presets
 
     labels = [label for p in load_presets().values() for label in (p.name, *p.aliases)]
     return sorted(label for label in labels if label.startswith(incomplete.lower()))

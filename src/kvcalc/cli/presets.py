@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from .options import complete_model, print_json, print_view
+from kvcalc.cli.options import complete_model, print_json, print_view
 
 # ``kvcalc presets`` is a group of its own: the list, and ``show``.
 presets_app = typer.Typer(

@@ -5,9 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.errors import UsageError
-
-from .options import (
+from kvcalc.cli.options import (
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -34,6 +32,7 @@ from .options import (
     warn,
     with_warnings,
 )
+from kvcalc.errors import UsageError
 
 
 def probe(
@@ -229,7 +228,7 @@ def _runs_llama_cpp(engine: str) -> bool:
 def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) -> None:
     """The real llama.cpp probe: its table (or JSON) on stdout, exit status 1 on a difference."""
     from kvcalc import api
-    from kvcalc.llamacpp_probe import probe_json, probe_lines
+    from kvcalc.engines.llamacpp.probe import probe_json, probe_lines
 
     knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
     given = {name: value for name, value in knobs.items() if value is not None and value is not False}

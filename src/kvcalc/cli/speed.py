@@ -4,9 +4,7 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.units import parse_rate
-
-from .options import (
+from kvcalc.cli.options import (
     GPU_NAMES,
     BatchOpt,
     EngineOpt,
@@ -25,6 +23,7 @@ from .options import (
     warn,
     with_warnings,
 )
+from kvcalc.units import parse_rate
 
 
 def speed(

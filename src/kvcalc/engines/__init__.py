@@ -12,17 +12,16 @@ from dataclasses import fields as dataclass_fields
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
+from kvcalc.engines.theoretical import THEORETICAL, Theoretical
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
-from .base import Engine, EngineOptions, Target, cdiv, pad
-from .theoretical import THEORETICAL, Theoretical
-
 if TYPE_CHECKING:
-    from .llamacpp import LlamaCpp
-    from .sglang import SGLang
-    from .transformers import Transformers
-    from .vllm import VLLM
+    from kvcalc.engines.llamacpp import LlamaCpp
+    from kvcalc.engines.sglang import SGLang
+    from kvcalc.engines.transformers import Transformers
+    from kvcalc.engines.vllm import VLLM
 
 
 class EngineEntry(NamedTuple):

@@ -20,8 +20,8 @@ from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
     from kvcalc.capacity import Fit
-    from kvcalc.dims import ModelDims
     from kvcalc.estimator import Estimate, Workload
+    from kvcalc.inputs.hf.dims import ModelDims
     from kvcalc.runtime import Runtime, RuntimeRequest
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Engine
+from kvcalc.engines.base import Engine
 
 
 @dataclass(frozen=True)

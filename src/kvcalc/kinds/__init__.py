@@ -32,13 +32,13 @@ state). kvcalc.spec builds models out of these kinds (and re-exports them); noth
 
 from __future__ import annotations
 
-from .attention import AttentionCache, KVWindowCache
-from .base import Kind, LayerKind, TokenSource, causal_window_sum, heads_per_gpu
-from .compressed import CompressedCache, CompressorBufferCache, CompressorOverlapCache
-from .indexer import IndexerCache
-from .latent import LatentCache
-from .shared import NoCache, SharedCache
-from .state import StateCache
+from kvcalc.kinds.attention import AttentionCache, KVWindowCache
+from kvcalc.kinds.base import Kind, LayerKind, TokenSource, causal_window_sum, heads_per_gpu
+from kvcalc.kinds.compressed import CompressedCache, CompressorBufferCache, CompressorOverlapCache
+from kvcalc.kinds.indexer import IndexerCache
+from kvcalc.kinds.latent import LatentCache
+from kvcalc.kinds.shared import NoCache, SharedCache
+from kvcalc.kinds.state import StateCache
 
 LayerCache = (
     AttentionCache

@@ -8,11 +8,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import UsageError
-
-from .base import Kind, LayerKind, TokenSource, causal_window_sum, heads_per_gpu
+from kvcalc.kinds.base import Kind, LayerKind, TokenSource, causal_window_sum, heads_per_gpu
 
 if TYPE_CHECKING:
-    from . import LayerCache
+    from kvcalc.kinds import LayerCache
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
-    from . import LayerCache
-    from .attention import AttentionCache
+    from kvcalc.kinds import LayerCache
+    from kvcalc.kinds.attention import AttentionCache
 
 TokenSource = Literal["decoder", "encoder", "image"]
 

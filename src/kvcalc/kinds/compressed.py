@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Kind, LayerKind
+from kvcalc.kinds.base import Kind, LayerKind
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .base import Kind, LayerKind
+from kvcalc.kinds.base import Kind, LayerKind
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .attention import AttentionCache
-from .base import Kind, LayerKind, causal_window_sum
+from kvcalc.kinds.attention import AttentionCache
+from kvcalc.kinds.base import Kind, LayerKind, causal_window_sum
 
 if TYPE_CHECKING:
-    from . import LayerCache
+    from kvcalc.kinds import LayerCache
 
 
 @dataclass(frozen=True)

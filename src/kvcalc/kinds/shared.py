@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Kind, LayerKind
+from kvcalc.kinds.base import Kind, LayerKind
 
 
 @dataclass(frozen=True)

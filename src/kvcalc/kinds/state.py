@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvcalc.dtypes import DType
-
-from .base import Kind, LayerKind
+from kvcalc.kinds.base import Kind, LayerKind
 
 
 @dataclass(frozen=True)

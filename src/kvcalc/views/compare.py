@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc.units import Units, format_bytes
-
-from .console import Block, Note
-from .json import comparison_notes
-from .labels import attention_kind
-from .table import Column, Grid
+from kvcalc.views.console import Block, Note
+from kvcalc.views.json import comparison_notes
+from kvcalc.views.labels import attention_kind
+from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from fractions import Fraction

@@ -27,8 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kvcalc.console import clean, colour_disabled, out
-
-from .table import Grid, draw, split
+from kvcalc.views.table import Grid, draw, split
 
 if TYPE_CHECKING:
     from rich.box import Box

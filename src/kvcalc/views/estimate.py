@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 from kvcalc.spec import Kind
 from kvcalc.units import Units, format_binary, format_exact
-
-from .console import Block, Note
-from .table import Column, Grid
+from kvcalc.views.console import Block, Note
+from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.estimator import Estimate, GroupEstimate

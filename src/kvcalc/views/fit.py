@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvcalc.units import Units, format_binary
-
-from .console import Block, Note
+from kvcalc.views.console import Block, Note
 
 if TYPE_CHECKING:
     from kvcalc.api import FitReport, OffloadReport

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .labels import attention_kind
+from kvcalc.views.labels import attention_kind
 
 if TYPE_CHECKING:
     from kvcalc.api import OffloadReport, SpeedReport
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kvcalc.comparison import Comparison
     from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.estimator import Estimate, Workload
-    from kvcalc.presets import Preset
+    from kvcalc.inputs.presets import Preset
     from kvcalc.roofline import Step
     from kvcalc.spec import ModelSpec
     from kvcalc.workloads import RequestSummary

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .console import Block
-from .table import Column, Grid
+from kvcalc.views.console import Block
+from kvcalc.views.table import Column, Grid
 
 SHOWN_FIELDS = ("name", "aliases", "family", "hf_repo", "source", "parameters", "weights_bytes",
                 "weights_format", "weights_source", "layers", "query_heads", "kv_heads", "head_dim", "latent_dim",

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.units import Units, format_exact
-
-from .console import Block, Line, Note
-from .table import Column, Grid
+from kvcalc.views.console import Block, Line, Note
+from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.api import ProbeReport

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc.units import format_binary
-
-from .console import Block, Note
-from .table import Column, Grid
+from kvcalc.views.console import Block, Note
+from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.api import SpeedReport

@@ -25,8 +25,8 @@ from kvcalc.spec import (
 )
 
 if TYPE_CHECKING:
-    from kvcalc.dims import ModelDims
     from kvcalc.estimator import Estimate
+    from kvcalc.inputs.hf.dims import ModelDims
     from kvcalc.runtime import Runtime, RuntimeRequest
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
@@ -234,7 +234,7 @@ class LlamaCpp(Engine):
         return Fraction(1)
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
-        from .runtime import llamacpp_runtime
+        from kvcalc.engines.llamacpp.runtime import llamacpp_runtime
 
         dims = request.dims
         if dims is None or not dims.heads:
@@ -260,7 +260,7 @@ class LlamaCpp(Engine):
     def compute_buffer(
         self, dims: ModelDims | None, *, n_ctx: int, n_seq: int, quantized_kv: bool
     ) -> tuple[int, str] | None:
-        from .runtime import llamacpp_compute_bytes
+        from kvcalc.engines.llamacpp.runtime import llamacpp_compute_bytes
 
         if dims is None or not dims.heads:
             return None
@@ -269,7 +269,7 @@ class LlamaCpp(Engine):
 
     @property
     def device_context_bytes(self) -> int:
-        from .runtime import LLAMACPP_CONTEXT
+        from kvcalc.engines.llamacpp.runtime import LLAMACPP_CONTEXT
 
         return LLAMACPP_CONTEXT.bytes
 

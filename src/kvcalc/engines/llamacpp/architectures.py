@@ -1,9 +1,9 @@
 """llama.cpp's architectures, one record each: everything kvcalc knows about them, in one place.
 
-Three modules read this table: the GGUF reader (kvcalc.gguf: which Hugging Face rules read a file
+Three modules read this table: the GGUF reader (kvcalc.inputs.gguf: which Hugging Face rules read a file
 of each architecture, and which of its own mappings turns the file's metadata into a config), the
 llama.cpp engine (kvcalc.engines.llamacpp: which sliding windows llama.cpp keeps or drops, Llama 4's
-chunk, T5's cross-attention) and the llama.cpp probe (kvcalc.llamacpp_probe: the architecture
+chunk, T5's cross-attention) and the llama.cpp probe (kvcalc.engines.llamacpp.probe: the architecture
 convert_hf_to_gguf.py writes for an HF model_type, and what it writes). Each architecture's name is
 spelled here and in none of them (tests/test_llamacpp_architectures.py checks it).
 
@@ -21,7 +21,7 @@ from typing import Literal
 
 class Layout(Enum):
     """Which of the GGUF reader's mappings turns an architecture's metadata into a config
-    (kvcalc.gguf.config: one handler per layout)."""
+    (kvcalc.inputs.gguf.config: one handler per layout)."""
 
     ATTENTION = auto()  # TextModel's keys: head_count(_kv), key/value_length, the window keys
     SSM = auto()  # no attention (Mamba, Mamba-2): head_count 0, the ssm.* keys
@@ -139,7 +139,7 @@ class Architecture:
     # The graph projects Q (and the attention output) from n_embd to n_embd (src/models/phi3.cpp wo
     # {n_embd, n_embd}; qwen2, starcoder2, cohere2 likewise): n_embd must be n_head x head_dim.
     full_width: bool = False
-    # The llama.cpp probe writes this architecture from kvcalc's layers (kvcalc.llamacpp_probe.gguf_plan).
+    # The llama.cpp probe writes this architecture from kvcalc's layers (kvcalc.engines.llamacpp.probe.gguf_plan).
     probe: bool = False
     # Keys (under <arch>.) the probe writes beyond the cache geometry so that load_arch_hparams
     # accepts the model; none sizes a cache (stand-ins: a tiny MoE, or a hybrid's 0 experts).
@@ -276,7 +276,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     #   layers of head_count_kv 0 recurrent, sized as lfm2's.
     # - qwen3next (conversion/qwen.py Qwen3NextModel @ 03173d5e), nemotron_h (conversion/nemotron.py
     #   NemotronHModel @ 7bca1fd9), falcon-h1 (conversion/falcon_h1.py FalconH1Model @ 7bca1fd9), and
-    #   qwen35 / qwen35moe, kimi-linear, nemotron_h_moe: see their mappings in kvcalc.gguf.
+    #   qwen35 / qwen35moe, kimi-linear, nemotron_h_moe: see their mappings in kvcalc.inputs.gguf.
     # llama.cpp 0c1e570 puts K/V exactly on the hybrids' layers of non-zero head_count_kv and recurrent
     # state on the others (its context logs which layers each memory holds: tests/test_gguf_hybrid.py),
     # f32 per sequence. src/models/mamba.cpp and jamba.cpp require d_inner = 2 x n_embd, as
@@ -352,7 +352,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("stablelm", "stablelm", ("stablelm",), window=Window.IGNORED),
     Architecture("mistral3", "ministral3", ("ministral3",), window=Window.IGNORED),
     # EXAONE 4 (src/models/exaone4.cpp load_arch_hparams @ 0c1e570): only a 64-layer model
-    # (EXAONE-4.0-32B) gets swa_type STANDARD (see kvcalc.gguf's _exaone4_windows).
+    # (EXAONE-4.0-32B) gets swa_type STANDARD (see kvcalc.inputs.gguf's _exaone4_windows).
     Architecture("exaone4", "exaone4", ("exaone4",), window=Window.KEPT, swa_layers=64, skips_nextn=True),
     # Sparse attention with an indexer key cache (conversion/deepseek.py DeepseekV32Model, conversion/glm.py
     # GlmMoeDsaModel, conversion/minimax.py MiniMaxM3Model), and MiniMax-M2's plain GQA

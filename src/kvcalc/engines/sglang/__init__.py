@@ -120,7 +120,7 @@ class SGLang(Engine):
         return Fraction(88, 100)
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
-        from .runtime import sglang_runtime
+        from kvcalc.engines.sglang.runtime import sglang_runtime
 
         notes = []
         if request.gpu is None:

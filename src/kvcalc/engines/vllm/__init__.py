@@ -32,10 +32,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, cdiv
-from kvcalc.errors import UsageError
-from kvcalc.spec import Kind, LayerCache
-
-from .releases import (
+from kvcalc.engines.vllm.releases import (
     CAPACITY_FROM_CONCURRENCY,
     CPU_BLOCK_MULTIPLE_32,
     CPU_CURRENT,
@@ -45,6 +42,8 @@ from .releases import (
     IN_FLIGHT_BATCHES,
     version_text,
 )
+from kvcalc.errors import UsageError
+from kvcalc.spec import Kind, LayerCache
 
 if TYPE_CHECKING:
     from kvcalc.capacity import Fit
@@ -325,14 +324,14 @@ class VLLM(Engine):
 
     @property
     def default_share(self) -> Fraction:
-        from .runtime import vllm_utilization
+        from kvcalc.engines.vllm.runtime import vllm_utilization
 
         return vllm_utilization(self.version)
 
     def for_gpu(self, request: RuntimeRequest) -> tuple[Engine, list[str]]:
         """vllm serve's batch defaults for the GPU's memory (engine/arg_utils.py get_batch_defaults),
         where not asked for."""
-        from .runtime import vllm_batch_defaults
+        from kvcalc.engines.vllm.runtime import vllm_batch_defaults
 
         if self.platform == "cpu":
             raise UsageError(
@@ -352,7 +351,7 @@ class VLLM(Engine):
         return engine, notes
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
-        from .runtime import vllm_runtime
+        from kvcalc.engines.vllm.runtime import vllm_runtime
 
         if request.dims is None:
             raise UsageError(
@@ -370,6 +369,6 @@ class VLLM(Engine):
         return runtime, list(runtime.notes)
 
     def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
-        from .capacity import vllm_fit
+        from kvcalc.engines.vllm.capacity import vllm_fit
 
         return vllm_fit(spec, workload, self, budget, context_limit)

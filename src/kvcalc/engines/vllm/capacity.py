@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from kvcalc.capacity import SEARCH_LIMIT, Fit, largest
 from kvcalc.engines.base import cdiv
+from kvcalc.engines.vllm.releases import version_text
 from kvcalc.errors import UsageError
 from kvcalc.estimator import Workload, estimate, stage_entries
 from kvcalc.spec import LayerCache, ModelSpec
 
-from .releases import version_text
-
 if TYPE_CHECKING:
-    from . import VLLM
+    from kvcalc.engines.vllm import VLLM
 
 
 @dataclass(frozen=True)

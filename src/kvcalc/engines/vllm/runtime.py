@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.dims import ModelDims
+from kvcalc.inputs.hf.dims import ModelDims
 from kvcalc.runtime import GIB, MIB, Runtime, RuntimeTerm, cdiv
 
 # --- vLLM (V1 engine: every release kvcalc models, 0.11 on) ------------------------------------------

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import LAYER_KEYS, attention_entry, checked_layers, family_layer_types, state_entry
+from kvcalc.inputs.hf.configs import LAYER_KEYS, attention_entry, checked_layers, family_layer_types, state_entry
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
     from kvcalc.spec import LayerCache
 
 _FULL, _LINEAR = "full_attention", "linear_attention"

@@ -3,7 +3,7 @@
 ``gguf_config`` is the inverse of ``llamacpp_probe.gguf_plan``, which writes what convert_hf_to_gguf.py
 writes. The architecture's record (kvcalc.engines.llamacpp.architectures) says which HF rules read the
 file and which mapping (``Architecture.layout``) reads its keys: the plain attention one here, or one of
-kvcalc.gguf.recurrent, .attention and .mla. Every function here is pure.
+kvcalc.inputs.gguf.recurrent, .attention and .mla. Every function here is pure.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from typing import Any
 
 from kvcalc.engines.llamacpp.architectures import Layout, Window, architecture, readable
 from kvcalc.errors import SourceError
-
-from . import attention, mla, recurrent
-from .header import GgufHeader, TensorInfo
-from .values import ArchKeys, count, given_or, uniform
-from .weights import nextn_layers
+from kvcalc.inputs.gguf import attention, mla, recurrent
+from kvcalc.inputs.gguf.header import GgufHeader, TensorInfo
+from kvcalc.inputs.gguf.values import ArchKeys, count, given_or, uniform
+from kvcalc.inputs.gguf.weights import nextn_layers
 
 # llama.cpp architecture -> the HF model_type whose rules kvcalc applies to it (Architecture.reads_as).
 ARCH_TYPES: dict[str, str] = readable()
@@ -48,15 +47,15 @@ def gguf_config(header: GgufHeader, label: str) -> tuple[dict[str, Any], list[st
 
     Every ``<arch>.attention.*``, ``<arch>.ssm.*``, ``<arch>.wkv.*``, ``<arch>.shortconv.*`` or
     window key the mapping does not read is copied into the config under its own GGUF name: each
-    such name holds a word of kvcalc.guard's rule (attention, ssm, head, conv, sliding), so the
+    such name holds a word of kvcalc.inputs.hf.guard's rule (attention, ssm, head, conv, sliding), so the
     guard names it in the spec's warnings (and --strict refuses it) like any unread config field.
 
     The config is read once here, so that a value kvcalc's config reader refuses (a KV-head count
     that divides no head count, an implausibly large dimension) is refused naming the GGUF key it
     came from (``llama.attention.head_count_kv``), not the config field it was mapped to."""
     config, notes = _mapped_config(header, label)
-    from kvcalc.configs import read_config
     from kvcalc.errors import ConfigError
+    from kvcalc.inputs.hf.configs import read_config
 
     try:
         read_config(config, name=label)
@@ -273,7 +272,7 @@ def _kv_heads(config: dict[str, Any], value: Any, key: str, layers: int, label: 
         config["per_layer_config"] = differing
 
 
-# GGUF keys (gguf-py constants Keys.LLM) -> the config keys kvcalc.dims reads for the runtime model
+# GGUF keys (gguf-py constants Keys.LLM) -> the config keys kvcalc.inputs.hf.dims reads for the runtime model
 # (llama.cpp's compute buffer): widths of MLPs and experts, which size no cache.
 _WIDTHS = {
     "feed_forward_length": "intermediate_size",

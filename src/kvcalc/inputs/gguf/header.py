@@ -250,7 +250,7 @@ _ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT: the tensor data starts at a multiple 
 
 def read_header(path: Path) -> GgufHeader:
     """The header of the GGUF file at ``path`` (a regular file; only the header is read)."""
-    from kvcalc.sources import _open_regular
+    from kvcalc.inputs.files import _open_regular
 
     label = str(path)
     try:

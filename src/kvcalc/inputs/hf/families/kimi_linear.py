@@ -33,14 +33,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, checked_layers, family_layer_types
 from kvcalc.dtypes import FP32
 from kvcalc.errors import ConfigError
-from kvcalc.guard import unmodelled
+from kvcalc.inputs.hf.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, checked_layers, family_layer_types
+from kvcalc.inputs.hf.guard import unmodelled
 from kvcalc.spec import LatentCache, LayerCache, StateCache
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
 
 _SUB = "linear_attn_config"
 _MLA, _KDA = "full_attention", "linear_attention"

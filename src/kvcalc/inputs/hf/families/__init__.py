@@ -1,6 +1,6 @@
 """One module per model family whose cache layout the generic reader cannot derive.
 
-The generic reader (``kvcalc.configs``) knows the common shapes: a ``layer_types`` list, sliding
+The generic reader (``kvcalc.inputs.hf.configs``) knows the common shapes: a ``layer_types`` list, sliding
 patterns, MLA, Mamba, encoder-decoder. A family with a layout of its own (cross-attention over
 image tokens, compressed attention, attention and a state in one layer, ...) gets a module here
 with one function, ``read(r: Reader) -> Layout``: the per-layer cache entries, the decoder's layer

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kvcalc.configs import HEAD_KEYS, LAYER_KEYS, Reader, checked_layers, family_layer_types
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, LAYER_KEYS, Reader, checked_layers, family_layer_types
 from kvcalc.spec import (
     CompressedCache,
     CompressorBufferCache,

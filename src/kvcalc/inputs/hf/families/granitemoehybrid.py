@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import (
+from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import (
     HEAD_KEYS,
     HIDDEN_KEYS,
     KV_HEAD_KEYS,
@@ -35,11 +36,10 @@ from kvcalc.configs import (
     family_layer_types,
     recurrent_dtype,
 )
-from kvcalc.errors import ConfigError
 from kvcalc.spec import AttentionCache, LayerCache, StateCache
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
 
 # GraniteMoeHybridConfig's class defaults (transformers 5.24) for the Mamba-2 geometry.
 _DEFAULTS = {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2}

@@ -6,7 +6,7 @@ header is fetched in byte ranges through huggingface_hub's own machinery (``hf_h
 address, ``build_hf_headers`` for the token, its shared ``get_session()`` client, which follows
 the Hub's redirect to its CDN, and ``hf_raise_for_status`` for the Hub's errors), the way
 huggingface_hub itself reads safetensors headers (``HfApi.parse_safetensors_file_metadata``).
-The ranges grow from 1 MiB, doubling, until kvcalc.gguf.parse_header has the whole header; at most
+The ranges grow from 1 MiB, doubling, until kvcalc.inputs.gguf.parse_header has the whole header; at most
 HEADER_LIMIT bytes are ever fetched from one file. huggingface_hub is imported only here, and
 only when such a MODEL is read.
 
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SourceError
+from kvcalc.errors import SourceError
+from kvcalc.inputs.hub import _HUB_HOSTS, _hub_hosts, _is_offline, gguf_header_error
 
 # The most bytes kvcalc fetches from one GGUF on the Hub: a header holds the metadata (a tokenizer
 # of 10^5-10^6 strings takes a few MiB) and the tensor infos, never anywhere near this.
@@ -64,8 +65,6 @@ def parse_hub_gguf(model: str) -> HubGguf | None:
 
 def _parse_url(model: str) -> HubGguf | None:
     from urllib.parse import unquote, urlsplit
-
-    from .sources import _HUB_HOSTS, _hub_hosts
 
     lowered = model.lower()
     if "://" not in model and not any(lowered.startswith(f"{host}/") for host in _HUB_HOSTS):
@@ -117,7 +116,7 @@ def shard_names(filename: str) -> list[str] | None:
 class Fetched:
     """A header read from the Hub: the header, the bytes fetched for it, the file's size if known."""
 
-    header: Any  # kvcalc.gguf.GgufHeader
+    header: Any  # kvcalc.inputs.gguf.GgufHeader
     fetched: int
     size: int | None
     requests: int
@@ -127,7 +126,7 @@ class RangedReader:
     """A read-only stream over a Hub file that fetches byte ranges as they are read.
 
     Each ``read`` that finds its buffer empty makes one ranged GET of the next block (1 MiB, then
-    doubling up to MAX_RANGE); ``read`` may return fewer bytes than asked, as kvcalc.gguf's reader
+    doubling up to MAX_RANGE); ``read`` may return fewer bytes than asked, as kvcalc.inputs.gguf's reader
     allows. Past HEADER_LIMIT bytes fetched it raises a SourceError instead of fetching more. A
     server that ignores ``Range`` and answers 200 is read only as far as the block needs.
     """
@@ -221,7 +220,7 @@ _CACHE_LOCK = threading.Lock()
 def fetch_header(gguf: HubGguf, filename: str, revision: str | None) -> Fetched:
     """The GGUF header of ``filename`` in ``gguf``'s repo at ``revision``, read in ranges (once per
     process: resolving MODEL and sizing its weights share it)."""
-    from .gguf import parse_header
+    from kvcalc.inputs.gguf import parse_header
 
     key = (gguf.repo_id, filename, revision)
     with _CACHE_LOCK:
@@ -238,7 +237,7 @@ def fetch_header(gguf: HubGguf, filename: str, revision: str | None) -> Fetched:
     except SourceError:
         raise
     except Exception as exc:
-        raise _hub_error(exc, gguf.repo_id, filename, revision) from None
+        raise gguf_header_error(exc, gguf.repo_id, filename, revision) from None
     if reader.size is not None:  # the file's size, from the Hub's Content-Range: is the tensor data there
         from dataclasses import replace
 
@@ -247,12 +246,6 @@ def fetch_header(gguf: HubGguf, filename: str, revision: str | None) -> Fetched:
     with _CACHE_LOCK:
         _CACHE[key] = fetched
     return fetched
-
-
-def _is_offline() -> bool:
-    from .sources import _is_offline as offline
-
-    return offline()
 
 
 def _require_online(gguf: HubGguf) -> None:
@@ -271,7 +264,7 @@ def resolve_hub_gguf(
     gguf: HubGguf, *, revision: str | None, on_fetch: Callable[[str], None] | None
 ) -> tuple[dict[str, Any], list[str]]:
     """(config, notes) of a Hub GGUF, from its (first shard's) header."""
-    from .gguf import gguf_config
+    from kvcalc.inputs.gguf import gguf_config
 
     shards = shard_names(gguf.filename)
     _require_online(gguf)
@@ -302,7 +295,7 @@ def shard_headers(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[[st
 
 def hub_gguf_weights(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[[str], None] | None) -> tuple[int, str]:
     """Bytes of a Hub GGUF's tensors from the tensor infos of every shard's header."""
-    from .gguf import loaded_tensor_bytes
+    from kvcalc.inputs.gguf import loaded_tensor_bytes
 
     headers = shard_headers(gguf, revision=revision, on_fetch=on_fetch)
     shards = headers
@@ -313,35 +306,3 @@ def hub_gguf_weights(gguf: HubGguf, *, revision: str | None, on_fetch: Callable[
     fetched = sum(h.fetched for h in headers)
     where = f", {len(shards)} shards" if len(shards) > 1 else ""
     return total, f"GGUF tensor infos{where}, Hub header ranges ({fetched:,} bytes fetched)"
-
-
-def _hub_error(exc: BaseException, repo_id: str, filename: str, revision: str | None) -> SourceError:
-    """One line for each way the Hub can refuse a GGUF header."""
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, OfflineModeIsEnabled
-
-    from .sources import repo_refusal
-
-    at = f" at revision {revision!r}" if revision else ""
-    if isinstance(exc, OfflineModeIsEnabled):
-        return SourceError(
-            f"the GGUF header of {repo_id}:{filename} is read from the Hub, which HF_HUB_OFFLINE=1 forbids: "
-            "go online, or download the file and give its local path"
-        )
-    refused = repo_refusal(exc, repo_id, revision)
-    if refused is not None:
-        return refused
-    if isinstance(exc, EntryNotFoundError):
-        return SourceError(f"Hub repo {repo_id}{at} has no file {filename}")
-    if isinstance(exc, HfHubHTTPError):
-        status = exc.response.status_code if exc.response is not None else None
-        return SourceError(f"could not read the GGUF header of {repo_id}:{filename}: the Hub answered HTTP {status}")
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & {"TimeoutException", "Timeout"}:
-        return SourceError(f"the Hub did not answer for the GGUF header of {repo_id}:{filename}; try again later")
-    if names & {"ConnectError", "ConnectionError", "NetworkError", "TransportError"}:
-        return SourceError(
-            f"the Hub cannot be reached for the GGUF header of {repo_id}:{filename}; "
-            "go online, or download the file and give its local path"
-        )
-    detail = " ".join(str(exc).split())
-    return SourceError(f"could not read the GGUF header of {repo_id}:{filename}: {exc.__class__.__name__}: {detail}")

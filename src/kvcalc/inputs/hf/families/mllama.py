@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.configs import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS, Reader, checked_layers
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS, Reader, checked_layers
 from kvcalc.spec import MAX_DIMENSION, AttentionCache
 
 if TYPE_CHECKING:
-    from kvcalc.families import Layout
+    from kvcalc.inputs.hf.families import Layout
     from kvcalc.spec import LayerCache
 
 # MllamaTextConfig's defaults (transformers 5.24), which a trimmed text_config relies on.

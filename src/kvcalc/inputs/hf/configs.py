@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .dtypes import FP32, DType, lookup_dtype
-from .errors import ConfigError
-from .guard import Unmodelled, unmodelled
-from .spec import (
+from kvcalc.dtypes import FP32, DType, lookup_dtype
+from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.guard import Unmodelled, unmodelled
+from kvcalc.spec import (
     MAX_DIMENSION,
     MAX_LAYERS,
     AttentionCache,
@@ -316,7 +316,7 @@ _ROPE_ALREADY_SCALED = {"default", "su", "longrope", "llama3", "yarn", "deepseek
 
 def is_checked_type(model_type: str) -> bool:
     """Whether kvcalc's reading of this model type has been checked against the model's code."""
-    from .families import has_family
+    from kvcalc.inputs.hf.families import has_family
 
     return (
         model_type in _CHECKED_TYPES or model_type in _FAMILY_DEFAULTS or model_type in _ENCODER_DECODER_TYPES
@@ -830,7 +830,7 @@ def _checked_layers(r: _Reader, layers: int) -> int:
 
 
 def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
-    from .families import family_rule  # here: family modules import this one
+    from kvcalc.inputs.hf.families import family_rule  # here: family modules import this one
 
     rule = family_rule(r.model_type)
     if rule is not None:
@@ -1150,7 +1150,7 @@ def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None
     return caches, layers, heads, encoder_tokens
 
 
-# What family modules (kvcalc.families) build on: the reader and the generic entries, under public
+# What family modules (kvcalc.inputs.hf.families) build on: the reader and the generic entries, under public
 # names so that a family's module reads like the generic rules it extends.
 Reader = _Reader
 LAYER_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS = _LAYER_KEYS, _HEAD_KEYS, _HIDDEN_KEYS, _KV_HEAD_KEYS

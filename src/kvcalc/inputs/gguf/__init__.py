@@ -12,8 +12,8 @@ Every function is pure except ``read_header``, ``split_shards`` and ``layer_weig
 
 from __future__ import annotations
 
-from .config import ARCH_TYPES, gguf_config
-from .header import (
+from kvcalc.inputs.gguf.config import ARCH_TYPES, gguf_config
+from kvcalc.inputs.gguf.header import (
     GGML_TYPES,
     MAGIC,
     SUPPORTED_VERSIONS,
@@ -25,7 +25,7 @@ from .header import (
     shard_position,
     split_shards,
 )
-from .weights import (
+from kvcalc.inputs.gguf.weights import (
     check_tensor_data,
     headers_layer_weights,
     layer_weights,

@@ -224,7 +224,7 @@ def _excluded(key: str) -> bool:
     return any(has_word(key, part) for part in NOT_SHAPING_PARTS)
 
 
-# Names that spell one quantity, as the config reader (kvcalc.configs and kvcalc.families) reads
+# Names that spell one quantity, as the config reader (kvcalc.inputs.hf.configs and kvcalc.inputs.hf.families) reads
 # them: the reader takes the first present name of a group (configs._LAYER_KEYS, _HEAD_KEYS,
 # _KV_HEAD_KEYS, _HIDDEN_KEYS, the head_dim and window keys of _heads_and_head_dim / _windowed, the
 # Mamba keys of _state_entry, falcon_h1, granitemoehybrid and zamba2), and a few more spellings

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, Reader, checked_layers, non_negative
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, Reader, checked_layers, non_negative
 from kvcalc.spec import IndexerCache, LatentCache
 
 if TYPE_CHECKING:
-    from kvcalc.families import Layout
+    from kvcalc.inputs.hf.families import Layout
     from kvcalc.spec import LayerCache
 
 # GlmMoeDsaConfig's class defaults (transformers 5.24), which a trimmed config relies on.

@@ -23,7 +23,7 @@ set beside kvcalc's indexer groups in a row of their own, with the layers each p
 The bytes are rebuilt from those figures with llama.cpp's own ``ggml_row_size`` and must print as
 llama.cpp's MiB figures do, to the last digit.
 
-llama.cpp runs in a child process (``python -m kvcalc.llamacpp_probe REQUEST.json``), so an abort
+llama.cpp runs in a child process (``python -m kvcalc.engines.llamacpp.probe REQUEST.json``), so an abort
 inside it cannot take kvcalc down, and a time-out kills it. llama_cpp (``pip install
 'kvcalc[llamacpp]'``) and gguf are imported only there and in ``write_gguf``.
 """
@@ -41,7 +41,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .engines.llamacpp.architectures import (
+from kvcalc.engines.llamacpp.architectures import (
     Architecture,
     Indexer,
     Layout,
@@ -50,11 +50,11 @@ from .engines.llamacpp.architectures import (
     converted,
     probe_types,
 )
-from .errors import UsageError
-from .spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec, StateCache
+from kvcalc.errors import UsageError
+from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
-    from .gguf import GgufHeader
+    from kvcalc.inputs.gguf import GgufHeader
 
 INSTALL_HINT = "the llama.cpp probe needs llama-cpp-python and gguf: pip install 'kvcalc[llamacpp]'"
 
@@ -441,9 +441,9 @@ def file_plan(header: GgufHeader, label: str) -> GgufPlan:
     notes: list[str] = []
     # NextN (MTP) blocks: llama.cpp creates their tensors TENSOR_SKIP, which a load with no tensor
     # data cannot place (GGML_ASSERT(buft != nullptr)), and a plain context caches none of them
-    # (kvcalc.gguf.nextn_layers; tests/test_gguf_nextn.py loads such files with data). The probe's
+    # (kvcalc.inputs.gguf.nextn_layers; tests/test_gguf_nextn.py loads such files with data). The probe's
     # copy is the trunk: block_count less the NextN blocks, per-layer arrays cut to it.
-    from .gguf import nextn_layers
+    from kvcalc.inputs.gguf import nextn_layers
 
     nextn = nextn_layers(meta, label)
     blocks = meta.get(f"{arch}.block_count")
@@ -940,7 +940,7 @@ def _recurrent_checks(states: list[Any], memories: list[dict[str, Any]]) -> tupl
     """kvcalc's state groups beside llama.cpp's recurrent memory, R and S apart. kvcalc's R is its
     llama.cpp engine rule (kvcalc.engines.llamacpp ``state_parts``: kernel - 1 conv columns, f32) over
     the group's layers and sequences; its S the rest of the group's bytes, so R + S is the estimate."""
-    from .engines.llamacpp import LlamaCpp
+    from kvcalc.engines.llamacpp import LlamaCpp
 
     if not states and not memories:
         return ()
@@ -1038,8 +1038,8 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
 def probe_lines(report: LlamaCppProbe) -> list[Any]:
     """The probe's answer as view blocks (kvcalc.views.console): the headline and legend as lines,
     the layer groups as a table that fits the screen, the notes as notes."""
-    from .views.console import Note
-    from .views.table import Column, Grid
+    from kvcalc.views.console import Note
+    from kvcalc.views.table import Column, Grid
 
     r = report.request
     streams = "one unified stream" if r["kv_unified"] else f"{r['n_seq_max']} streams"
@@ -1122,7 +1122,7 @@ def measure_file(
         request = Path(tmp) / "request.json"
         request.write_text(json.dumps({"gguf": str(path), "contexts": contexts, "no_alloc": no_alloc}))
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        command = [sys.executable, "-m", "kvcalc.llamacpp_probe", str(request)]
+        command = [sys.executable, "-m", "kvcalc.engines.llamacpp.probe", str(request)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
         except subprocess.TimeoutExpired:  # subprocess.run kills the child before raising

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.llamacpp.architectures import architecture
 from kvcalc.errors import SourceError
-
-from .header import GgufHeader, TensorInfo, read_header, split_shards
-from .values import count
+from kvcalc.inputs.gguf.header import GgufHeader, TensorInfo, read_header, split_shards
+from kvcalc.inputs.gguf.values import count
 
 if TYPE_CHECKING:
     from kvcalc.offload import LayerWeights
@@ -85,7 +84,7 @@ def check_tensor_data(headers: list[GgufHeader], label: str) -> None:
     runs past the end of its file (a truncated download; llama.cpp's loader refuses it: "tensor
     data is not within the file bounds"). Every path from tensor infos to weights (the total, the
     parameters, the embedding and expert split, the split by layer) goes through here."""
-    from kvcalc.sources import MAX_WEIGHTS_BYTES
+    from kvcalc.inputs.files import MAX_WEIGHTS_BYTES
 
     total = sum(t.nbytes for header in headers for t in header.tensors)
     if total > MAX_WEIGHTS_BYTES:

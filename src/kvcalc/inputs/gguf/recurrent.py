@@ -12,8 +12,7 @@ from typing import Any
 
 from kvcalc.engines.llamacpp.architectures import Layout, Ssm
 from kvcalc.errors import SourceError
-
-from .values import ArchKeys, count, ratio
+from kvcalc.inputs.gguf.values import ArchKeys, count, ratio
 
 
 def recurrent(config: dict[str, Any], keys: ArchKeys, kv: Any) -> Any:

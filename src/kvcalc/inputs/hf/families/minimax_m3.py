@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.configs import LAYER_KEYS, Reader, checked_layers, heads_and_head_dim, kv_heads
 from kvcalc.errors import ConfigError
-from kvcalc.guard import unmodelled
+from kvcalc.inputs.hf.configs import LAYER_KEYS, Reader, checked_layers, heads_and_head_dim, kv_heads
+from kvcalc.inputs.hf.guard import unmodelled
 from kvcalc.spec import AttentionCache, IndexerCache
 
 if TYPE_CHECKING:
-    from kvcalc.families import Layout
+    from kvcalc.inputs.hf.families import Layout
     from kvcalc.spec import LayerCache
 
 _FULL, _SPARSE = "full_attention", "minimax_m3_sparse"

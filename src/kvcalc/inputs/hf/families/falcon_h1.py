@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS, checked_layers, recurrent_dtype
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS, checked_layers, recurrent_dtype
 from kvcalc.spec import AttentionCache, LayerCache, StateCache
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
 
 # FalconH1Config's class defaults (transformers 5.24) for fields a trimmed config may omit.
 _DEFAULTS = {

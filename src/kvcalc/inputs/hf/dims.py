@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .configs import text_config
+from kvcalc.inputs.hf.configs import text_config
 
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")

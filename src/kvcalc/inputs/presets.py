@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .errors import PresetError, SourceError
+from kvcalc.errors import PresetError, SourceError
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._\-]*$")
 _REPO_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
@@ -80,12 +80,12 @@ _WEIGHT_FIELDS: dict[str, tuple[type, bool]] = {
 def presets_dir() -> Path:
     """The folder holding the preset files, in an installed wheel or a source checkout.
 
-    A wheel installs them as ``kvcalc/model_presets`` beside this module; an editable install or
+    A wheel installs them as ``kvcalc/model_presets`` in the package; an editable install or
     a checkout finds the repository's top-level ``model_presets/``. (Plain paths rather than
     importlib.resources: it costs ~2 ms of start-up and kvcalc is never imported from a zip.)
     """
-    here = Path(__file__).resolve().parent
-    for folder in (here / "model_presets", here.parents[1] / "model_presets"):
+    package = Path(__file__).resolve().parents[1]  # kvcalc/, this module being kvcalc/inputs/presets.py
+    for folder in (package / "model_presets", package.parents[1] / "model_presets"):
         if folder.is_dir():
             return folder
     raise PresetError("the bundled model_presets folder is missing from this installation")

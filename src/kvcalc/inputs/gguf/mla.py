@@ -8,8 +8,7 @@ from typing import Any
 
 from kvcalc.engines.llamacpp.architectures import Indexer
 from kvcalc.errors import SourceError
-
-from .values import ArchKeys, count, short
+from kvcalc.inputs.gguf.values import ArchKeys, count, short
 
 # src/models/glm-dsa.cpp load_arch_hparams @ 0c1e570: n_ctx_train < 1048576 is GLM-5 or 5.1 (every
 # layer full); its GLM_5_2_DEFAULT_INDEXER_TYPES table lists 78 layers.

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, checked_layers, family_layer_types
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, KV_HEAD_KEYS, LAYER_KEYS, checked_layers, family_layer_types
 from kvcalc.spec import AttentionCache
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
     from kvcalc.spec import LayerCache
 
 _FULL, _SLIDING = "full_attention", "sliding_attention"

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.errors import SourceError
-
-from .values import ArchKeys, count, given_or, per_layer, uniform
+from kvcalc.inputs.gguf.values import ArchKeys, count, given_or, per_layer, uniform
 
 # src/llama-model.cpp (0c1e570) gives Gemma 3n K/V on its first 20 layers whatever
 # attention.shared_kv_layers says (n_layer_kv_from_start = 20 is written into its loader; llama.cpp's

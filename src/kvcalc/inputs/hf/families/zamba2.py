@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvcalc.configs import HEAD_KEYS, HIDDEN_KEYS, checked_layers, recurrent_dtype
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.configs import HEAD_KEYS, HIDDEN_KEYS, checked_layers, recurrent_dtype
 from kvcalc.spec import AttentionCache, LayerCache, StateCache
 
 if TYPE_CHECKING:
-    from kvcalc.configs import Reader
+    from kvcalc.inputs.hf.configs import Reader
 
 # Zamba2Config's class defaults (transformers 5.24).
 _DEFAULTS = {
