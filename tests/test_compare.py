@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvcalc import load_model, model_from_geometry
-from kvcalc.comparison import attention_variants, candidate_for, compare
+from kvcalc.calc.compare import attention_variants, candidate_for, compare
 from kvcalc.dtypes import BF16, FP8, FP16, FP32
 from kvcalc.errors import UsageError
 

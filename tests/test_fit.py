@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kvcalc import load_model
-from kvcalc.capacity import fit, kv_budget
+from kvcalc.calc.estimate import Workload
+from kvcalc.calc.fit import fit, kv_budget
 from kvcalc.engines import THEORETICAL, VLLM, LlamaCpp, SGLang
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload
 from kvcalc.gpus import find_gpu
 from kvcalc.units import parse_size
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from kvcalc.api import load_model
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.dtypes import BF16, FP8
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec

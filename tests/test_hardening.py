@@ -48,8 +48,8 @@ def test_exit_status(run_cli, argv: list[str], code: int) -> None:
     ("argv", "target"),
     [
         (["estimate", "llama-3.1-8b"], "kvcalc.api._estimate.estimate_spec"),
-        (["compare", "llama-3.1-8b"], "kvcalc.comparison.compare"),
-        (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.capacity.fit"),
+        (["compare", "llama-3.1-8b"], "kvcalc.calc.compare.compare"),
+        (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.calc.fit.fit"),
         (["presets"], "kvcalc.inputs.presets.load_presets"),
     ],
 )

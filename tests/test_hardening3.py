@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from kvcalc import api
+from kvcalc.calc.requests import Request
 from kvcalc.errors import SourceError, UsageError
-from kvcalc.workloads import Request
 
 from .conftest import assert_one_line_error, fixture_config
 from .test_gguf_more import needs_llama_cpp
@@ -320,7 +320,7 @@ def test_a_lengths_file_that_reads_two_ways_is_refused(run_cli, tmp_path: Path, 
 
 
 def test_a_lengths_file_past_the_request_cap_stops_there(tmp_path: Path) -> None:
-    from kvcalc.workloads import MAX_REQUESTS, parse_lengths
+    from kvcalc.calc.requests import MAX_REQUESTS, parse_lengths
 
     rows = "prompt,output\n" + "10,2\n" * (MAX_REQUESTS + 1)
     with pytest.raises(SourceError, match=r"lists more than 1,000,000 requests, the most kvcalc reads"):

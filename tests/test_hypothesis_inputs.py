@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvcalc.calc.requests import parse_lengths
 from kvcalc.engines.transformers.crosscheck import check_model, validate_result
 from kvcalc.errors import KvcalcError
-from kvcalc.workloads import parse_lengths
 
 leaves = (
     st.none()
@@ -50,11 +50,11 @@ def llama_case() -> tuple[Any, dict[str, Any], dict[str, Any]]:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from kvcalc.api import load_model
+    from kvcalc.calc.estimate import Workload, estimate
     from kvcalc.dtypes import BF16
     from kvcalc.engines import make_engine
     from kvcalc.engines.transformers.crosscheck import model_request
     from kvcalc.engines.transformers.torch_probe import run
-    from kvcalc.estimator import Workload, estimate
     from kvcalc.inputs.presets import get_preset
 
     spec = load_model("llama-3.2-1b")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from kvcalc.api import load_model
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache

@@ -1,5 +1,5 @@
 """Layer kinds price their own attention for kvcalc speed: every kind either says what one of its
-layers costs or refuses in one line, and kvcalc.roofline asks them instead of switching on the class."""
+layers costs or refuses in one line, and kvcalc.calc.speed asks them instead of switching on the class."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import kvcalc.roofline
+import kvcalc.calc.speed
 from kvcalc import spec as spec_module
+from kvcalc.calc.speed import AttentionShape, attention_flops
 from kvcalc.errors import UsageError
-from kvcalc.roofline import AttentionShape, attention_flops
 from kvcalc.spec import (
     AttentionCache,
     CompressedCache,
@@ -155,7 +155,7 @@ def test_shared_layer_costs_the_cheapest_attention_by_hand() -> None:
 
 def test_roofline_does_not_switch_on_kinds() -> None:
     kinds = {cls.__name__ for cls in KINDS} | {BASE.__name__, "LayerCache"}
-    tree = ast.parse(Path(kvcalc.roofline.__file__).read_text())
+    tree = ast.parse(Path(kvcalc.calc.speed.__file__).read_text())
     named: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":

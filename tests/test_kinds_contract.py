@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 import kvcalc
+from kvcalc.calc.estimate import estimate
+from kvcalc.calc.requests import Workload
 from kvcalc.engines import ENGINE_NAMES, make_engine
 from kvcalc.errors import UsageError
-from kvcalc.estimator import estimate
 from kvcalc.kinds import (
     AttentionCache,
     CompressedCache,
@@ -29,7 +30,6 @@ from kvcalc.kinds import (
     StateCache,
 )
 from kvcalc.spec import ModelSpec
-from kvcalc.workloads import Workload
 
 PACKAGE = Path(kvcalc.__file__).parent
 

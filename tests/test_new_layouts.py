@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache

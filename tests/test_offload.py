@@ -1,4 +1,4 @@
-"""llama.cpp's GPU/CPU split (kvcalc.offload, fit --gpu-layers): layer placement as
+"""llama.cpp's GPU/CPU split (kvcalc.calc.offload, fit --gpu-layers): layer placement as
 src/llama-model.cpp load_tensors does it, and what each device holds, derived by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kvcalc import api
-from kvcalc.offload import CPU, LayerWeights, largest_fitting, layer_devices, place, split_points
+from kvcalc.calc.offload import CPU, LayerWeights, largest_fitting, layer_devices, place, split_points
 
 # Llama 3.1 8B at 32,768 tokens: each layer's K and V are 32,768 x 2 x 8 x 128 x 2 B = 134,217,728 B.
 KV_LAYER = 134_217_728

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.errors import ConfigError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, Kind
 

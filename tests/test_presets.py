@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.errors import PresetError, SourceError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import Preset, get_preset, load_presets, parse_preset
 

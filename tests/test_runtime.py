@@ -1,6 +1,6 @@
-"""The runtime model of each engine (kvcalc.runtime): what vLLM, SGLang and llama.cpp take from a GPU
+"""The runtime model of each engine (kvcalc.calc.runtime): what vLLM, SGLang and llama.cpp take from a GPU
 besides weights and KV cache. Figures derived by hand from each engine's rules (cited in
-kvcalc.runtime), and llama.cpp's compute buffer checked against the real llama.cpp."""
+kvcalc.calc.runtime), and llama.cpp's compute buffer checked against the real llama.cpp."""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from fractions import Fraction
 import pytest
 
 from kvcalc import api
+from kvcalc.calc.speed import AttentionShape, attention_flops, moe_layer_count, split_weights
 from kvcalc.errors import UsageError
 from kvcalc.inputs.hf.dims import ModelDims
-from kvcalc.roofline import AttentionShape, attention_flops, moe_layer_count, split_weights
 from kvcalc.units import parse_rate
 
 H100_BW, H100_BF16 = 3_350_000_000_000, 989_400_000_000_000

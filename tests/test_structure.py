@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.capacity import fit
+from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.fit import fit
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.spec import (
     AttentionCache,
     CompressedCache,

@@ -12,12 +12,12 @@ from fractions import Fraction
 import pytest
 
 from kvcalc import load_model
-from kvcalc.capacity import fit
+from kvcalc.calc.estimate import Workload
+from kvcalc.calc.fit import fit
 from kvcalc.dtypes import FP16, FP32
 from kvcalc.engines import VLLM
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload
 from kvcalc.spec import AttentionCache, LayerCache, ModelSpec
 
 GiB = 2**30

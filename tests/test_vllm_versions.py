@@ -10,12 +10,12 @@ from fractions import Fraction
 
 import pytest
 
-from kvcalc.capacity import fit
+from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.fit import fit
 from kvcalc.engines import make_engine
 from kvcalc.engines.vllm import VLLM
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import get_preset
 

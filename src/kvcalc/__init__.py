@@ -32,9 +32,9 @@ _EXPORTS = {
     "model_from_geometry": "api",
     "Serving": "api",
     "Layout": "api",
-    "Request": "workloads",
-    "RequestSummary": "workloads",
-    "Comparison": "comparison",
+    "Request": "calc.requests",
+    "RequestSummary": "calc.requests",
+    "Comparison": "calc.compare",
     "Kind": "spec",
     "DType": "dtypes",
     "parse_dtype": "dtypes",
@@ -42,9 +42,9 @@ _EXPORTS = {
     "KvcalcError": "errors",
     "SourceError": "errors",
     "UsageError": "errors",
-    "Estimate": "estimator",
-    "GroupEstimate": "estimator",
-    "Workload": "estimator",
+    "Estimate": "calc.estimate",
+    "GroupEstimate": "calc.estimate",
+    "Workload": "calc.estimate",
     "AttentionCache": "spec",
     "LatentCache": "spec",
     "LayerCache": "spec",
@@ -119,16 +119,18 @@ if TYPE_CHECKING:
     from kvcalc.api import read_requests as read_requests
     from kvcalc.api import show_preset as show_preset
     from kvcalc.api import speed as speed
-    from kvcalc.comparison import Comparison as Comparison
+    from kvcalc.calc.compare import Comparison as Comparison
+    from kvcalc.calc.estimate import Estimate as Estimate
+    from kvcalc.calc.estimate import GroupEstimate as GroupEstimate
+    from kvcalc.calc.estimate import Workload as Workload
+    from kvcalc.calc.requests import Request as Request
+    from kvcalc.calc.requests import RequestSummary as RequestSummary
     from kvcalc.dtypes import DType as DType
     from kvcalc.dtypes import parse_dtype as parse_dtype
     from kvcalc.errors import ConfigError as ConfigError
     from kvcalc.errors import KvcalcError as KvcalcError
     from kvcalc.errors import SourceError as SourceError
     from kvcalc.errors import UsageError as UsageError
-    from kvcalc.estimator import Estimate as Estimate
-    from kvcalc.estimator import GroupEstimate as GroupEstimate
-    from kvcalc.estimator import Workload as Workload
     from kvcalc.spec import AttentionCache as AttentionCache
     from kvcalc.spec import Kind as Kind
     from kvcalc.spec import LatentCache as LatentCache
@@ -137,8 +139,6 @@ if TYPE_CHECKING:
     from kvcalc.spec import NoCache as NoCache
     from kvcalc.spec import SharedCache as SharedCache
     from kvcalc.spec import StateCache as StateCache
-    from kvcalc.workloads import Request as Request
-    from kvcalc.workloads import RequestSummary as RequestSummary
 
 
 def __getattr__(name: str) -> Any:

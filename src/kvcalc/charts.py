@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.comparison import Comparison
+from kvcalc.calc.compare import Comparison
 from kvcalc.errors import SourceError, UsageError
 
 if TYPE_CHECKING:
-    from kvcalc.roofline import SweepRow
+    from kvcalc.calc.speed import SweepRow
 
 _FORMATS = {".png": "png", ".svg": "svg"}
 

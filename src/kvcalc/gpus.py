@@ -108,7 +108,7 @@ _MEMORY = (
 )  # fmt: skip
 
 
-# Each GPU with its peaks (kvcalc.roofline).
+# Each GPU with its peaks (kvcalc.calc.speed).
 GPUS = tuple(GPU(g.name, g.runtime_bytes, g.smi_mib, g.source, g.aliases, PEAKS.get(g.name)) for g in _MEMORY)
 
 

@@ -7,16 +7,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvcalc.calc.estimate import Estimate, Workload
+from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import SourceError, UsageError
-from kvcalc.estimator import Estimate, Workload
-from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
-    from kvcalc.comparison import Comparison
+    from kvcalc.calc.compare import Comparison
+    from kvcalc.calc.requests import Request, RequestSummary
     from kvcalc.engines import Engine
-    from kvcalc.workloads import Request, RequestSummary
 
 from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
 from kvcalc.api._serving import (
@@ -88,8 +88,8 @@ def estimate(
 def read_requests(path: str | Path) -> list[Request]:
     """A request-mix file: CSV (prompt,output or tokens columns) or JSON lines, a regular file of
     bounded size."""
+    from kvcalc.calc.requests import parse_lengths
     from kvcalc.inputs.files import LENGTHS_LIMIT, read_regular_file
-    from kvcalc.workloads import parse_lengths
 
     # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.
     try:
@@ -123,7 +123,7 @@ def estimate_requests(
 ) -> RequestSummary:
     """A request mix (a list of ``Request``, or a CSV/JSONL file path): each request's own cache
     and the total with every request resident at once."""
-    from kvcalc.workloads import summarize_requests
+    from kvcalc.calc.requests import summarize_requests
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
@@ -168,8 +168,8 @@ def compare(
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
     at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
-    from kvcalc.comparison import attention_variants, candidate_for
-    from kvcalc.comparison import compare as run_compare
+    from kvcalc.calc.compare import attention_variants, candidate_for
+    from kvcalc.calc.compare import compare as run_compare
     from kvcalc.engines import Engine as EngineBase
     from kvcalc.engines import make_engine
 

@@ -8,18 +8,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from fractions import Fraction
 
-    from kvcalc.capacity import Budget, Fit, Verdict
+    from kvcalc.calc.fit import Budget, Fit, Verdict
+    from kvcalc.calc.runtime import Runtime
     from kvcalc.engines import Engine
     from kvcalc.gpus import GPU
-    from kvcalc.runtime import Runtime
 
 from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
@@ -78,8 +78,8 @@ def fit(
     ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
     from the model's safetensors, the Hub or the preset)."""
     call = dict(locals())  # the request as given, to try the remedies of the verdict with
-    from kvcalc.capacity import Budget, BudgetLine, derive_budget
-    from kvcalc.capacity import fit as run_fit
+    from kvcalc.calc.fit import Budget, BudgetLine, derive_budget
+    from kvcalc.calc.fit import fit as run_fit
     from kvcalc.gpus import find_gpu
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -178,7 +178,7 @@ def fit(
             runtime=runtime,
         )  # fmt: skip
     if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
-        from kvcalc.capacity import Fit
+        from kvcalc.calc.fit import Fit
 
         result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, chosen.engine.name)
     else:
@@ -200,7 +200,7 @@ def fit(
 def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
     """Fits or not, the headroom, and when it does not fit what to change, in this order: an fp8
     KV cache, twice the tensor parallelism, a shorter context, fewer sequences, each with its figure."""
-    from kvcalc.capacity import Remedy, Verdict, workload_bytes
+    from kvcalc.calc.fit import Remedy, Verdict, workload_bytes
 
     result, w, engine = report.result, report.workload, report.engine
     assert engine is not None
@@ -359,8 +359,8 @@ def _runtime(
     """The engine's share of each GPU and what its runtime takes from it (the engine's runtime
     model), the engine with the batch defaults that GPU gives it, and notes. ``overhead`` replaces
     the model."""
+    from kvcalc.calc.runtime import RuntimeRequest, given_runtime
     from kvcalc.inputs.hf.dims import read_dims
-    from kvcalc.runtime import RuntimeRequest, given_runtime
 
     source = model.source
     raw = source.config if source is not None and isinstance(source.config, dict) else {}

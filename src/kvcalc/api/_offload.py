@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.estimate import Estimate, Workload
+from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Estimate, Workload
-from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
@@ -65,10 +65,10 @@ def fit_offload(
 ) -> OffloadReport:
     """llama.cpp with ``gpu_layers`` (``-ngl``: a count, llama.cpp counting the output layer as
     one more, or ``"auto"``: the most that fit every GPU) at a context of ``tokens`` x ``batch``
-    cells: weights, KV cache and compute buffer per GPU and on the CPU (kvcalc.offload)."""
+    cells: weights, KV cache and compute buffer per GPU and on the CPU (kvcalc.calc.offload)."""
+    from kvcalc.calc.offload import largest_fitting, place
     from kvcalc.gpus import find_gpu
     from kvcalc.inputs.hf.dims import read_dims
-    from kvcalc.offload import largest_fitting, place
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
@@ -172,8 +172,8 @@ def _layer_weights(
     total split as embeddings, output head and equal layers (said in a note)."""
     from fractions import Fraction
 
+    from kvcalc.calc.offload import LayerWeights
     from kvcalc.inputs.hf.dims import read_dims
-    from kvcalc.offload import LayerWeights
 
     source = model.source
     headers = _gguf_headers(model, on_fetch)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvcalc.estimator import Workload
-from kvcalc.estimator import estimate as estimate_spec
+from kvcalc.calc.estimate import Workload
+from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import ModelSpec
 

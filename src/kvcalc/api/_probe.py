@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.estimate import Estimate, Workload
+from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Estimate, Workload
-from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.estimate import Workload
+from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import DType
 from kvcalc.errors import SourceError, UsageError
-from kvcalc.estimator import Workload
-from kvcalc.estimator import estimate as estimate_spec
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
@@ -29,10 +29,10 @@ DEFAULT_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 @dataclass(frozen=True)
 class SpeedReport:
-    """``kvcalc speed``: the model, the workload's KV dtype and engine, and kvcalc.roofline's answer."""
+    """``kvcalc speed``: the model, the workload's KV dtype and engine, and kvcalc.calc.speed's answer."""
 
     model: Model
-    result: Any  # kvcalc.roofline.Speed
+    result: Any  # kvcalc.calc.speed.Speed
     engine: str
     kv_dtype: DType
     weights_label: str
@@ -62,13 +62,13 @@ def speed(
 ) -> SpeedReport:
     """Lower bounds on time to first token and time per output token for ``batch`` sequences of a
     ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or ``bandwidth``
-    bytes/s and ``flops`` FLOP/s per GPU) with ``tp``-way tensor parallelism (kvcalc.roofline).
+    bytes/s and ``flops`` FLOP/s per GPU) with ``tp``-way tensor parallelism (kvcalc.calc.speed).
     ``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1] scale the peaks to turn the bounds into
     estimates. ``sweep``: the batch sizes of the throughput table (None: powers of two to 256)."""
     from fractions import Fraction
     from functools import lru_cache
 
-    from kvcalc import roofline as core
+    from kvcalc.calc import speed as core
     from kvcalc.gpus import find_gpu
     from kvcalc.inputs.hf.configs import text_config
     from kvcalc.inputs.hf.dims import read_dims

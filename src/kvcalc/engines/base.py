@@ -19,10 +19,10 @@ from kvcalc.dtypes import FP16, DType
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
-    from kvcalc.capacity import Fit
-    from kvcalc.estimator import Estimate, Workload
+    from kvcalc.calc.estimate import Estimate, Workload
+    from kvcalc.calc.fit import Fit
+    from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.inputs.hf.dims import ModelDims
-    from kvcalc.runtime import Runtime, RuntimeRequest
 
 
 def cdiv(a: int, b: int) -> int:
@@ -201,7 +201,7 @@ class Engine:
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
         """What the engine takes per GPU besides weights and the KV cache. The theoretical and
         transformers engines have no runtime model: 2 GiB is assumed, and said."""
-        from kvcalc.runtime import GIB, given_runtime
+        from kvcalc.calc.runtime import GIB, given_runtime
 
         share = request.share if request.share is not None else self.default_share
         runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}")

@@ -78,7 +78,7 @@ def heads_per_gpu(kv_heads: int, tp: int) -> int:
 
 class LayerKind:
     """What every layer kind answers; each kind overrides what differs. The estimator, engines,
-    fit, compare, views and speed (kvcalc.roofline) ask these instead of switching on the class."""
+    fit, compare, views and speed (kvcalc.calc.speed) ask these instead of switching on the class."""
 
     tokens: TokenSource = "decoder"
     token_bound: int | None = None
@@ -207,7 +207,7 @@ class LayerKind:
         that layout refuse it."""
         return False
 
-    # --- what kvcalc speed charges for attention (kvcalc.roofline) ---------------------------------------
+    # --- what kvcalc speed charges for attention (kvcalc.calc.speed) ---------------------------------------
 
     @property
     def speed_refusal(self) -> str | None:

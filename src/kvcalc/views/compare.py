@@ -14,7 +14,7 @@ from kvcalc.views.table import Column, Grid
 if TYPE_CHECKING:
     from fractions import Fraction
 
-    from kvcalc.comparison import CompareRow, Comparison
+    from kvcalc.calc.compare import CompareRow, Comparison
 
 CHART_WIDTH = 40  # the longest bar, where the screen allows it
 MIN_CHART_WIDTH = 10

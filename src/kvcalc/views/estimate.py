@@ -14,8 +14,8 @@ from kvcalc.views.console import Block, Note
 from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
-    from kvcalc.estimator import Estimate, GroupEstimate
-    from kvcalc.workloads import RequestSummary
+    from kvcalc.calc.estimate import Estimate, GroupEstimate
+    from kvcalc.calc.requests import RequestSummary
 
 
 def estimate_view(est: Estimate, units: Units, *, theory: Estimate | None = None, explain: bool = False) -> list[Block]:

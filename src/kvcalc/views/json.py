@@ -12,14 +12,14 @@ from kvcalc.views.labels import attention_kind
 
 if TYPE_CHECKING:
     from kvcalc.api import OffloadReport, SpeedReport
-    from kvcalc.capacity import Budget, Fit, Verdict
-    from kvcalc.comparison import Comparison
+    from kvcalc.calc.compare import Comparison
+    from kvcalc.calc.estimate import Estimate, Workload
+    from kvcalc.calc.fit import Budget, Fit, Verdict
+    from kvcalc.calc.requests import RequestSummary
+    from kvcalc.calc.speed import Step
     from kvcalc.engines.transformers.crosscheck import CrossCheck
-    from kvcalc.estimator import Estimate, Workload
     from kvcalc.inputs.presets import Preset
-    from kvcalc.roofline import Step
     from kvcalc.spec import ModelSpec
-    from kvcalc.workloads import RequestSummary
 
 
 def estimate_json(est: Estimate) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.api import ProbeReport
+    from kvcalc.calc.estimate import Estimate
     from kvcalc.engines.transformers.crosscheck import CrossCheck
-    from kvcalc.estimator import Estimate
 
 
 def probe_view(report: ProbeReport) -> list[Block]:

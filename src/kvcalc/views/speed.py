@@ -10,7 +10,7 @@ from kvcalc.views.table import Column, Grid
 
 if TYPE_CHECKING:
     from kvcalc.api import SpeedReport
-    from kvcalc.roofline import Speed, Step, SweepRow
+    from kvcalc.calc.speed import Speed, Step, SweepRow
 
 CHART_WIDTH = 40
 MIN_CHART_WIDTH = 10

@@ -25,9 +25,9 @@ from kvcalc.spec import (
 )
 
 if TYPE_CHECKING:
-    from kvcalc.estimator import Estimate
+    from kvcalc.calc.estimate import Estimate
+    from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.inputs.hf.dims import ModelDims
-    from kvcalc.runtime import Runtime, RuntimeRequest
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 

@@ -1,11 +1,11 @@
-"""What llama.cpp takes from a GPU besides weights and KV cache (kvcalc.runtime's terms)."""
+"""What llama.cpp takes from a GPU besides weights and KV cache (kvcalc.calc.runtime's terms)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+from kvcalc.calc.runtime import GIB, Runtime, RuntimeTerm, cdiv
 from kvcalc.inputs.hf.dims import ModelDims
-from kvcalc.runtime import GIB, Runtime, RuntimeTerm, cdiv
 
 # --- llama.cpp ------------------------------------------------------------------------------------
 # The compute buffer llama.cpp reserves when a context is created (src/llama-context.cpp sched_reserve:

@@ -14,8 +14,8 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
 if TYPE_CHECKING:
-    from kvcalc.estimator import Estimate
-    from kvcalc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.estimate import Estimate
+    from kvcalc.calc.runtime import Runtime, RuntimeRequest
 
 # model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa: swa_full_tokens_ratio's default.
 SWA_FULL_TOKENS_RATIO = 0.8

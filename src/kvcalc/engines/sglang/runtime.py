@@ -1,10 +1,10 @@
-"""What SGLang takes from a GPU besides weights and KV cache (kvcalc.runtime's terms)."""
+"""What SGLang takes from a GPU besides weights and KV cache (kvcalc.calc.runtime's terms)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.runtime import GIB, Runtime, RuntimeTerm
+from kvcalc.calc.runtime import GIB, Runtime, RuntimeTerm
 
 # --- SGLang ---------------------------------------------------------------------------------------
 # python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (sgl-project/sglang main,

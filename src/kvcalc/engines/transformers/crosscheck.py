@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from kvcalc.calc.estimate import Estimate
 from kvcalc.console import clean
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Estimate
 from kvcalc.spec import Kind, ModelSpec
 
 _TORCH_NAMES = {FP32.name: "float32", BF16.name: "bfloat16", FP16.name: "float16"}

@@ -46,9 +46,9 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, LayerCache
 
 if TYPE_CHECKING:
-    from kvcalc.capacity import Fit
-    from kvcalc.estimator import Workload
-    from kvcalc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.estimate import Workload
+    from kvcalc.calc.fit import Fit
+    from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.spec import ModelSpec
 
 # DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py): the indexer's keys as fp8

@@ -8,11 +8,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvcalc.capacity import SEARCH_LIMIT, Fit, largest
+from kvcalc.calc.estimate import Workload, estimate, stage_entries
+from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
 from kvcalc.engines.base import cdiv
 from kvcalc.engines.vllm.releases import version_text
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Workload, estimate, stage_entries
 from kvcalc.spec import LayerCache, ModelSpec
 
 if TYPE_CHECKING:

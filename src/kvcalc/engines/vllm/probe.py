@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
-    from kvcalc.capacity import Fit
+    from kvcalc.calc.fit import Fit
 
 ENV_PYTHON = "KVCALC_VLLM_PYTHON"
 INSTALL_HINT = (

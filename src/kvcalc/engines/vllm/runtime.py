@@ -1,11 +1,11 @@
-"""What vLLM takes from a GPU besides weights and KV cache (kvcalc.runtime's terms)."""
+"""What vLLM takes from a GPU besides weights and KV cache (kvcalc.calc.runtime's terms)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+from kvcalc.calc.runtime import GIB, MIB, Runtime, RuntimeTerm, cdiv
 from kvcalc.inputs.hf.dims import ModelDims
-from kvcalc.runtime import GIB, MIB, Runtime, RuntimeTerm, cdiv
 
 # --- vLLM (V1 engine: every release kvcalc models, 0.11 on) ------------------------------------------
 # vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: available KV = total x

@@ -22,7 +22,7 @@ from kvcalc.inputs.gguf.header import GgufHeader, TensorInfo, read_header, split
 from kvcalc.inputs.gguf.values import count
 
 if TYPE_CHECKING:
-    from kvcalc.offload import LayerWeights
+    from kvcalc.calc.offload import LayerWeights
 
 
 def nextn_layers(meta: dict[str, Any], label: str) -> int:
@@ -119,7 +119,7 @@ _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 
 def layer_weights(path: Path) -> LayerWeights:
-    """A GGUF's tensor bytes by llama.cpp layer (kvcalc.offload.LayerWeights), from the tensor infos of
+    """A GGUF's tensor bytes by llama.cpp layer (kvcalc.calc.offload.LayerWeights), from the tensor infos of
     every shard: ``blk.N.*`` is layer N; ``output.*`` and ``output_norm.*`` the output layer, which
     holds a copy of ``token_embd.weight`` when the file has no ``output.weight`` (the architectures'
     load_tensors create the head as a TENSOR_DUPLICATED token embedding, and src/llama-model-loader.cpp
@@ -133,7 +133,7 @@ def layer_weights(path: Path) -> LayerWeights:
 def headers_layer_weights(headers: list[GgufHeader], label: str) -> LayerWeights:
     """``layer_weights`` from the headers of every shard, the first one first (a local file's or
     a Hub file's, read in byte ranges)."""
-    from kvcalc.offload import LayerWeights
+    from kvcalc.calc.offload import LayerWeights
 
     check_tensor_data(headers, label)
     first = headers[0]

@@ -11,9 +11,9 @@ import io
 import json
 from dataclasses import dataclass, replace
 
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.engines import Engine
 from kvcalc.errors import SourceError
-from kvcalc.estimator import Workload, estimate
 from kvcalc.spec import ModelSpec
 from kvcalc.units import MAX_COUNT
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.runtime import Runtime, given_runtime
 from kvcalc.engines import Engine, cdiv
-from kvcalc.estimator import Workload, estimate
-from kvcalc.runtime import Runtime, given_runtime
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from kvcalc.calc.estimate import Estimate, Workload, estimate
 from kvcalc.dtypes import DType
 from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
-from kvcalc.estimator import Estimate, Workload, estimate
 from kvcalc.spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
 
 

@@ -109,7 +109,7 @@ def place(
 def largest_fitting(fits: Callable[[int], bool], n_layer: int) -> int:
     """The largest -ngl in 0..n_layer + 1 for which ``fits`` holds (0 if none); more layers on the
     GPUs only ever adds to them, so capacity's bisection finds it (shifted by one: it searches 1..)."""
-    from kvcalc.capacity import largest
+    from kvcalc.calc.fit import largest
 
     found = largest(lambda n: fits(n - 1), n_layer + 2)
     return n_layer + 1 if found is None else max(found - 1, 0)
