@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
@@ -12,7 +12,9 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
+    from kvcalc.calc.offload import Device, LayerWeights
     from kvcalc.engines import Engine
+    from kvcalc.inputs.gguf.header import GgufHeader
 
 from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
@@ -25,7 +27,7 @@ class OffloadReport:
     holds, whether every GPU has room, and (``gpu_layers="auto"``) the most layers that fit."""
 
     model: Model
-    devices: tuple[Any, ...]  # offload.Device, GPUs first, then the CPU
+    devices: tuple[Device, ...]  # GPUs first, then the CPU
     gpu_layers: int
     n_layer: int
     gpu_bytes: int | None
@@ -125,7 +127,7 @@ def fit_offload(
     if not kv_offload:
         notes.append("--no-kv-offload: every layer's KV cache stays in CPU memory")
 
-    def plan(n: int) -> tuple[Any, ...]:
+    def plan(n: int) -> tuple[Device, ...]:
         return place(layer_weights, per_layer_kv, n_gpu_layers=n, gpus=gpus, tensor_split=tensor_split,
                      kv_offload=kv_offload, compute=compute)  # fmt: skip
 
@@ -158,7 +160,7 @@ def _kv_per_layer(est: Estimate) -> list[int]:
     return [by_cache[c] for c in est.model.caches]
 
 
-def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
+def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[GgufHeader] | None:
     """The headers of every shard of a GGUF model, the first one first; None when it is no GGUF."""
     from kvcalc.inputs.source import gguf_headers
 
@@ -167,7 +169,7 @@ def _gguf_headers(model: Model, on_fetch: OnFetch) -> list[Any] | None:
 
 def _layer_weights(
     model: Model, weights: int | None, revision: str | None, on_fetch: OnFetch, engine: Engine
-) -> tuple[Any, list[str]]:
+) -> tuple[LayerWeights, list[str]]:
     """Weights by llama.cpp layer: exact from a GGUF's tensor infos; otherwise the checkpoint's
     total split as embeddings, output head and equal layers (said in a note)."""
     from fractions import Fraction

@@ -17,6 +17,7 @@ from kvcalc.spec import ModelSpec
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
+    from kvcalc.engines.vllm.probe import VllmProbe
 
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import fit
@@ -233,7 +234,7 @@ def probe_vllm(
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
-) -> Any:
+) -> VllmProbe:
     """Start the real vLLM (its own Python: ``python``, $KVCALC_VLLM_PYTHON, or this one) on a
     random-weight model of the model's geometry with ``max_model_len``, ``block_size``,
     ``max_batched_tokens`` (None: vLLM's defaults) and ``kv_budget`` bytes of KV cache (None: 64 MiB), and set the

@@ -16,6 +16,7 @@ from kvcalc.spec import ModelSpec
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from fractions import Fraction
 
+    from kvcalc.calc.speed import Speed
     from kvcalc.engines import Engine
 
 from kvcalc.api._fit import _weights
@@ -32,7 +33,7 @@ class SpeedReport:
     """``kvcalc speed``: the model, the workload's KV dtype and engine, and kvcalc.calc.speed's answer."""
 
     model: Model
-    result: Any  # kvcalc.calc.speed.Speed
+    result: Speed
     engine: str
     kv_dtype: DType
     weights_label: str

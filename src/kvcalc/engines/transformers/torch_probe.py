@@ -34,7 +34,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -146,13 +146,14 @@ def _stage(what: str, config: dict[str, Any] | None = None) -> Iterator[None]:
         raise ProbeError(f"transformers failed {what}: {_reason(exc, config)}") from None
 
 
+_INSTALL = "pip install torch transformers (from a kvcalc checkout: pip install '.[probe]')"
+
+
 def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise ProbeError(
-            "the probe needs PyTorch: pip install torch transformers (from a kvcalc checkout: pip install '.[probe]')"
-        ) from None
+        raise ProbeError(f"the probe needs PyTorch: {_INSTALL}") from None
     return torch
 
 
@@ -160,10 +161,7 @@ def _transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        raise ProbeError(
-            "the model probe needs transformers: pip install torch transformers "
-            "(from a kvcalc checkout: pip install '.[probe]')"
-        ) from None
+        raise ProbeError(f"the model probe needs transformers: {_INSTALL}") from None
     return transformers
 
 
@@ -309,10 +307,8 @@ def check_raw_request(request: Any) -> RawRequest:
             raise ProbeError(f"request key '{where}shape' holds {numel:,} elements; at most {limit} per tensor")
         count = _key(spec, "count", 0, _MAX_COUNT, default=1, where=where)
         tensors.append(RawTensor(_plain(name, 60), dims, count))
-    if sum(t.count for t in tensors) > _MAX_COUNT:
-        raise ProbeError(
-            f"the request asks for {sum(t.count for t in tensors):,} tensors in all; at most {_MAX_COUNT:,}"
-        )
+    if (total := sum(t.count for t in tensors)) > _MAX_COUNT:
+        raise ProbeError(f"the request asks for {total:,} tensors in all; at most {_MAX_COUNT:,}")
     return RawRequest(common=_common(request, ("uint8", *_MODEL_DTYPES), "uint8"), tensors=tuple(tensors))
 
 
@@ -437,12 +433,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     _causal_lm_class(transformers, text, model_type)
     kinds = _layer_kinds(text)
     layers = int(text.num_hidden_layers)
-    keep: list[int] = []
-    for index, kind in enumerate(kinds):
-        if kind not in {kinds[i] for i in keep}:
-            keep.append(index)
-    shared = int(getattr(text, "num_kv_shared_layers", 0) or 0)
-    if shared:
+    keep = [kinds.index(kind) for kind in dict.fromkeys(kinds)]  # the first layer of each kind, in order
+    if int(getattr(text, "num_kv_shared_layers", 0) or 0):
         raise ProbeError("the probe does not shrink KV-sharing models (num_kv_shared_layers)")
 
     data = text.to_dict()
@@ -518,8 +510,7 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # Learned position tables must reach the probe's length; positions do not shape the cache.
         if isinstance(data.get(key), int) and data[key] < positions:
             data[key] = positions
-    data.pop("model_type", None)
-    for key in _DROP:
+    for key in ("model_type", *_DROP):
         data.pop(key, None)
     try:
         small = AutoConfig.for_model(text.model_type, **data)
@@ -583,21 +574,21 @@ def _attention_for(model_class: Any, asked: str) -> str:
     calls sdpa inline); else "eager", real scores in chunks that shrink as T grows."""
     backend = bool(getattr(model_class, "_supports_attention_backend", False))
     sdpa = bool(getattr(model_class, "_supports_sdpa", False))
-    if asked == "auto" and model_class.__name__.startswith(_MASKED_INDEXERS):
+    if asked == "auto":
         # DeepSeek-V3.2's sparse-attention indexer slices the attention mask itself
         # (modeling_deepseek_v32.py ``attention_mask[:, 0, :, :]``): the no-op's absent mask fails.
-        return "sdpa" if sdpa else "eager"
-    if asked == "auto":
-        return "noop" if backend else "sdpa" if sdpa else "eager"
+        noop = backend and not model_class.__name__.startswith(_MASKED_INDEXERS)
+        return "noop" if noop else "sdpa" if sdpa else "eager"
     if (asked == "noop" and not backend) or (asked == "sdpa" and not sdpa):
         raise ProbeError(f"transformers' {model_class.__name__} cannot run with {asked} attention")
     return asked
 
 
-def _prefill_chunk(req: ModelRequest, attention: str, heads: int | None) -> int:
+def _prefill_chunk(req: ModelRequest, attention: str, heads: Any) -> int:
+    """Prompt tokens per prefill pass (``heads``: the config's num_attention_heads, used if an int)."""
     if req.chunk is not None:
         return min(req.chunk, req.prompt)
-    if attention == "eager" and heads:
+    if attention == "eager" and isinstance(heads, int) and heads:
         # Eager attention's score matrix (batch x heads x chunk x T floats) stays within its budget.
         scores = heads * (req.prompt + req.decode) * 4 * req.batch
         return max(1, min(req.prompt, _EAGER_SCORE_BYTES // max(1, scores)))
@@ -619,51 +610,51 @@ def _cache_layers(cache: Any, model: Any, keep: list[int]) -> list[Any]:
     return list(layers)
 
 
-def _cache_storage_bytes(cache: Any, torch: Any) -> int:
-    found: list[tuple[str, Any]] = []
-    for layer in cache.layers:
-        _tensors({k: v for k, v in vars(layer).items() if not k.startswith("_")}, torch, "", found)
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for _name, t in found}
+def _storage_bytes(tensors: Iterable[Any]) -> int:
+    """Bytes of the storages under ``tensors``, each storage once."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return sum(storages.values())
 
 
-def _tensors(obj: Any, torch: Any, prefix: str, out: list[tuple[str, Any]], depth: int = 0) -> None:
+def _cache_tensors(layers: Iterable[Any], torch: Any) -> Iterator[Any]:
+    """Every tensor of every cache layer (``_layer_tensors``)."""
+    return (tensor for layer in layers for _name, tensor in _layer_tensors(layer, torch))
+
+
+def _layer_tensors(layer: Any, torch: Any) -> Iterator[tuple[str, Any]]:
+    """Every tensor a cache layer holds, named by its attribute path, but for the attributes named
+    ``_...``: bookkeeping scalars (window lengths as tensors and the like)."""
+    for name, value in vars(layer).items():
+        if not name.startswith("_"):
+            yield from _tensors(value, torch, name)
+
+
+def _tensors(obj: Any, torch: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
     if depth > 4:
         return
     if torch.is_tensor(obj):
-        out.append((prefix, obj))
+        yield prefix, obj
     elif isinstance(obj, dict):
         for key, value in obj.items():
-            _tensors(value, torch, f"{prefix}.{key}", out, depth + 1)
+            yield from _tensors(value, torch, f"{prefix}.{key}", depth + 1)
     elif isinstance(obj, list | tuple):
         for i, value in enumerate(obj):
-            _tensors(value, torch, f"{prefix}[{i}]", out, depth + 1)
+            yield from _tensors(value, torch, f"{prefix}[{i}]", depth + 1)
 
 
 def _layer_bytes(layer: Any, torch: Any) -> dict[str, Any]:
-    """Bytes of every tensor a cache layer holds (each tensor once), and of their storages."""
-    found: list[tuple[str, Any]] = []
-    for name, value in vars(layer).items():
-        if name.startswith("_"):
-            continue  # bookkeeping scalars (window lengths as tensors and the like)
-        _tensors(value, torch, name, found)
-    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
-    storages: dict[int, int] = {}
-    tensors = []
-    total = 0
-    for name, tensor in found:
-        if tensor.dim() == 0:
-            continue
-        key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
-        if key in seen:
-            continue
-        seen.add(key)
-        size = tensor.numel() * tensor.element_size()
-        total += size
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        tensors.append({"name": name, "shape": list(tensor.shape), "dtype": str(tensor.dtype).replace("torch.", "")})
-    return {"tensor_bytes": total, "storage_bytes": sum(storages.values()), "tensors": tensors}
+    """Bytes of every tensor a cache layer holds but 0-dim ones (each tensor once: by address, shape
+    and strides), and of their storages."""
+    unique: dict[tuple[int, tuple[int, ...], tuple[int, ...]], tuple[str, Any]] = {}
+    for name, tensor in _layer_tensors(layer, torch):
+        if tensor.dim():
+            unique.setdefault((tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())), (name, tensor))
+    kept = list(unique.values())
+    return {
+        "tensor_bytes": sum(t.numel() * t.element_size() for _name, t in kept),
+        "storage_bytes": _storage_bytes(t for _name, t in kept),
+        "tensors": [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")} for n, t in kept],
+    }
 
 
 def _image_states(torch: Any, req: ModelRequest, config: Any, dtype: Any, device: Any) -> dict[str, Any]:
@@ -674,8 +665,7 @@ def _image_states(torch: Any, req: ModelRequest, config: Any, dtype: Any, device
         return {}
     if not getattr(config, "cross_attention_layers", None):
         raise ProbeError("request key 'image_tokens' needs a model with image cross-attention layers")
-    width = int(config.hidden_size)
-    states = torch.randn(req.batch, req.image_tokens, width, dtype=dtype, device=device)
+    states = torch.randn(req.batch, req.image_tokens, int(config.hidden_size), dtype=dtype, device=device)
     return {"cross_attention_states": states}
 
 
@@ -695,6 +685,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         dtype = torch.bfloat16
         notes.append("float16 ran as bfloat16 on CPU (same 2-byte elements, faster kernels)")
     prompt, decode, batch = req.prompt, req.decode, req.batch
+    report = progress or (lambda stage, done, total: None)
     torch.manual_seed(req.common.seed)
     with _stage("reading the config", req.config):
         config, keep, kinds = shrink_config(req.config, positions=prompt + decode)
@@ -721,8 +712,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
     vocab = int(config.vocab_size)
     # Only eager attention computes real scores: the cache it leaves is the reference the others match.
     no_scores = (lambda: _no_sdpa(torch)) if attention == "sdpa" else nullcontext
-    heads = getattr(config, "num_attention_heads", None)
-    chunk = _prefill_chunk(req, attention, heads if isinstance(heads, int) else None)
+    chunk = _prefill_chunk(req, attention, getattr(config, "num_attention_heads", None))
     is_cuda = device.type == "cuda"
     if is_cuda:
         torch.cuda.synchronize(device)
@@ -741,18 +731,17 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
                 cache = model(input_ids=ids, past_key_values=cache, use_cache=True, **images).past_key_values
             if first is None:
                 _cache_layers(cache, model, keep)
-                first = (step, _cache_storage_bytes(cache, torch))
+                first = (step, _storage_bytes(_cache_tensors(cache.layers, torch)))
             elif done == first[0]:
                 # Two passes give the shrunk cache's growth per token (windows and states do not
                 # grow): refuse now rather than run out of memory later. Growth by torch.cat holds
                 # the old and the new tensor at once, hence x 2.
-                grown = _cache_storage_bytes(cache, torch)
+                grown = _storage_bytes(_cache_tensors(cache.layers, torch))
                 per_token = max(0, grown - first[1]) / step
                 projected = int(grown + per_token * (prompt + decode - done - step)) * 2
                 _guard(torch, device, projected, req.common.max_bytes)
             done += step
-            if progress is not None:
-                progress("prefill", done, prompt)
+            report("prefill", done, prompt)
         if is_cuda:
             torch.cuda.synchronize(device)
             prefill_peak = torch.cuda.max_memory_allocated(device) - base
@@ -762,8 +751,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
             ids = torch.randint(0, vocab, (batch, 1), device=device)
             with _stage("in a decode step", req.config), no_scores():
                 cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
-            if progress is not None:
-                progress("decode", index + 1, decode)
+            report("decode", index + 1, decode)
         if is_cuda:
             torch.cuda.synchronize(device)
         decode_seconds = time.perf_counter() - start
@@ -783,12 +771,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
     else:
         # CPU has no allocator statistics: growing a layer by torch.cat holds the old and the new
         # tensor at once, so the largest transient is the biggest single cache tensor.
-        biggest = 0
-        for layer in cache_layers:
-            found: list[tuple[str, Any]] = []
-            _tensors({k: v for k, v in vars(layer).items() if not k.startswith("_")}, torch, "", found)
-            for _name, tensor in found:
-                biggest = max(biggest, tensor.numel() * tensor.element_size())
+        biggest = max((t.numel() * t.element_size() for t in _cache_tensors(cache_layers, torch)), default=0)
         peak = {"kind": "cpu: largest single cache tensor (torch.cat transient)", "transient_bytes": biggest}
     result = {
         "mode": "model",
@@ -839,13 +822,8 @@ def probe_raw(request: Any) -> dict[str, Any]:
         before = torch.cuda.memory_allocated(device)
         before_requested = torch.cuda.memory_stats(device).get("requested_bytes.all.current", 0)
         before_reserved = torch.cuda.memory_reserved(device)
-    held = []
-    tensor_bytes = 0
-    for spec in req.tensors:
-        for _ in range(spec.count):
-            tensor = torch.empty(spec.shape, dtype=dtype, device=device)
-            tensor_bytes += tensor.numel() * tensor.element_size()
-            held.append(tensor)
+    held = [torch.empty(spec.shape, dtype=dtype, device=device) for spec in req.tensors for _ in range(spec.count)]
+    tensor_bytes = sum(t.numel() * t.element_size() for t in held)
     result: dict[str, Any] = {
         "mode": "raw",
         "device": str(device),
@@ -886,10 +864,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ProbeError("usage: python torch_probe.py [request.json] (or the request on stdin)")
         try:
             text = open(args[0], encoding="utf-8").read() if args else sys.stdin.read()  # noqa: SIM115
-        except OSError as exc:
-            raise ProbeError(f"cannot read the request: {exc.strerror or exc}") from None
-        except ValueError as exc:  # not UTF-8
-            raise ProbeError(f"cannot read the request: {exc}") from None
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            raise ProbeError(f"cannot read the request: {getattr(exc, 'strerror', None) or exc}") from None
         try:
             request = json.loads(text)
         except ValueError as exc:  # also the digit limit on huge integers
