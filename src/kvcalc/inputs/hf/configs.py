@@ -8,22 +8,20 @@ absurd field stops with a ``ConfigError`` that names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvcalc.dtypes import FP32, DType, lookup_dtype
+from kvcalc.dtypes import DType, lookup_dtype
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.guard import Unmodelled, unmodelled
 from kvcalc.spec import (
     MAX_DIMENSION,
     MAX_LAYERS,
     AttentionCache,
-    IndexerCache,
     LatentCache,
     LayerCache,
     ModelSpec,
-    NoCache,
     SharedCache,
     StateCache,
 )
@@ -42,7 +40,8 @@ _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
 _KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "n_head_kv")
 
 # Config-class defaults for fields that nested or trimmed configs often omit. Only families whose
-# defaults matter in practice are listed; anything else missing a field is an error.
+# defaults matter in practice are listed (a family module may give its own: Reader.defaults);
+# anything else missing a field is an error.
 _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # LlamaConfig(): Llava's sparse text_config relies on these.
     "llama": {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096},
@@ -62,49 +61,18 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_next": {"full_attention_interval": 4},
     # Llama4TextConfig(): full (NoPE) attention every fourth layer.
     "llama4_text": {"no_rope_layer_interval": 4},
-    # NemotronHConfig() (transformers 5.24 models/nemotron_h/configuration_nemotron_h.py): head_dim is
-    # a class default (128), not hidden_size / heads, and the Mamba-2 geometry has defaults too.
-    "nemotron_h": {
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "ssm_state_size": 128,
-        "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4,
-    },
 }  # fmt: skip
 
 # Families whose layers alternate sliding/full with no key in the file (layer 0 sliding).
 _ALTERNATING_FAMILIES = frozenset({"gemma2", "gpt_oss"})
 
-_ENCODER_DECODER_TYPES = frozenset(
-    {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "whisper", "marian", "pegasus",
-     "m2m_100", "nllb_moe", "blenderbot", "blenderbot-small", "plbart", "fsmt", "led",
-     "prophetnet", "switch_transformers", "bigbird_pegasus"}
-)  # fmt: skip
-
-_MAMBA_TYPES = frozenset({"mamba", "falcon_mamba", "mamba2"})
-
-# Nemotron-H's layer letters (NemotronHConfig._pattern_to_list, transformers 5.24): 'M' Mamba-2,
-# '*' attention, '-' MLP, 'E' MoE; MLP and MoE blocks have no attention and no state.
-_NEMOTRON_H_LETTERS = {"M": "mamba", "*": "full_attention", "-": "no_cache", "E": "no_cache"}
-# Its layer-type names: transformers 5.24 calls Mamba-2 "linear_attention" (after remapping the
-# legacy "mamba"), attention "full_attention" (legacy "attention"), and "mlp" / "moe" the blocks
-# DynamicCache gives a dummy layer (cache_utils.get_layer_types_and_kwargs).
-_NEMOTRON_H_TYPES = {
-    "linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_attention",
-    "attention": "full_attention", "mlp": "no_cache", "moe": "no_cache",
-}  # fmt: skip
-_NEMOTRON_H_NO_CACHE = "an MLP or MoE block (Nemotron-H '-' / 'E')"
-# NAS models with per-layer block_configs (Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B;
-# architecture DeciLMForCausalLM, which vLLM maps to nemotron_nas.py). Another model type's
-# block_configs is left to the guard.
-_NAS_TYPES = frozenset({"nemotron-nas"})
-_NAS_NO_CACHE = "a NAS block whose attention is a no-op or a linear layer (block_configs)"
-# LFM2 (Liquid AI): gated short-convolution layers ("conv") between attention layers.
-_SHORT_CONV_TYPES = frozenset({"lfm2", "lfm2_moe"})
-# LFM2's short-convolution fields: they size nothing when no layer is a convolution.
+# LFM2's short-convolution fields (families/lfm2.py): they size nothing when no layer is a convolution.
 _SHORT_CONV_KEYS = ("conv_L_cache", "conv_dim", "conv_dim_out", "conv_bias", "conv_use_xavier_init")
 # Model types whose cache kvcalc has checked against the model's own code (the bundled presets,
-# the real configs under tests/fixtures, every HF type the GGUF architecture table maps to, and the
-# families and defaults above). Another model type is read by the generic rules, with a note
-# saying so: they hold for most decoders, but nothing has checked them for that one.
+# the real configs under tests/fixtures, every HF type the GGUF architecture table maps to, the
+# defaults above and the modules of kvcalc.inputs.hf.families). Another model type is read by the
+# generic rules, with a note saying so: they hold for most decoders, but nothing has checked them
+# for that one.
 _CHECKED_TYPES = frozenset({
     "arcee", "bart", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4",
     "ernie4_5", "ernie4_5_moe", "exaone", "exaone4", "falcon", "falcon_h1", "gemma", "gemma2", "gemma3",
@@ -181,8 +149,16 @@ class _Reader:
     outer: Mapping[str, Any] | None = None
     # Tokens one image puts in each image cross-attention layer, set by a family that has them.
     image_tokens: int | None = None
+    # Tokens the encoder hands each cross-attention layer, set by the encoder-decoder family.
+    encoder_tokens: int | None = None
     # The decoder layer of each cache entry, set by a family whose layers hold more than one.
     entry_layers: list[int] = field(default_factory=list)
+    # The model type's config-class defaults: its _FAMILY_DEFAULTS row, or a family module's own
+    # (set before the module reads anything).
+    defaults: Mapping[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.defaults = _FAMILY_DEFAULTS.get(self.model_type, {})
 
     def considered(self, *keys: str) -> None:
         """Keys a rule looked at and deliberately set aside (a disabled window, say): read."""
@@ -208,7 +184,7 @@ class _Reader:
         names = (keys,) if isinstance(keys, str) else tuple(keys)
         key = self.first_key(names)
         if key is None:
-            family = _FAMILY_DEFAULTS.get(self.model_type, {})
+            family = self.defaults
             fallback = next((family[k] for k in names if k in family), default)
             if fallback is None:
                 raise ConfigError(
@@ -234,7 +210,7 @@ class _Reader:
         return value
 
     def flag(self, key: str) -> bool:
-        value = self.raw.get(key, _FAMILY_DEFAULTS.get(self.model_type, {}).get(key, False))
+        value = self.raw.get(key, self.defaults.get(key, False))
         if value is None:
             return False
         if not isinstance(value, bool):
@@ -254,6 +230,8 @@ def read_config(raw: Any, *, name: str) -> ModelSpec:
 
 
 def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
+    from kvcalc.inputs.hf.families import encoder_decoder_rule, is_encoder_decoder  # here: families import this
+
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{name}: a model config must be a JSON object, got {type(raw).__name__}")
     top_type = _model_type(raw)
@@ -266,10 +244,8 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
     dtype = _model_dtype(text, raw, reader.notes)
 
-    encoder_tokens: int | None = None
-    heads: int | None
-    if model_type in _ENCODER_DECODER_TYPES or raw.get("is_encoder_decoder") is True:
-        caches, layers, heads, encoder_tokens = _encoder_decoder(reader)
+    if is_encoder_decoder(model_type, raw):
+        caches, layers, heads = encoder_decoder_rule()(reader)
     else:
         caches, layers, heads = _decoder_only(reader)
         if reader.raw.get("per_layer_config") is not None:
@@ -290,7 +266,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         model_type=model_type,
         dtype=dtype,
         notes=tuple(reader.notes),
-        encoder_tokens=encoder_tokens,
+        encoder_tokens=reader.encoder_tokens,
         image_tokens=reader.image_tokens,
         entry_layers=tuple(reader.entry_layers),
         max_context=max_context,
@@ -318,10 +294,7 @@ def is_checked_type(model_type: str) -> bool:
     """Whether kvcalc's reading of this model type has been checked against the model's code."""
     from kvcalc.inputs.hf.families import has_family
 
-    return (
-        model_type in _CHECKED_TYPES or model_type in _FAMILY_DEFAULTS or model_type in _ENCODER_DECODER_TYPES
-        or model_type in _MAMBA_TYPES or has_family(model_type)
-    )  # fmt: skip
+    return model_type in _CHECKED_TYPES or model_type in _FAMILY_DEFAULTS or has_family(model_type)
 
 
 def context_limit(text: Mapping[str, Any], model_type: str) -> tuple[int | None, str | None]:
@@ -412,13 +385,12 @@ def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any], notes: list[st
     return None
 
 
-def _heads_and_head_dim(r: _Reader) -> tuple[int, int]:
+def _heads_and_head_dim(r: _Reader, head_dim_keys: tuple[str, ...] | None = None) -> tuple[int, int]:
+    """Query heads and head_dim; a family whose head_dim is a class default names its spellings in
+    ``head_dim_keys`` (the first present, else that default, noted)."""
     heads = r.positive_int(_HEAD_KEYS)
-    if r.model_type == "nemotron_h":
-        # NemotronHAttention (modeling_nemotron_h.py, transformers 5.24) takes config.head_dim, a
-        # class default of 128; the Hub files spell it attention_head_dim (vLLM's NemotronHConfig
-        # reads that spelling), so either counts and the default applies, noted, without them.
-        return heads, r.positive_int(("head_dim", "attention_head_dim"))
+    if head_dim_keys is not None:
+        return heads, r.positive_int(head_dim_keys)
     explicit = r.first_key(("head_dim", "d_kv", "kv_channels", "attention_head_size"))
     if explicit is not None:
         return heads, r.check_positive(explicit, r.raw[explicit])
@@ -449,7 +421,7 @@ def _kv_heads(r: _Reader, heads: int) -> int:
         kv = 1
     elif (key := r.first_key(_KV_HEAD_KEYS)) is not None:
         kv = r.check_positive(key, r.raw[key])
-    elif "num_key_value_heads" in _FAMILY_DEFAULTS.get(r.model_type, {}):
+    elif "num_key_value_heads" in r.defaults:
         kv = r.positive_int(("num_key_value_heads",))
     else:
         r.notes.append(
@@ -462,22 +434,10 @@ def _kv_heads(r: _Reader, heads: int) -> int:
     return kv
 
 
-def _layer_kinds(r: _Reader, layers: int) -> list[str]:
-    """One normalised kind per layer: explicit ``layer_types`` or the family's own derivation."""
-    if r.model_type == "nemotron_h":
-        return _nemotron_h_kinds(r)
-    if r.model_type in _NAS_TYPES:
-        return _nas_kinds(r, layers)
-    if r.model_type == _GEMMA4:
-        return _gemma4_kinds(r, layers)
-    if r.model_type in _SHORT_CONV_TYPES:
-        return _lfm2_kinds(r, layers)
+def _layer_kinds(r: _Reader, layers: int, aliases: Mapping[str, str] = _LAYER_TYPE_ALIASES) -> list[str]:
+    """One normalised kind per layer: explicit ``layer_types`` (names as ``aliases`` maps them) or
+    the pattern the config's fields derive."""
     if r.raw.get("layer_types") is not None:
-        aliases = _LAYER_TYPE_ALIASES
-        if r.model_type == "deepseek_v32":
-            # DeepseekV32Config.__post_init__ (transformers 5.24) names every layer
-            # "indexed_attention": MLA with the indexer's key cache (DynamicIndexedLayer).
-            aliases = {**aliases, "indexed_attention": "full_attention"}
         listed = _family_layer_types(r, layers, tuple(aliases), r.model_type)
         # These fields only derive layer_types when it is absent (Qwen2Config, Exaone4Config,
         # Qwen3NextConfig, JambaConfig __post_init__, transformers 5.24), which is why a config
@@ -493,8 +453,6 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
         return kinds
 
     mt = r.model_type
-    if mt in _MAMBA_TYPES:
-        return ["mamba"] * layers
     if r.has("attn_layer_period"):  # Jamba: attention every `period` layers, at `offset`
         period = r.positive_int("attn_layer_period")
         offset = _non_negative(r, "attn_layer_offset")
@@ -517,124 +475,10 @@ def _layer_kinds(r: _Reader, layers: int) -> list[str]:
             return ["full_attention"] * layers
         first = _non_negative(r, "max_window_layers")
         return ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
-    if r.has("sliding_window") or ("sliding_window" not in r.raw and "sliding_window" in _FAMILY_DEFAULTS.get(mt, {})):
+    if r.has("sliding_window") or ("sliding_window" not in r.raw and "sliding_window" in r.defaults):
         # Mistral, Phi-3, Starcoder2: a non-null sliding_window applies to every layer.
         return ["sliding_attention"] * layers
     return ["full_attention"] * layers
-
-
-def _nemotron_h_kinds(r: _Reader) -> list[str]:
-    """Nemotron-H's layers, as NemotronHConfig.__post_init__ (transformers 5.24) derives them: an
-    explicit list (``layers_block_type``, alias ``layer_types``) wins, else the letters of
-    ``hybrid_override_pattern``. The model has as many layers as the list; transformers ignores
-    ``num_hidden_layers``."""
-    list_key = r.first_key(("layers_block_type", "layer_types"))
-    if list_key is not None:
-        r.considered("hybrid_override_pattern")  # transformers uses the pattern only without a list
-        listed = r.raw[list_key]
-        if not isinstance(listed, list) or not listed or not all(isinstance(t, str) for t in listed):
-            raise ConfigError(f"config field '{r.where}{list_key}' must be a non-empty list of strings")
-        unknown = sorted({t for t in listed if t not in _NEMOTRON_H_TYPES})
-        if unknown:
-            raise ConfigError(f"config field '{r.where}{list_key}' holds unknown layer type {unknown[0]!r}")
-        return [_NEMOTRON_H_TYPES[t] for t in listed]
-    pattern = r.raw.get("hybrid_override_pattern")
-    if not isinstance(pattern, str) or not pattern:
-        raise ConfigError(
-            f"config field '{r.where}hybrid_override_pattern' is missing or empty: "
-            "a nemotron_h config needs it (or 'layers_block_type') to say which layers are Mamba-2 and attention"
-        )
-    unknown = sorted({c for c in pattern if c not in _NEMOTRON_H_LETTERS})
-    if unknown:
-        raise ConfigError(
-            f"config field '{r.where}hybrid_override_pattern' holds {unknown[0]!r}; "
-            "nemotron_h layers are 'M' (Mamba-2), '*' (attention), '-' (MLP) and 'E' (MoE)"
-        )
-    return [_NEMOTRON_H_LETTERS[c] for c in pattern]
-
-
-def _nas_kinds(r: _Reader, layers: int) -> list[str]:
-    """NAS (DeciLM, Llama-Nemotron) ``block_configs``: one block per layer; its attention is a
-    no-op, a linear layer, or grouped-query attention with ``n_heads_in_group`` query heads per KV
-    head. vLLM's nemotron_nas.py (vllm-project/vllm @ 00bd1493) builds no attention for a no-op;
-    DeciLM's modeling_decilm.py replaces it with a linear layer for replace_with_linear. Neither
-    caches anything. The per-layer KV heads are read in ``_nas_attention``."""
-    if not r.has("block_configs"):
-        raise ConfigError(
-            f"config field '{r.where}block_configs' is missing: a {r.model_type} config lists one block per layer"
-        )
-    blocks = r.raw["block_configs"]
-    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
-        raise ConfigError(f"config field '{r.where}block_configs' must be a list of objects")
-    if len(blocks) != layers:
-        raise ConfigError(
-            f"config field '{r.where}block_configs' lists {len(blocks)} layers but the model has {layers}"
-        )
-    kinds = []
-    linear = False
-    for i, block in enumerate(blocks):
-        attention = _nas_block_attention(r, block, i)
-        replaced = _nas_flag(r, attention, i, "replace_with_linear")
-        linear = linear or replaced
-        kinds.append("no_cache" if _nas_flag(r, attention, i, "no_op") or replaced else "full_attention")
-    if linear:
-        r.notes.append(
-            "block_configs: attention replaced with a linear layer (DeciLM's modeling_decilm.py) caches nothing; "
-            "vLLM's nemotron_nas.py implements only no_op attention"
-        )
-    return kinds
-
-
-def _nas_block_attention(r: _Reader, block: Mapping[str, Any], i: int) -> Mapping[str, Any]:
-    attention = block.get("attention")
-    if not isinstance(attention, Mapping):
-        raise ConfigError(f"config field '{r.where}block_configs[{i}].attention' must be an object")
-    return attention
-
-
-def _nas_flag(r: _Reader, attention: Mapping[str, Any], i: int, key: str) -> bool:
-    value = attention.get(key, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"config field '{r.where}block_configs[{i}].attention.{key}' must be true or false, got {value!r}"
-        )
-    return value
-
-
-# Keys of a NAS block's attention that kvcalc reads; the guard checks the others (a window_length or
-# sink tokens that are set would change what the layer keeps).
-_NAS_ATTENTION_READ = frozenset({"no_op", "replace_with_linear", "n_heads_in_group"})
-
-
-def _nas_attention(r: _Reader, base: AttentionCache, heads: int) -> list[LayerCache]:
-    """One entry per NAS layer: K/V heads = num_attention_heads // n_heads_in_group (vLLM
-    nemotron_nas.py DeciLMDecoderLayer), nothing for a no-op or linear attention."""
-    caches: list[LayerCache] = []
-    for i, block in enumerate(r.raw["block_configs"]):
-        attention = _nas_block_attention(r, block, i)
-        where = f"{r.where}block_configs[{i}]."
-        # The ffn sub-block sizes only the MLP; anything else in the block is checked by the guard.
-        r.unmodelled += unmodelled({k: v for k, v in block.items() if k not in ("attention", "ffn")}, set(), where)
-        if _nas_flag(r, attention, i, "no_op") or _nas_flag(r, attention, i, "replace_with_linear"):
-            caches.append(NoCache(block=_NAS_NO_CACHE))
-            continue
-        r.unmodelled += unmodelled(attention, set(_NAS_ATTENTION_READ), f"{where}attention.")
-        group = attention.get("n_heads_in_group")
-        if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
-            raise ConfigError(
-                f"config field '{where}attention.n_heads_in_group' must be a positive integer, got {group!r}"
-            )
-        if heads % group:
-            raise ConfigError(
-                f"config field '{where}attention.n_heads_in_group' ({group}) must divide the {heads} attention heads"
-            )
-        caches.append(replace(base, kv_heads=heads // group, expanded_heads=None))
-    return caches
-
-
-_GEMMA4 = "gemma4_text"
 
 
 def _family_layer_types(r: _Reader, layers: int, allowed: tuple[str, ...], family: str) -> list[str]:
@@ -651,71 +495,6 @@ def _family_layer_types(r: _Reader, layers: int, allowed: tuple[str, ...], famil
             f"config field '{r.where}layer_types' holds unknown layer type {unknown[0]!r}; {family} layers are {known}"
         )
     return list(listed)
-
-
-def _gemma4_kinds(r: _Reader, layers: int) -> list[str]:
-    """Gemma 4's layer kinds as Gemma4TextConfig.__post_init__ (transformers 5.24,
-    models/gemma4/configuration_gemma4.py) derives them: ``layer_types``, else five sliding layers
-    then one full (a fixed pattern of 6, whatever the file says), and the last layer forced full."""
-    if r.raw.get("layer_types") is not None:
-        kinds = _family_layer_types(r, layers, ("sliding_attention", "full_attention"), "gemma4")
-    else:
-        r.notes.append(f"no '{r.where}layer_types': gemma4 keeps five sliding layers, then one full")
-        kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(layers)]
-    if kinds[-1] != "full_attention":
-        r.notes.append("gemma4's last layer is always full attention (Gemma4TextConfig forces it)")
-        kinds[-1] = "full_attention"
-    return kinds
-
-
-def _gemma4_entries(r: _Reader, entry: AttentionCache | LatentCache, heads: int | None) -> dict[str, LayerCache]:
-    """The cache entry of each Gemma 4 layer kind (transformers 5.24, models/gemma4/).
-
-    Gemma4TextConfig.__post_init__ gives every full layer head_dim = ``global_head_dim`` (512 when
-    absent) and, only when ``attention_k_eq_v`` is true, num_key_value_heads =
-    ``num_global_key_value_heads``; sliding layers keep head_dim and num_key_value_heads.
-    Gemma4TextAttention: with ``attention_k_eq_v`` a full layer has no v_proj and takes V from the
-    K projection, but K then gets k_norm and RoPE and V gets v_norm, and ``cache.update(key_states,
-    value_states, ...)`` stores both tensors: the cache holds K and V as usual (2 x heads x dim).
-    A sliding layer keeps ``sliding_window`` tokens (halved plus one for
-    use_bidirectional_attention "all"; "vision" changes no window)."""
-    base = entry.as_attention()
-    if base is None or heads is None:
-        raise ConfigError("gemma4 configs with MLA (kv_lora_rank) are not supported")
-    window = r.positive_int("sliding_window", default=512)
-    if r.raw.get("use_bidirectional_attention") == "all":
-        window = window // 2 + 1
-        r.notes.append(f"use_bidirectional_attention 'all': gemma4 sets the sliding window to {window} (half plus one)")
-    k_eq_v = r.flag("attention_k_eq_v")
-    if r.raw.get("per_layer_config") is not None:
-        # Gemma4TextConfig.__post_init__ derives full-layer geometry from global_head_dim and
-        # num_global_key_value_heads only without per_layer_config (a config saved by transformers
-        # 5.24 writes the result there instead); the overrides are applied by _per_layer_overrides.
-        ignored = [k for k in ("global_head_dim", "num_global_key_value_heads") if r.has(k)]
-        if ignored:
-            r.notes.append(
-                f"'{r.where}per_layer_config' is given, so gemma4 ignores {' and '.join(ignored)} (Gemma4TextConfig)"
-            )
-        r.considered("global_head_dim", "num_global_key_value_heads")
-        full = AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim)
-        sliding = AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window)
-        return {"sliding_attention": sliding, "full_attention": full}
-    global_dim = r.positive_int("global_head_dim", default=512)
-    global_kv = r.optional_positive_int("num_global_key_value_heads")
-    if global_kv is not None and not k_eq_v:
-        r.notes.append(
-            f"'{r.where}num_global_key_value_heads' ({global_kv}) applies only with attention_k_eq_v "
-            f"(Gemma4TextConfig); full layers keep {base.kv_heads} KV heads"
-        )
-    full_kv = global_kv if global_kv is not None and k_eq_v else base.kv_heads
-    if full_kv > heads or heads % full_kv:
-        raise ConfigError(
-            f"config field '{r.where}num_global_key_value_heads' ({full_kv}) must divide the {heads} query heads"
-        )
-    return {
-        "sliding_attention": AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, window=window),
-        "full_attention": AttentionCache(full_kv, global_dim, global_dim),
-    }
 
 
 # Per-layer attributes of transformers' heterogeneous configs that kvcalc applies to a layer's K/V.
@@ -835,37 +614,36 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     rule = family_rule(r.model_type)
     if rule is not None:
         return rule(r)
-    if r.model_type == "nemotron_h":
-        # NemotronHConfig.num_hidden_layers is the length of the layer list, whatever the file says.
-        kinds = _layer_kinds(r, 0)
-        layers = _checked_layers(r, len(kinds))
-        stated = r.raw.get("num_hidden_layers")
-        if stated is not None and stated != layers:
-            r.notes.append(
-                f"'{r.where}num_hidden_layers' ({stated!r}) differs from the {layers} layers of the layer pattern; "
-                "transformers' NemotronHConfig uses the pattern"
-            )
-        _nemotron_h_state_notes(r)
-    else:
-        layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
-        kinds = _layer_kinds(r, layers)
-    needs_attention = any(k not in (*_STATE_KINDS, "no_cache") for k in kinds)
-    heads: int | None = None
-    attention: AttentionCache | LatentCache | None = None
-    if r.model_type in _NAS_TYPES:
-        # NAS: the top-level num_key_value_heads is null; every attention block says its own.
-        r.considered(*_KV_HEAD_KEYS)
-        heads, head_dim = _heads_and_head_dim(r)
-        return _nas_attention(r, AttentionCache(heads, head_dim, head_dim), heads), layers, heads
-    if needs_attention:
-        if r.model_type not in _FAMILY_DEFAULTS and r.first_key(_HEAD_KEYS) is None and not r.has("kv_lora_rank"):
-            raise ConfigError(
-                f"config of model type {r.model_type!r} has no attention geometry kvcalc can "
-                f"read (no '{r.where}num_attention_heads' or equivalent)"
-            )
-        attention, heads = _attention_entry(r)
+    layers = _checked_layers(r, r.positive_int(_LAYER_KEYS))
+    kinds = _layer_kinds(r, layers)
+    attention, heads = _kinds_attention(r, kinds)
+    return _layer_entries(r, layers, kinds, attention), layers, heads
 
-    gemma4 = _gemma4_entries(r, attention, heads) if r.model_type == _GEMMA4 and attention is not None else None
+
+def _kinds_attention(
+    r: _Reader, kinds: list[str], *, head_dim_keys: tuple[str, ...] | None = None
+) -> tuple[AttentionCache | LatentCache | None, int | None]:
+    """The attention entry of the layers of ``kinds`` and the query heads; (None, None) when every
+    layer keeps a state or nothing. ``head_dim_keys``: as for ``_heads_and_head_dim``."""
+    if not any(k not in (*_STATE_KINDS, "no_cache") for k in kinds):
+        return None, None
+    if not r.defaults and r.first_key(_HEAD_KEYS) is None and not r.has("kv_lora_rank"):
+        raise ConfigError(
+            f"config of model type {r.model_type!r} has no attention geometry kvcalc can "
+            f"read (no '{r.where}num_attention_heads' or equivalent)"
+        )
+    return _attention_entry(r, head_dim_keys=head_dim_keys)
+
+
+def _layer_entries(
+    r: _Reader,
+    layers: int,
+    kinds: list[str],
+    attention: AttentionCache | LatentCache | None,
+    own: Callable[[str], LayerCache | None] | None = None,
+) -> list[LayerCache]:
+    """One cache entry per layer kind: ``own(kind)`` where a family gives one, else the generic state
+    or (windowed) attention entry; then the layers that share K/V (``num_kv_shared_layers``)."""
     caches: list[LayerCache] = []
     if not any(kind in _STATE_KINDS for kind in kinds):
         # The recurrent-state dtype (read by _recurrent_dtype) sizes nothing without a state layer.
@@ -873,14 +651,12 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
     if "short_conv" not in kinds:
         r.considered(*_SHORT_CONV_KEYS)  # an LFM2 with attention in every layer
     for kind in kinds:
-        if gemma4 is not None:  # Gemma 4: each layer kind has its own geometry
-            caches.append(gemma4[kind])
+        entry = own(kind) if own is not None else None
+        if entry is not None:
+            caches.append(entry)
             continue
         if kind in _STATE_KINDS:
             caches.append(_state_entry(r, kind))
-            continue
-        if kind == "no_cache":
-            caches.append(NoCache(block=_NEMOTRON_H_NO_CACHE))
             continue
         assert attention is not None
         caches.append(_windowed(r, attention, kind))
@@ -894,20 +670,12 @@ def _decoder_only(r: _Reader) -> tuple[list[LayerCache], int, int | None]:
             )
         # The last `count` layers reuse the K and V of earlier layers of the same type.
         caches[layers - count :] = [SharedCache()] * count
-    if r.model_type == "deepseek_v32" and attention is not None and attention.is_latent:
-        # DeepSeek-V3.2's sparse attention (DSA): every MLA layer also caches one indexer key per
-        # token (transformers' DynamicIndexedLayer.indexer_keys, [batch, seq, index_head_dim]), an
-        # extra entry per layer as cross-attention is for encoder-decoder models. index_n_heads
-        # sizes the indexer's queries and index_topk the tokens attention reads: compute, not cache.
-        r.considered("index_n_heads", "index_topk")
-        indexer = IndexerCache(head_dim=r.positive_int("index_head_dim"))
-        latent_layers = [i for i, c in enumerate(caches) if c.is_latent]
-        caches += [indexer] * len(latent_layers)
-        r.entry_layers = [*range(layers), *latent_layers]
-    return caches, layers, heads
+    return caches
 
 
-def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
+def _attention_entry(
+    r: _Reader, *, head_dim_keys: tuple[str, ...] | None = None
+) -> tuple[AttentionCache | LatentCache, int]:
     """The cache entry of a full-attention layer, and the number of query heads."""
     if r.has("kv_lora_rank"):  # MLA: DeepSeek-V2/V3, Kimi-K2, MiniCPM3 cache one latent
         r.considered(*_KV_HEAD_KEYS)  # the latent is shared by every head: KV heads size nothing
@@ -924,7 +692,7 @@ def _attention_entry(r: _Reader) -> tuple[AttentionCache | LatentCache, int]:
             v_head_dim=r.optional_positive_int("v_head_dim"),
         )
         return latent, heads
-    heads, head_dim = _heads_and_head_dim(r)
+    heads, head_dim = _heads_and_head_dim(r, head_dim_keys)
     kv = _kv_heads(r, heads)
     v_dim = r.optional_positive_int("v_head_dim") or head_dim
     # transformers' Falcon (new_decoder_architecture) broadcasts the grouped K/V to every query
@@ -951,9 +719,9 @@ def _windowed(r: _Reader, entry: AttentionCache | LatentCache, kind: str) -> Lay
     return AttentionCache(base.kv_heads, base.k_head_dim, base.v_head_dim, chunk=chunk)
 
 
-def _state_entry(r: _Reader, kind: str) -> StateCache:
-    if kind == "short_conv":
-        return _short_conv_entry(r)
+def _state_entry(r: _Reader, kind: str, *, inner: Callable[[_Reader], int] | None = None) -> StateCache:
+    """A Gated DeltaNet or Mamba layer's state; ``inner`` reads a family's own Mamba channels (else
+    ``_mamba_inner``)."""
     if kind == "linear_attention":
         # Gated DeltaNet (Qwen3-Next): a causal conv over q, k and v, then one
         # key_dim x value_dim recurrent matrix per value head.
@@ -977,22 +745,7 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
     d_conv = r.positive_int(("mamba_d_conv", "conv_kernel"))
     groups_key = r.first_key(("mamba_n_groups", "n_groups"))
     groups = r.check_positive(groups_key, r.raw[groups_key]) if groups_key else 0
-    if r.model_type == "nemotron_h":
-        # NemotronHMamba2Mixer (modeling_nemotron_h.py, transformers 5.24): intermediate_size =
-        # mamba_num_heads * mamba_head_dim, conv_dim = intermediate_size + 2 * n_groups *
-        # ssm_state_size, SSM state (mamba_num_heads, mamba_head_dim, ssm_state_size). `expand`
-        # sizes nothing there. n_groups has a class default (8), unlike the families below.
-        r.considered("expand", "mamba_expand")
-        groups = r.positive_int(("mamba_n_groups", "n_groups"))
-        d_inner = r.positive_int("mamba_num_heads") * r.positive_int("mamba_head_dim")
-    elif r.has("mamba_n_heads") and r.has("mamba_d_head"):  # Granite-4 / Bamba spelling
-        d_inner = r.positive_int("mamba_n_heads") * r.positive_int("mamba_d_head")
-    elif r.model_type in _MAMBA_TYPES and r.has("intermediate_size"):
-        d_inner = r.positive_int("intermediate_size")
-    else:
-        d_inner = r.positive_int(("mamba_expand", "expand")) * r.positive_int(_HIDDEN_KEYS)
-    if r.model_type == "mamba2":
-        _mamba2_heads(r, d_inner)
+    d_inner = (inner or _mamba_inner)(r)
     return StateCache(
         family="mamba",
         conv_channels=d_inner + 2 * groups * d_state,
@@ -1002,18 +755,11 @@ def _state_entry(r: _Reader, kind: str) -> StateCache:
     )
 
 
-def _mamba2_heads(r: _Reader, d_inner: int) -> None:
-    """Mamba2Mixer (transformers 5.24 models/mamba2/modeling_mamba2.py) keeps the SSM state as
-    (num_heads, head_dim, state_size) and reshapes its expand x hidden_size channels into those heads,
-    so the heads must cover them exactly; chunk_size only tiles the scan over the prompt."""
-    r.considered("chunk_size")
-    heads = r.optional_positive_int("num_heads")
-    head_dim = r.optional_positive_int("head_dim")
-    if heads is not None and head_dim is not None and heads * head_dim != d_inner:
-        raise ConfigError(
-            f"config field '{r.where}num_heads' ({heads}) x head_dim ({head_dim}) must equal expand x hidden_size "
-            f"({d_inner}), the Mamba-2 channels the heads split"
-        )
+def _mamba_inner(r: _Reader) -> int:
+    """A Mamba block's d_inner channels: heads x head width, else expand x hidden_size."""
+    if r.has("mamba_n_heads") and r.has("mamba_d_head"):  # Granite-4 / Bamba spelling
+        return r.positive_int("mamba_n_heads") * r.positive_int("mamba_d_head")
+    return r.positive_int(("mamba_expand", "expand")) * r.positive_int(_HIDDEN_KEYS)
 
 
 # The model types whose recurrent-state dtype field vLLM reads (vllm/model_executor/models/config.py):
@@ -1022,16 +768,16 @@ def _mamba2_heads(r: _Reader, d_inner: int) -> None:
 _VLLM_READS_SSM_DTYPE = ("nemotron_h", "qwen3_5")
 
 
-def _recurrent_dtype(r: _Reader) -> DType | None:
-    """The recurrent (SSM / delta-rule) state's own format, as the config names it: Qwen3.5's
-    ``mamba_ssm_dtype`` ("float32"), Nemotron-H's ``mamba_ssm_cache_dtype`` (NemotronHConfig's
-    default, transformers 5.24, is "float32", as is vLLM's NemotronHForCausalLMConfig when the field
-    is absent). It must name a compute dtype; None when the config names none."""
-    nemotron = r.model_type == "nemotron_h"
-    keys = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype") if nemotron else ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+def _recurrent_dtype(
+    r: _Reader, keys: tuple[str, ...] = ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"), absent: DType | None = None
+) -> DType | None:
+    """The recurrent (SSM / delta-rule) state's own format, as the config names it in the first of
+    ``keys``: Qwen3.5's ``mamba_ssm_dtype`` ("float32"), Nemotron-H's ``mamba_ssm_cache_dtype``
+    (families/nemotron_h.py, which gives its ``absent`` default). It must name a compute dtype;
+    ``absent`` when the config names none."""
     key = r.first_key(keys)
     if key is None:
-        return FP32 if nemotron else None
+        return absent
     value = r.raw[key]
     found = lookup_dtype(value) if isinstance(value, str) else None
     if found is None or found.name not in _COMPUTE_DTYPES:
@@ -1049,117 +795,21 @@ def _recurrent_dtype(r: _Reader) -> DType | None:
     return found
 
 
-def _lfm2_kinds(r: _Reader, layers: int) -> list[str]:
-    """LFM2's layers as Lfm2Config.__post_init__ (transformers 5.24 models/lfm2/configuration_lfm2.py)
-    derives them: an explicit ``layer_types`` wins ("conv" or "full_attention"; full_attn_idxs is
-    then unused); else ``full_attn_idxs`` lists the attention layers and every other one is "conv";
-    with neither, every layer is attention (the class default)."""
-    if r.model_type == "lfm2_moe":
-        # Lfm2MoeConfig: num_dense_layers picks a dense MLP over MoE in the first layers (weights).
-        r.considered("num_dense_layers")
-    if r.raw.get("layer_types") is not None:
-        r.considered("full_attn_idxs")
-        listed = _family_layer_types(r, layers, ("conv", "full_attention"), r.model_type)
-        return ["short_conv" if t == "conv" else "full_attention" for t in listed]
-    if r.model_type == "lfm2_moe":
-        # Lfm2MoeConfig derives no list: its decoder layers index config.layer_types directly.
-        raise ConfigError(f"config field '{r.where}layer_types' is missing: an lfm2_moe config lists each layer's type")
-    if r.has("full_attn_idxs"):
-        attention = set(r.int_list("full_attn_idxs"))
-        outside = sorted(i for i in attention if not 0 <= i < layers)
-        if outside:
-            raise ConfigError(
-                f"config field '{r.where}full_attn_idxs' holds layer {outside[0]}, outside the {layers} layers"
-            )
-    else:
-        r.notes.append(f"no '{r.where}layer_types' or '{r.where}full_attn_idxs': every lfm2 layer is attention")
-        attention = set(range(layers))
-    return ["full_attention" if i in attention else "short_conv" for i in range(layers)]
-
-
-def _short_conv_entry(r: _Reader) -> StateCache:
-    """LFM2's gated short convolution (Lfm2ShortConv, transformers 5.24 models/lfm2/modeling_lfm2.py):
-    a depthwise causal conv of kernel ``conv_L_cache`` over hidden_size channels (B * x), no
-    recurrent state. The model must keep L_cache - 1 past inputs per channel; vLLM keeps exactly
-    that (short_conv_state_shape: (conv_dim / tp, conv_kernel - 1), vllm/model_executor/layers/
-    mamba/mamba_utils.py @ 02d71083); transformers' LinearAttentionLayer keeps the whole kernel."""
-    hidden = r.positive_int(_HIDDEN_KEYS)
-    kernel = r.positive_int("conv_L_cache", default=3)  # Lfm2Config's default
-    # vLLM sizes the conv by conv_dim (Lfm2ShortConvDecoderLayer), transformers by hidden_size;
-    # real checkpoints set them (and conv_dim_out) equal.
-    for key in ("conv_dim", "conv_dim_out"):
-        value = r.optional_positive_int(key)
-        if value is not None and value != hidden:
-            raise ConfigError(
-                f"config field '{r.where}{key}' ({value}) differs from hidden_size ({hidden}): transformers' "
-                "Lfm2ShortConv runs over hidden_size channels, vLLM's over conv_dim; kvcalc cannot tell which is meant"
-            )
-    # conv_use_xavier_init only initialises the weights.
-    r.considered("conv_use_xavier_init")
-    return StateCache(family="short_conv", conv_channels=hidden, conv_kernel=kernel, recurrent_elements=0)
-
-
-def _nemotron_h_state_notes(r: _Reader) -> None:
-    """Nemotron-H fields about the Mamba-2 state that kvcalc reads but whose effect it can only note."""
-    # chunk_size (alias mamba_chunk_size) tiles the Mamba-2 scan over the prompt, and
-    # use_mamba_kernels picks its kernels, mamba_hidden_act its activation: compute, not what a
-    # sequence keeps.
-    r.considered("chunk_size", "mamba_chunk_size", "use_mamba_kernels", "mamba_hidden_act")
-    # The layers after the model (mtp_*) are multi-token prediction, cached only with speculative
-    # decoding, which kvcalc does not model (like num_nextn_predict_layers).
-    r.considered("mtp_layers_block_type", "mtp_hybrid_override_pattern")
-    # mamba_ssm_cache_dtype, the SSM state's own format, is read by _recurrent_dtype (vLLM's
-    # NemotronHForCausalLMConfig, vllm/model_executor/models/config.py, vLLM 0.33.0, keeps the SSM
-    # state in it, float32 when absent; the conv state stays in the model dtype). Without a Mamba
-    # layer it sizes nothing.
-    r.considered("mamba_ssm_cache_dtype")
-
-
-def _encoder_decoder(r: _Reader) -> tuple[list[LayerCache], int, int, int | None]:
-    """Decoder self-attention per generated token plus cross-attention over the encoder output."""
-    # The encoder caches nothing: its layer count (num_hidden_layers in BART/Whisper) sizes nothing.
-    r.considered("num_hidden_layers", "encoder_layers", "num_layers")
-    layer_key = r.first_key(("decoder_layers", "num_decoder_layers"))
-    if layer_key is not None:
-        layers = r.check_positive(layer_key, r.raw[layer_key])
-    else:
-        layers = r.positive_int(_LAYER_KEYS)
-        if r.has("num_layers"):
-            r.notes.append(f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder")
-    layers = _checked_layers(r, layers)
-    head_key = r.first_key(("decoder_attention_heads", *_HEAD_KEYS))
-    if head_key is None:
-        raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
-    heads = r.check_positive(head_key, r.raw[head_key])
-    if r.has("d_kv"):
-        head_dim = r.check_positive("d_kv", r.raw["d_kv"])
-    else:
-        hidden = r.positive_int(_HIDDEN_KEYS)
-        if hidden % heads:
-            raise ConfigError(f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads")
-        head_dim = hidden // heads
-    kv_key = r.first_key(("decoder_key_value_heads", *_KV_HEAD_KEYS))
-    kv = r.check_positive(kv_key, r.raw[kv_key]) if kv_key else heads
-    if heads % kv:
-        raise ConfigError(f"config field '{r.where}{kv_key}' ({kv}) must divide {heads} heads")
-    self_attn = AttentionCache(kv, head_dim, head_dim)
-    cross_attn = AttentionCache(kv, head_dim, head_dim, tokens="encoder")
-    caches: list[LayerCache] = [*([self_attn] * layers), *([cross_attn] * layers)]
-    r.entry_layers = [*range(layers), *range(layers)]  # decoder layer i holds entries i and layers + i
-    encoder_tokens = r.optional_positive_int("max_source_positions")  # Whisper: 1500 frames
-    return caches, layers, heads, encoder_tokens
-
-
 # What family modules (kvcalc.inputs.hf.families) build on: the reader and the generic entries, under public
 # names so that a family's module reads like the generic rules it extends.
 Reader = _Reader
 LAYER_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS = _LAYER_KEYS, _HEAD_KEYS, _HIDDEN_KEYS, _KV_HEAD_KEYS
 STATE_KINDS = _STATE_KINDS
+LAYER_TYPE_ALIASES = _LAYER_TYPE_ALIASES
+layer_kinds = _layer_kinds
+kinds_attention = _kinds_attention
+layer_entries = _layer_entries
 attention_entry = _attention_entry
 heads_and_head_dim = _heads_and_head_dim
 kv_heads = _kv_heads
 windowed = _windowed
 state_entry = _state_entry
+mamba_inner = _mamba_inner
 recurrent_dtype = _recurrent_dtype
 family_layer_types = _family_layer_types
 checked_layers = _checked_layers
