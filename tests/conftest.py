@@ -1,4 +1,11 @@
-"""Shared test helpers: run the real CLI entry point in-process or as a subprocess."""
+"""Shared test helpers: run the real CLI entry point in-process or as a subprocess, and the
+fixtures every test may ask for by name.
+
+The other shared helpers live in tests/helpers/ (GGUF writers, the fake Hub, llama.cpp runs); its
+fixtures are imported here so that pytest offers them everywhere: ``hub`` and ``ranged`` (a fake
+Hub on 127.0.0.1, tests/helpers/fake_hub.py) and ``hub_env`` (an offline, pre-populated Hugging
+Face cache, tests/helpers/hub_cache.py).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +20,9 @@ from typing import Any
 import pytest
 
 from kvcalc.cli import main
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.helpers.fake_hub import hub, ranged  # noqa: F401  (fixtures, offered to every test)
+from tests.helpers.hub_cache import hub_env  # noqa: F401  (a fixture, offered to every test)
+from tests.helpers.paths import FIXTURES
 
 
 @dataclass

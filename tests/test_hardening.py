@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import CliResult, assert_one_line_error, run_subprocess
+from tests.conftest import CliResult, assert_one_line_error, run_subprocess
 
 # --- exit status -----------------------------------------------------------------------------------
 
@@ -347,7 +347,7 @@ def test_weight_dtype_is_not_the_kv_dtype(run_cli, tmp_path: Path, weight_dtype:
 
 def test_weight_dtype_on_a_hybrid(run_cli, tmp_path: Path) -> None:
     # Jamba-like: a Mamba state used to be sized in the weight dtype and failed ("no whole bytes").
-    from .conftest import FIXTURES
+    from tests.conftest import FIXTURES
 
     config = json.loads((FIXTURES / "Qwen3-Next-80B-A3B.json").read_text())
     config["torch_dtype"] = "int8"

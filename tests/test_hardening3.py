@@ -19,9 +19,10 @@ import pytest
 from kvcalc import api
 from kvcalc.calc.requests import Request
 from kvcalc.errors import SourceError, UsageError
-
-from .conftest import assert_one_line_error, fixture_config
-from .test_gguf_more import needs_llama_cpp
+from tests.conftest import assert_one_line_error, fixture_config
+from tests.helpers.gguf_files import typed_gguf_file
+from tests.helpers.gguf_models import with_nextn
+from tests.helpers.llama_cpp import needs_llama_cpp
 
 # --- K and V formats: a K type alone leaves V at the engine's default ---------------------------------
 
@@ -528,11 +529,8 @@ def test_a_real_80x24_terminal(tmp_path: Path) -> None:
 
 
 def test_speed_on_a_gguf_with_no_tensors_takes_the_weights_given(tmp_path: Path) -> None:
-    from .test_gguf_nextn import _with_nextn
-    from .test_gguf_probe import write
-
-    arch, keys = _with_nextn("glm4moe", 3, 0)
-    path = write(tmp_path / "empty.gguf", arch, keys)
+    arch, keys = with_nextn("glm4moe", 3, 0)
+    path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
     with pytest.raises(SourceError, match=r"holds no tensors: give --weights SIZE$"):
         api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
     report = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15, weights=10**9)

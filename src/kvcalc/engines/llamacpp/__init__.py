@@ -131,8 +131,9 @@ class LlamaCpp(Engine):
                 "decode (src/models/t5.cpp), kept as an f32 host copy of n_embd x encoder tokens, not counted here"
             )
             if not self.unified:
-                # Seen in a real run (tests/test_gguf_t5_ds4.py): src/llama-graph.cpp build_pos_bias makes one
-                # [n_kv, n_tokens, n_head] bias, which does not broadcast over scores split into streams.
+                # Seen in a real run (tests/inputs/gguf/test_gguf_t5_ds4.py): src/llama-graph.cpp
+                # build_pos_bias makes one [n_kv, n_tokens, n_head] bias, which does not broadcast over
+                # scores split into streams.
                 notes.append(
                     "llama.cpp 0c1e570 aborts a T5 context of more than one sequence without --kv-unified "
                     "(GGML_ASSERT(ggml_can_repeat(b, a)) in ggml.c): batch 1 or --kv-unified runs"
@@ -208,7 +209,7 @@ class LlamaCpp(Engine):
         unified and n_pad, its hparams copied with n_head_kv 1 and n_embd_head_k = indexer.key_length
         (src/llama-kv-cache-dsa.cpp for deepseek32 and glm-dsa, src/llama-kv-cache-msa.cpp for
         minimax-m3): the cells and streams of the layer's own cache, one key row per token in
-        type_k (checked on real llama.cpp runs: tests/test_gguf_sparse.py)."""
+        type_k (checked on real llama.cpp runs: tests/inputs/gguf/test_gguf_sparse.py)."""
         return kv
 
     def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:

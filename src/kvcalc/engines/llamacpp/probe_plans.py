@@ -394,7 +394,7 @@ def file_plan(header: GgufHeader, label: str) -> GgufPlan:
     notes: list[str] = []
     # NextN (MTP) blocks: llama.cpp creates their tensors TENSOR_SKIP, which a load with no tensor
     # data cannot place (GGML_ASSERT(buft != nullptr)), and a plain context caches none of them
-    # (kvcalc.inputs.gguf.nextn_layers; tests/test_gguf_nextn.py loads such files with data). The probe's
+    # (kvcalc.inputs.gguf.nextn_layers; tests/inputs/gguf/test_gguf_nextn.py loads such files with data). The probe's
     # copy is the trunk: block_count less the NextN blocks, per-layer arrays cut to it.
     from kvcalc.inputs.gguf import nextn_layers
 

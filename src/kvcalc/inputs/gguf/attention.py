@@ -19,7 +19,7 @@ from kvcalc.inputs.gguf.values import ArchKeys, count, given_or, per_layer, unif
 # src/llama-model.cpp (0c1e570) gives Gemma 3n K/V on its first 20 layers whatever
 # attention.shared_kv_layers says (n_layer_kv_from_start = 20 is written into its loader; llama.cpp's
 # own tests/test-llama-archs.cpp @ f840737d builds gemma3n with 22 layers, saying so); runs of 0c1e570 on
-# files of 10, 30 and 35 layers cached min(layers, 20) (tests/test_gguf_more.py).
+# files of 10, 30 and 35 layers cached min(layers, 20) (tests/inputs/gguf/test_gguf_more.py).
 _GEMMA3N_KV_LAYERS = 20
 
 
@@ -53,7 +53,7 @@ def t5(config: dict[str, Any], keys: ArchKeys, notes: list[str]) -> None:
     if decoder is not None and count(decoder, f"{arch}.decoder_block_count", label) != layers:
         # src/llama-kv-cache.cpp makes one K/V per hparams.n_layer_all (block_count) while src/models/t5.cpp
         # runs dec_n_layer decoder layers: fewer leave cache layers unused, more fail to load (a vector range
-        # check in a real run, tests/test_gguf_t5_ds4.py).
+        # check in a real run, tests/inputs/gguf/test_gguf_t5_ds4.py).
         raise SourceError(
             f"{label}: GGUF t5 with {arch}.decoder_block_count {decoder} and block_count {layers}: llama.cpp sizes "
             "the decoder's KV cache by the encoder's block count; only equal counts are supported"

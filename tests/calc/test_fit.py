@@ -1,0 +1,166 @@
+"""kvcalc fit: the KV budget of a GPU and what it holds, each figure derived by hand."""
+
+from __future__ import annotations
+
+import json
+import struct
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from kvcalc import load_model
+from kvcalc.calc.estimate import Workload
+from kvcalc.calc.fit import fit, kv_budget
+from kvcalc.engines import THEORETICAL, VLLM, LlamaCpp, SGLang
+from kvcalc.errors import UsageError
+from kvcalc.gpus import find_gpu
+from kvcalc.units import parse_size
+from tests.conftest import FIXTURES
+
+# H100 SXM as the CUDA runtime reports it: 85,017,755,648 B. x 0.9 = 76,515,980,083 (floor);
+# Llama 3.1 8B weights: 8,030,261,248 parameters x 2 B = 16,060,522,496; allowance 2 GiB.
+# KV budget = 76,515,980,083 - 16,060,522,496 - 2,147,483,648 = 58,307,973,939 B.
+H100_BUDGET = 58_307_973_939
+
+
+def test_sizes_are_decimal_or_binary_as_written() -> None:
+    assert parse_size("80GB", what="x") == 80 * 10**9
+    assert parse_size("80GiB", what="x") == 80 * 2**30
+    assert parse_size("5.38GiB", what="x") == 5_776_731_013  # floor(5.38 x 2^30)
+    assert parse_size("512", what="x") == 512
+    with pytest.raises(UsageError, match="80GB"):
+        parse_size("80 gigs", what="--gpu-memory")
+
+
+def test_budget_derivation_lines() -> None:
+    budget = kv_budget(
+        gpu_bytes=find_gpu("H100").runtime_bytes,
+        utilization=Fraction("0.9"),
+        weights_bytes=8_030_261_248 * 2,
+        overhead_bytes=2 * 2**30,
+        shards=1,
+        weights_label="preset",
+    )
+    assert [line.bytes for line in budget.lines] == [
+        85_017_755_648, 76_515_980_083, 16_060_522_496, 2_147_483_648, H100_BUDGET
+    ]  # fmt: skip
+    assert budget.kv_bytes == H100_BUDGET
+
+
+def test_theoretical_answers() -> None:
+    # 131,072 B per token: 58,307,973,939 // 131,072 = 444,854 tokens; requests of 32,768 tokens:
+    # 444,854 // 32,768 = 13; at batch 8 the longest context is 444,854 // 8 = 55,606.
+    spec = load_model("llama-3.1-8b")
+    result = fit(spec, Workload(tokens=32_768, batch=8), THEORETICAL, H100_BUDGET)
+    assert result.max_tokens == H100_BUDGET // 131_072 == 444_854
+    assert result.max_concurrency == 13
+    assert result.max_context == 444_854 // 8 == 55_606
+
+
+def test_vllm_answers() -> None:
+    # Page = 16 tokens x 8 heads x 256 x 2 B = 65,536 B per layer; one group of 32 layers:
+    # num_blocks = 58,307,973,939 // (65,536 x 32) = 27,803 -> 27,803 x 16 = 444,848 tokens.
+    # A 32,768-token request needs 2,048 blocks: 27,803 / 2,048 = 13.58x.
+    result = fit(load_model("llama-3.1-8b"), Workload(tokens=32_768), VLLM(), H100_BUDGET)
+    assert result.vllm is not None and result.vllm.num_blocks == 27_803
+    assert result.max_tokens == 444_848
+    assert result.max_concurrency_exact == Fraction(27_803, 2048)
+    assert result.max_concurrency == 13
+
+
+def test_vllm_tp8_kv_budget() -> None:
+    # Llama 3.1 70B, TP 8, 10 GiB per GPU: 1 KV head per rank, page 16 x 1 x 256 x 2 = 8,192 B
+    # x 80 layers = 655,360 B per block -> 10,737,418,240 // 655,360 = 16,384 blocks = 262,144 tokens.
+    result = fit(load_model("llama-3.1-70b"), Workload(tokens=4096, tp=8), VLLM(), 10 * 2**30)
+    assert result.max_tokens == 262_144
+
+
+def test_sglang_hybrid_swa_pool() -> None:
+    # gpt-oss-120b: 18 full + 18 sliding layers of 8 x 128 x 2 = 2,048 B per token (fp16):
+    # tokens = int(5,776,731,013 / (36,864 + 0.8 x 36,864)) = int(87,057.7) = 87,057 (the full pool;
+    # the SWA pool gets 0.8 of it).
+    result = fit(load_model("gpt-oss-120b"), Workload(tokens=4096), SGLang(), 5_776_731_013)
+    assert result.max_tokens == 87_057
+
+
+def test_llama_cpp_context_is_a_multiple_of_256() -> None:
+    # 1 GiB at 131,072 B per token = 8,192 cells, already a multiple of 256.
+    result = fit(load_model("llama-3.1-8b"), Workload(tokens=1000), LlamaCpp(), 2**30 + 100_000)
+    assert result.max_tokens == 8192
+    assert result.max_context == 8192  # pad(T, 256) cells must fit: 8,192 is the largest T
+
+
+def test_windowed_model_context_is_unbounded() -> None:
+    # Mistral 7B slides on every layer: 4,096 tokens x 131,072 B = 512 MiB caps any one sequence.
+    result = fit(load_model("mistral-7b-v0.1"), Workload(tokens=4096), THEORETICAL, 2**30)
+    assert result.max_context is None
+    assert result.max_concurrency == 2  # 1 GiB / 512 MiB
+
+
+def test_fit_cli_json_contract(run_cli) -> None:
+    data = run_cli("fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "32k", "--batch", "8", "--json").json()
+    assert data["kv_budget_bytes"] == H100_BUDGET
+    assert (data["max_tokens"], data["max_concurrency"], data["max_context"]) == (444_854, 13, 55_606)
+    assert [line["bytes"] for line in data["budget"]][-1] == H100_BUDGET
+
+
+def test_fit_cli_kv_budget_gpt_oss(run_cli) -> None:
+    # Issue check: within 0.5% of the 78,384 tokens vLLM logged (see tests/engines/vllm/test_vllm_port.py), a
+    # release that logged num_blocks // groups x block (0.11 to 0.20.0: engines/vllm.py).
+    result = run_cli("fit", "gpt-oss-120b", "--kv-budget", "5.38GiB", "--engine", "vllm@0.11", "--tokens", "128k")
+    assert result.exit_code == 0, result.stderr
+    assert "max tokens     78,336" in result.stdout
+    assert "every layer stored every token" in result.stdout  # why it differs from the theoretical count
+
+
+def test_weights_from_a_local_safetensors_index(run_cli, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text((FIXTURES / "Llama-3.1-8B.json").read_text())
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}}))
+    data = run_cli("fit", str(folder), "--gpu-memory", "80GB", "--overhead", "0", "--utilization", "1", "--json").json()
+    # 80 x 10^9 - 16,060,522,496 = 63,939,477,504 B.
+    assert data["kv_budget_bytes"] == 63_939_477_504
+
+
+def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> None:
+    # Two tensors: BF16 [4, 8] (64 B) then F32 [8] (32 B): the data ends at byte 96.
+    header = {"a": {"dtype": "BF16", "shape": [4, 8], "data_offsets": [0, 64]},
+              "b": {"dtype": "F32", "shape": [8], "data_offsets": [64, 96]}}  # fmt: skip
+    raw = json.dumps(header).encode()
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(96))
+    (folder / "config.json").write_text((FIXTURES / "gpt2.json").read_text())
+    data = run_cli("fit", str(folder / "config.json"), "--gpu-memory", "1000", "--overhead", "0",
+                   "--utilization", "1", "--json").json()  # fmt: skip
+    assert data["kv_budget_bytes"] == 1000 - 96
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--gpu", "h1000"), "unknown GPU 'h1000'; did you mean"),
+        (("--gpu", "h100", "--tp", "3"), "--tp 3 does not divide the 32 query heads"),
+        (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
+        (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),
+        ((), "give --gpu, --gpu-memory or --kv-budget"),
+        (("--kv-budget", "0"), "must be positive"),
+        (("--gpu", "h100", "--utilization", "1.5"), "--utilization"),
+        (("--kv-budget", "1GiB", "--engine", "vllm", "--kv-dtype", "int4"), "vLLM stores"),
+        (("--gpu", "h100", "--tp", "0"), "Invalid value for '--tp': 0"),
+        (("--gpu", "h100", "--gpus", "0"), "Invalid value for '--gpus': 0"),
+    ],
+)
+def test_fit_errors(run_cli, args: tuple[str, ...], message: str) -> None:
+    result = run_cli("fit", "llama-3.1-8b", *args)
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_gpus_alone_sets_tensor_parallel(run_cli) -> None:
+    # --gpus 8 on Llama 3.1 70B: TP 8, weights / 8 per GPU, 1 KV head per GPU.
+    data = run_cli("fit", "llama-3.1-70b", "--kv-budget", "10GiB", "--gpus", "8", "--engine", "vllm", "--json").json()
+    assert (data["tp"], data["max_tokens"]) == (8, 262_144)

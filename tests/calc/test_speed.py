@@ -1,0 +1,297 @@
+"""``kvcalc speed``: TTFT and TPOT bounds, derived here by hand.
+
+Peaks: NVIDIA's H100 SXM datasheet (3.35 TB/s, BF16 1,979 TFLOPS with sparsity, so 989.4 dense);
+Llama-3.1-8B: 8,030,261,248 parameters, 16,060,522,496 bytes (its safetensors index), vocabulary
+128,256 x hidden 4,096, untied head; 32 layers of 8 KV heads x 128 (131,072 bytes of bf16 K and V a
+token). Published measured latencies: tests/calc/test_speed_benchmarks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+
+from kvcalc import api
+from kvcalc.calc.speed import AttentionShape, attention_flops, moe_layer_count, split_weights
+from kvcalc.errors import UsageError
+from kvcalc.inputs.hf.dims import ModelDims
+from kvcalc.units import parse_rate
+from tests.helpers.gguf_files import typed_gguf_file
+from tests.helpers.gguf_models import GLM4MOE_TENSORS, with_nextn
+
+H100_BW, H100_BF16 = 3_350_000_000_000, 989_400_000_000_000
+EMBEDDING = 128_256 * 4_096  # parameters of the input embedding, and as many of the head
+PER_TOKEN = 32 * 2 * 8 * 128 * 2  # K and V bytes of one token over the 32 layers
+WEIGHTS_READ = 16_060_522_496 - EMBEDDING * 2  # all but the input embedding (read one row a token)
+BODY = 8_030_261_248 - 2 * EMBEDDING  # parameters every token goes through, the head aside
+
+
+def test_hand_figures() -> None:
+    assert (EMBEDDING, PER_TOKEN, WEIGHTS_READ, BODY) == (525_336_576, 131_072, 15_009_849_344, 6_979_588_096)
+
+
+def test_llama_decode_step_by_hand() -> None:
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm").result
+    step = r.decode.first
+    assert (step.weight_bytes, step.kv_bytes) == (WEIGHTS_READ, 1024 * PER_TOKEN)
+    # 2 FLOPs per parameter (body and head) + 32 layers x 32 query heads x 2 x (128 + 128) x 1,024 tokens
+    assert step.flops == 2 * (BODY + EMBEDDING) + 32 * 32 * 2 * 256 * 1024 == 15_546_720_256
+    assert step.memory_s == pytest.approx((WEIGHTS_READ + 1024 * PER_TOKEN) / H100_BW, rel=1e-12)
+    assert step.bound_by == "memory" and r.decode.mean_s == step.seconds  # output 2: one decode step
+    assert step.seconds == pytest.approx(4.5206e-3, rel=1e-4)
+
+
+def test_llama_prefill_by_hand() -> None:
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm").result
+    # the body over 1,024 tokens, the head once, causal attention over 1 + 2 + ... + 1,024 positions
+    flops = 2 * BODY * 1024 + 2 * EMBEDDING + 32 * 32 * 2 * 256 * (1024 * 1025 // 2)
+    assert r.prefill.flops == flops == 14_570_393_436_160
+    assert r.prefill.kv_bytes == 1024 * PER_TOKEN and r.prefill.bound_by == "compute"
+    assert r.prefill.seconds == pytest.approx(flops / H100_BF16, rel=1e-12)
+
+
+def test_crossovers_by_hand() -> None:
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm").result
+    # the KV read passes the weights when t x 131,072 >= 15,009,849,344: t >= 114,516.3
+    assert r.kv_overtakes_at == 114_517
+
+    def compute_bound(p: int) -> bool:
+        flops = 2 * BODY * p + 2 * EMBEDDING + 32 * 32 * 2 * 256 * (p * (p + 1) // 2)
+        return Fraction(flops, H100_BF16) >= Fraction(WEIGHTS_READ + p * PER_TOKEN, H100_BW)
+
+    shortest = next(p for p in range(1, 5000) if compute_bound(p))
+    assert r.compute_bound_prompt == shortest and 300 < shortest < 340
+
+
+def test_decode_mean_over_the_output() -> None:
+    # 9 decode steps at contexts 100..108: the memory time grows by one token's K and V a step
+    r = api.speed("llama-3.1-8b", prompt=100, output=10, gpu="h100-sxm").result
+    times = [(WEIGHTS_READ + t * PER_TOKEN) / H100_BW for t in range(100, 109)]
+    assert r.decode.steps == 9 and r.decode.sampled == 9
+    assert r.decode.mean_s == pytest.approx(sum(times) / 9, rel=1e-12)
+    assert r.decode.last.kv_bytes == 108 * PER_TOKEN
+
+
+def test_batch_grows_kv_not_weights() -> None:
+    one = api.speed("llama-3.1-8b", prompt=4096, output=2, gpu="h100-sxm", sweep=[1, 64]).result
+    rows = {row.batch: row for row in one.sweep}
+    assert rows[64].decode.first.weight_bytes == rows[1].decode.first.weight_bytes == WEIGHTS_READ
+    assert rows[64].decode.first.kv_bytes == 64 * 4096 * PER_TOKEN
+    # per request slower, the batch faster: the seed's trade-off
+    assert rows[64].decode.mean_s > rows[1].decode.mean_s
+    assert rows[64].throughput == pytest.approx(64 * H100_BW / (WEIGHTS_READ + 64 * 4096 * PER_TOKEN), rel=1e-12)
+    assert rows[1].throughput == pytest.approx(H100_BW / (WEIGHTS_READ + 4096 * PER_TOKEN), rel=1e-12)
+    # 16,060,522,496 + 64 x 4,097 x 131,072 = 50.4 GB fits the H100's 85,017,755,648 runtime bytes
+    assert rows[64].fits is True
+
+
+def test_tensor_parallel_splits_weights_flops_and_kv() -> None:
+    one = api.speed("llama-3.1-70b", prompt=1000, output=2, gpu="h100-sxm").result.decode.first
+    four = api.speed("llama-3.1-70b", prompt=1000, output=2, gpu="h100-sxm", tp=4).result.decode.first
+    assert four.weight_bytes == one.weight_bytes // 4 and four.flops == one.flops // 4
+    # 8 KV heads over 4 ranks: 2 a rank, 80 layers x 2 x 2 x 128 x 2 B a token
+    assert four.kv_bytes == 1000 * 80 * 2 * 2 * 128 * 2 == one.kv_bytes // 4
+
+
+def test_efficiency_turns_the_bound_into_an_estimate() -> None:
+    bound = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm")
+    half = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm", bandwidth_efficiency=0.5)
+    assert half.result.decode.first.memory_s == pytest.approx(2 * bound.result.decode.first.memory_s, rel=1e-12)
+    assert bound.result.hardware.is_bound and not half.result.hardware.is_bound
+    assert any("estimates, not bounds" in n for n in half.notes)
+
+
+def test_given_peaks_equal_the_preset() -> None:
+    a = api.speed("llama-3.1-8b", prompt=512, output=2, gpu="h100-sxm").result
+    b = api.speed("llama-3.1-8b", prompt=512, output=2, bandwidth=parse_rate("3.35TB/s", what="b"),
+                  flops=parse_rate("989.4T", what="f")).result  # fmt: skip
+    assert (a.prefill.seconds, a.decode.mean_s) == (b.prefill.seconds, b.decode.mean_s)
+
+
+# --- attention FLOPs by layer kind -------------------------------------------------------------------------
+
+
+def test_sliding_window_caps_reads_and_flops() -> None:
+    spec = api.load_model("mistral-7b-v0.1")  # every layer: a 4,096-token window, 32 heads of 128
+    shape = AttentionShape(32)
+    assert attention_flops(spec, shape, context=8000) == 32 * 32 * 2 * 256 * 4096
+    # causal prefill of 8,000: positions 1..4,096 see themselves and before, the rest 4,096 each
+    assert attention_flops(spec, shape, context=0, prefill=8000) == 32 * 32 * 2 * 256 * (
+        4096 * 4097 // 2 + (8000 - 4096) * 4096
+    )
+    r = api.speed("mistral-7b-v0.1", prompt=8000, output=2, gpu="h100-sxm").result
+    assert r.decode.first.kv_bytes == 4096 * 32 * 2 * 8 * 128 * 2  # the window, not the context
+
+
+def test_chunked_layers_attend_within_their_chunk() -> None:
+    spec = api.load_model("llama-4-scout")  # 8,192-token chunks on 3 layers of 4; 40 heads of 128
+    chunked = sum(1 for c in spec.caches if getattr(c, "chunk", None))
+    full = spec.layers - chunked
+    assert (chunked, full) == (36, 12)
+    # at 10,000 tokens a chunked layer sees (9,999 mod 8,192) + 1 = 1,808 of them
+    assert attention_flops(spec, AttentionShape(40), context=10_000) == 40 * 2 * 256 * (36 * 1808 + 12 * 10_000)
+
+
+def test_mla_decodes_absorbed_and_prefills_decompressed() -> None:
+    spec = api.load_model("deepseek-v2-lite")  # 27 layers, 16 heads; latent 512 + 64 RoPE; nope 128, v 128
+    shape = AttentionShape(16)
+    # decode: scores over latent + RoPE (576), values over the latent (512)
+    assert attention_flops(spec, shape, context=1000) == 27 * 2 * 16 * (512 + 64 + 512) * 1000
+    # prefill: K of 128 + 64 and V of 128 per head, causal over 10 positions (55)
+    assert attention_flops(spec, shape, context=0, prefill=10) == 27 * 2 * 16 * (192 + 128) * 55
+
+
+def test_recurrent_state_flops_do_not_grow() -> None:
+    spec = api.load_model("mamba-2.8b")
+    shape = AttentionShape(0)
+    assert attention_flops(spec, shape, context=10) == attention_flops(spec, shape, context=100_000) > 0
+
+
+def test_encoder_decoder_is_refused() -> None:
+    with pytest.raises(UsageError, match="decoder-only"):
+        api.speed("t5-small", prompt=100, output=10, gpu="h100-sxm")
+
+
+# --- weights as a step reads them ----------------------------------------------------------------------------
+
+
+def _dims(**kw: int) -> ModelDims:
+    base = {"hidden": 10, "layers": 4, "vocab": 100, "intermediate": 0, "experts": 8, "top_k": 2,
+            "expert_intermediate": 5, "heads": 2}  # fmt: skip
+    return ModelDims(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_moe_split_by_hand() -> None:
+    # 4 MoE layers x 8 experts x 3 x 10 x 5 = 4 x 8 x 150 = 4,800 expert parameters; embeddings 1,000
+    # (tied: counted once, as the head); 10,000 parameters at 2 bytes
+    w = split_weights(_dims(), {}, total_bytes=20_000, parameters=10_000, bytes_per_param=Fraction(2), tied=True)
+    assert (w.expert_params, w.expert_bytes, w.embedding_bytes, w.head_params) == (600, 9_600, 0, 1_000)
+    assert w.dense_params == 10_000 - 4_800 - 1_000
+    assert w.params_per_token == 4_200 + 2 * 600 + 1_000
+    # one token: 2 of 8 experts; two tokens: 1 - (6/8)^2 = 7/16 of them
+    assert w.read_bytes(1) == 20_000 - 9_600 + 9_600 * 2 // 8
+    assert w.read_bytes(2) == 20_000 - 9_600 + 9_600 * 7 // 16
+    assert w.read_bytes(10**6) == 20_000  # every expert touched
+    untied = split_weights(_dims(), {}, total_bytes=22_000, parameters=11_000, bytes_per_param=Fraction(2), tied=False)
+    assert untied.embedding_bytes == 2_000 and untied.read_bytes(10**6) == 20_000
+
+
+def test_moe_layer_layouts() -> None:
+    assert moe_layer_count({"first_k_dense_replace": 3}, 61) == (58, None)
+    assert moe_layer_count({"moe_layer_freq": [0, 1, 1, 0]}, 4) == (2, None)
+    assert moe_layer_count({"expert_layer_period": 2, "expert_layer_offset": 1}, 32) == (16, None)
+    assert moe_layer_count({"hybrid_override_pattern": "MEM*E"}, 5) == (2, None)
+    assert moe_layer_count({"decoder_sparse_step": 2}, 4) == (2, None)
+    layers, note = moe_layer_count({}, 24)
+    assert layers == 24 and note is not None and "every one of the 24 layers" in note
+
+
+# Published active parameters: DeepSeek-V3 technical report (arXiv 2412.19437: 37B activated), Kimi K2
+# (moonshotai/Kimi-K2-Instruct model card: 32B activated), gpt-oss model card (arXiv 2508.10925: 3.6B
+# and 5.1B active), Mixtral of experts (arXiv 2401.04088: 13B active), Jamba (arXiv 2403.19887: 12B
+# active), Llama 4 Scout model card (17B active), MiMo-V2-Flash model card (15B active).
+ACTIVE = {
+    "deepseek-v3": 37e9, "kimi-k2": 32e9, "gpt-oss-20b": 3.6e9, "gpt-oss-120b": 5.1e9, "mixtral-8x7b": 13e9,
+    "jamba-v0.1": 12e9, "llama-4-scout": 17e9, "mimo-v2-flash": 15e9,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", list(ACTIVE))
+def test_active_parameters_match_published(preset: str) -> None:
+    r = api.speed(preset, prompt=100, output=2, gpu="h200")
+    assert r.result.weights.params_per_token == pytest.approx(ACTIVE[preset], rel=0.08)
+
+
+# --- CLI ------------------------------------------------------------------------------------------------------
+
+
+def test_cli_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+    got = run_cli("speed", "llama-3.1-8b", "--gpu", "h100-sxm", "-p", "1k", "-o", "2", "--sweep", "1,8", "--json")
+    assert got.exit_code == 0, got.stderr
+    data = json.loads(got.stdout)
+    assert data["kind"] == "bound" and data["decode"]["first"]["kv_bytes"] == 1024 * PER_TOKEN
+    assert data["decode"]["first"]["weight_bytes"] == WEIGHTS_READ
+    assert [row["batch"] for row in data["sweep"]] == [1, 8]
+    assert data["kv_read_overtakes_weights_at"] == 114_517
+
+
+def test_cli_table_explain_chart(run_cli) -> None:  # type: ignore[no-untyped-def]
+    got = run_cli("speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--explain", "--chart", "--sweep", "1,2")
+    assert got.exit_code == 0, got.stderr
+    assert "TPOT >= max(" in got.stdout and "TTFT >= max(" in got.stdout and "Batch sweep" in got.stdout
+    assert "15,009,849,344" in got.stdout  # the weights read, term by term
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu", "h100-sxm", "--explain", "--json"], "choose one"),
+        ([], "give a --gpu preset, or bandwidth"),
+        (["--gpu", "a100-80gb", "--compute-dtype", "fp8"], "no dense fp8 tensor peak"),
+        (["--gpu", "h100-sxm", "--compute-dtype", "fp7"], "compute dtype must be one of"),
+        (["--gpu", "h100-sxm", "--bandwidth-efficiency", "0"], "must be in (0, 1]"),
+        (["--bandwidth", "fast", "--flops", "1T"], "must be a rate"),
+    ],
+)
+def test_cli_errors(run_cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    got = run_cli("speed", "llama-3.1-8b", *args)
+    assert got.exit_code == 2 and message in got.stderr and got.stderr.count("\n") == 1, got.stderr
+
+
+def test_parse_rate() -> None:
+    assert parse_rate("3.35TB/s", what="x") == 3_350_000_000_000
+    assert parse_rate("3350GB/s", what="x") == 3_350_000_000_000
+    assert parse_rate("989.4TFLOPS", what="x") == parse_rate("989.4e12", what="x") == 989_400_000_000_000
+    with pytest.raises(UsageError):
+        parse_rate("0.5", what="x")  # not a whole number per second
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<?xml")])
+def test_plot_file(run_cli, tmp_path, suffix: str, magic: bytes) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("matplotlib")
+    target = tmp_path / f"sweep{suffix}"
+    got = run_cli("speed", "llama-3.1-8b", "--gpu", "l40s", "--sweep", "1,4,16,64", "--plot", str(target))
+    assert got.exit_code == 0, got.stderr
+    data = target.read_bytes()
+    assert data.startswith(magic) and len(data) > 5_000
+    assert f"plot saved to {target}" in got.stdout
+
+
+def test_a_model_that_does_not_fit_says_so() -> None:
+    # Qwen3-Next-80B: 159,348,782,592 loaded bytes > the H200's 150,109,945,856 (runtime bytes)
+    r = api.speed("qwen3-next-80b-a3b", prompt=100, output=2, gpu="h200", sweep=[1])
+    assert r.result.sweep[0].fits is False and "do not fit" in r.notes[0]
+    assert api.speed("qwen3-next-80b-a3b", prompt=100, output=2, gpu="h200", tp=2, sweep=[1]).result.sweep[0].fits
+
+
+def test_gguf_weights_split_from_its_tensors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("gguf")
+    arch, keys = with_nextn("glm4moe", 3, 1)  # blocks 0-1 and a NextN block 2 without tensors
+    path = typed_gguf_file(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
+    w = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15).result.weights
+    # f32 tensors: blk.1's gate, up and down experts, 4 x 256 x 128 each; the 256 x 6 token embedding
+    assert (w.expert_bytes, w.embedding_bytes) == (3 * 4 * 256 * 128 * 4, 256 * 6 * 4)
+    assert w.total_bytes == sum(math.prod(s) for s in GLM4MOE_TENSORS.values()) * 4
+
+
+def test_mean_ttft_of_a_batch_by_hand() -> None:
+    # 8 prompts of 1,024 arrive together: the i-th first token waits for i prompts' FLOPs (each
+    # 14,570,393,436,160 / 989.4e12 s, above the 4.5 ms weights read), so the mean is (1 + ... + 8) / 8
+    # = 4.5 prompts' compute; the last waits for all 8
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, batch=8, gpu="h100-sxm", sweep=[]).result
+    one = 14_570_393_436_160 / H100_BF16
+    assert r.ttft_mean_s == pytest.approx(4.5 * one, rel=1e-9)
+    assert r.prefill.seconds == pytest.approx(8 * one, rel=1e-9)
+
+
+def test_a_gguf_without_tensors_needs_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("gguf")
+    from kvcalc.errors import SourceError
+
+    arch, keys = with_nextn("glm4moe", 3, 0)
+    path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
+    with pytest.raises(SourceError, match="holds no tensors: give --weights"):
+        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
