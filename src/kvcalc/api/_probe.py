@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.engines.vllm.probe import VllmProbe
+    from kvcalc.views.console import Block
 
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import fit
@@ -46,6 +47,22 @@ class ProbeReport:
         if self.check is not None:
             return self.check.within(self.tolerance_bytes)
         return abs(self.measured_bytes - self.estimate.total_bytes) <= self.tolerance_bytes
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON answer, with the config fields kvcalc could not model (``warnings``)."""
+        from kvcalc.views.json import probe_json, raw_probe_json
+
+        if self.check is None:
+            data = raw_probe_json(self.estimate, self.result)
+        else:
+            data = probe_json(self.check, self.result, self.tolerance_bytes, list(self.notes))
+        data["warnings"] = list(dict.fromkeys(self.model.spec.warnings))
+        return data
+
+    def view(self) -> list[Block]:
+        from kvcalc.views.probe import probe_view
+
+        return probe_view(self)
 
 
 def probe_request(

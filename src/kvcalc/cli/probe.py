@@ -1,7 +1,7 @@
 """``kvcalc probe``: measure a real cache and cross-check the estimate byte for byte."""
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,9 +30,11 @@ from kvcalc.cli.options import (
     say_fetching,
     size,
     warn,
-    with_warnings,
 )
 from kvcalc.errors import UsageError
+
+if TYPE_CHECKING:
+    from kvcalc.views.probe import ProbeOutcome
 
 
 def probe(
@@ -203,20 +205,7 @@ def probe(
     else:
         report = api.probe(model, from_result=from_result, **shape)
     warn(report.model.spec.warnings)
-    if as_json:
-        from kvcalc.views.json import probe_json, raw_probe_json
-
-        if report.check is None:
-            print_json(with_warnings(raw_probe_json(report.estimate, report.result), report.model.spec.warnings))
-        else:
-            data = probe_json(report.check, report.result, report.tolerance_bytes, list(report.notes))
-            print_json(with_warnings(data, report.model.spec.warnings))
-    else:
-        from kvcalc.views.probe import probe_view
-
-        print_view(probe_view(report))
-    if not report.match:
-        raise typer.Exit(1)
+    show_probe(report, as_json)
 
 
 def _runs_llama_cpp(engine: str) -> bool:
@@ -228,17 +217,10 @@ def _runs_llama_cpp(engine: str) -> bool:
 def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) -> None:
     """The real llama.cpp probe: its table (or JSON) on stdout, exit status 1 on a difference."""
     from kvcalc import api
-    from kvcalc.engines.llamacpp.probe import probe_json, probe_lines
 
     knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
     given = {name: value for name, value in knobs.items() if value is not None and value is not False}
-    report = api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options)
-    if as_json:
-        print_json(probe_json(report))
-    else:
-        print_view(probe_lines(report))
-    if not report.match:
-        raise typer.Exit(1)
+    show_probe(api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options), as_json)
 
 
 def _runs_vllm(engine: str) -> bool:
@@ -251,13 +233,16 @@ def _probe_vllm(model: str, *, tokens: int, as_json: bool, **options: Any) -> No
     """The real vLLM probe: its table (or JSON) on stdout, exit status 1 on a difference."""
     from kvcalc import api
 
-    report = api.probe_vllm(model, max_model_len=tokens, on_fetch=say_fetching, **options)
+    show_probe(api.probe_vllm(model, max_model_len=tokens, on_fetch=say_fetching, **options), as_json)
+
+
+def show_probe(report: "ProbeOutcome", as_json: bool) -> None:
+    """Every probe's answer, shown one way: its JSON or its view on stdout; exit status 1 when the
+    real engine disagreed."""
     if as_json:
         print_json(report.as_json())
     else:
-        from kvcalc.views.console import Note
-
-        print_view([*report.lines(), *(Note(note) for note in dict.fromkeys(report.notes))])
+        print_view(report.view())
     if not report.match:
         raise typer.Exit(1)
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvcalc.units import Units, format_exact
 from kvcalc.views.console import Block, Line, Note
@@ -14,6 +14,20 @@ if TYPE_CHECKING:
     from kvcalc.api import ProbeReport
     from kvcalc.calc.estimate import Estimate
     from kvcalc.engines.transformers.crosscheck import CrossCheck
+
+
+class ProbeOutcome(Protocol):
+    """What every probe answers with (transformers' ``api.ProbeReport``, llama.cpp's
+    ``LlamaCppProbe``, vLLM's ``VllmProbe``): whether the real engine agreed with kvcalc, and the
+    answer as JSON and as view blocks. The CLI shows each the same
+    way (``cli/probe.py show_probe``)."""
+
+    @property
+    def match(self) -> bool: ...
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def view(self) -> list[Any]: ...
 
 
 def probe_view(report: ProbeReport) -> list[Block]:

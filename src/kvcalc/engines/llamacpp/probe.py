@@ -312,6 +312,12 @@ class LlamaCppProbe:
     def match(self) -> bool:
         return all(c.match for c in self.checks) and self.measured_bytes == self.estimate.total_bytes
 
+    def as_json(self) -> dict[str, Any]:
+        return probe_json(self)
+
+    def view(self) -> list[Any]:
+        return probe_lines(self)
+
     @property
     def check_notes(self) -> tuple[str, ...]:
         """What the rows leave out or could not rebuild: each row's note, and, beside a recurrent

@@ -135,6 +135,11 @@ class VllmProbe:
             "notes": list(self.notes),
         }
 
+    def view(self) -> list[Any]:
+        from kvcalc.views.console import Note
+
+        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
+
     def lines(self) -> list[str]:
         result = self.result
         title = (

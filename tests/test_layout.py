@@ -1,0 +1,145 @@
+"""The layout's promises, measured on the source (ARCHITECTURE.md): shared code never asks which
+engine it runs, no module imports itself back through others (function-level imports counted),
+and no source module grows past 900 lines. (Kind switches: tests/kinds/test_kinds_contract.py; the
+llama.cpp architecture names: tests/engines/llamacpp/test_llamacpp_architectures.py.)"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from kvcalc.engines import ENGINE_NAMES, engine_class
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "kvcalc"
+MAX_LINES = 900
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:``: imports for annotations only, never run."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for n in ast.walk(node))
+    return skipped
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The kvcalc modules ``name`` imports anywhere in its body (functions included), resolved to
+    absolute names; ``from package import submodule`` counts as importing the submodule alone."""
+    tree = ast.parse(path.read_text())
+    skipped = _type_checking_nodes(tree)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in MODULES)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            subs = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in MODULES]
+            found.update(subs)
+            if len(subs) < len(node.names) and module in MODULES:
+                found.add(module)
+    found.discard(name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
+    # Two modules that import each other, one of them inside a function: a cycle.
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert _cycles(graph) == [["a", "b"]]
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from kvcalc.spec import ModelSpec\n    from . import units\n")
+    assert _imports("kvcalc.sample", sample) == {"kvcalc.spec", "kvcalc.units"}
+
+
+ENGINE_CLASSES = {engine_class(name).__name__ for name in ENGINE_NAMES}
+
+
+def _engine_switches(path: Path, root: Path = SRC) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            named |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+            if named & ENGINE_CLASSES:
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_shared_code_never_asks_which_engine_it_is() -> None:
+    # Outside engines/, code asks an engine (its hooks and options), never its class.
+    outside = [p for name, p in MODULES.items() if not name.startswith("kvcalc.engines")]
+    assert [hit for path in outside for hit in _engine_switches(path)] == []
+
+
+def test_the_engine_check_would_see_a_switch(tmp_path: Path) -> None:
+    sample = tmp_path / "kvcalc" / "sample.py"
+    sample.parent.mkdir()
+    sample.write_text("def f(e):\n    return isinstance(e, VLLM) or isinstance(e, (engines.LlamaCpp, int))\n")
+    assert _engine_switches(sample, tmp_path) == ["kvcalc/sample.py:2", "kvcalc/sample.py:2"]
+
+
+def test_no_source_module_over_900_lines() -> None:
+    long = {str(p.relative_to(SRC)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
