@@ -102,9 +102,9 @@ class ModelSpec:
 
     @property
     def is_encoder_decoder(self) -> bool:
-        return any(c.tokens == "encoder" for c in self.caches)
+        return any(c.tokens == "encoder" for c, _ in self.groups)
 
     @property
     def has_image_cross_attention(self) -> bool:
         """Whether some layers cache image tokens (Llama 3.2 Vision's cross-attention layers)."""
-        return any(c.tokens == "image" for c in self.caches)
+        return any(c.tokens == "image" for c, _ in self.groups)

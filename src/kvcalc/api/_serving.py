@@ -130,12 +130,12 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
                              param="options")  # fmt: skip
         chosen = engine
     else:
-        chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c in spec.caches), **options)
+        chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c, _ in spec.groups), **options)
         notes += engine_notes
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
                          param=("kv_dtype", "k_dtype", "v_dtype"))  # fmt: skip
-    if (k_dtype is not None or v_dtype is not None) and not any(c.caches_tokens for c in spec.caches):
+    if (k_dtype is not None or v_dtype is not None) and not any(c.caches_tokens for c, _ in spec.groups):
         raise UsageError(
             f"{spec.name} caches no K or V rows (its layers keep states or nothing): k_dtype and v_dtype change "
             "nothing; kv_dtype sets the state's format",

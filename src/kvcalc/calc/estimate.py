@@ -195,7 +195,7 @@ def resolve_dtypes(spec: ModelSpec, workload: Workload, engine: Engine, notes: l
         k_dtype, kv_note = engine.auto_kv_dtype(spec.dtype, spec.model_type)
         if kv_note:
             notes.append(kv_note)
-    elif compute_note and not any(c.is_state for c in spec.caches):
+    elif compute_note and not any(c.is_state for c, _ in spec.groups):
         compute_note = None  # the run dtype shapes nothing else here
     if compute_note and compute_note not in notes and not (workload.kv_dtype is None and compute == k_dtype):
         notes.append(compute_note)
