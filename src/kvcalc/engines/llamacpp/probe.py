@@ -40,7 +40,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.llamacpp.probe_child import (
     _ASSERT_LINE,
@@ -70,6 +70,9 @@ from kvcalc.engines.llamacpp.probe_plans import (
 )
 from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.estimate import Estimate
 
 # With the names of probe_plans and probe_child it re-exports (the private ones for the tests that
 # read llama.cpp's log lines and layer lists).
@@ -181,7 +184,7 @@ PLE_NOTE = (
 )
 
 
-def compare(estimate: Any, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
+def compare(estimate: Estimate, measured: dict[str, Any]) -> tuple[GroupCheck, ...]:
     """kvcalc's groups (an Estimate under llama.cpp's rules) side by side with llama.cpp's caches
     and recurrent memory."""
     estimated: dict[str, list[int]] = {}
@@ -297,7 +300,7 @@ class LlamaCppProbe:
     """A probe's request, what llama.cpp allocated and the estimate beside it."""
 
     name: str
-    estimate: Any
+    estimate: Estimate
     request: dict[str, Any]
     checks: tuple[GroupCheck, ...]
     cparams: dict[str, int]
