@@ -98,3 +98,29 @@ def test_presets_json_lists_every_bundled_preset(tmp_path: Path) -> None:
     names = {row["name"] for row in json.loads(report["stdout"])}
     repo_presets = Path(__file__).resolve().parents[1] / "model_presets"
     assert names == {p.stem for p in repo_presets.glob("*.yaml")}
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        # The theoretical engine on a preset: no other engine's package, no GGUF reader, and no
+        # fractions (only fit's shares use it; it costs ~2 ms of start-up).
+        (["estimate", "llama-3.1-8b", "--json"],
+         ("fractions", "kvcalc.engines.vllm", "kvcalc.engines.sglang", "kvcalc.engines.llamacpp",
+          "kvcalc.inputs.gguf")),
+        (["estimate", "llama-3.1-8b", "--engine", "vllm", "--json"],
+         ("fractions", "kvcalc.engines.sglang", "kvcalc.engines.llamacpp", "kvcalc.inputs.gguf")),
+    ],
+    ids=["theoretical", "vllm"],
+)  # fmt: skip
+def test_an_estimate_imports_only_its_own_engine(argv: list[str], absent: tuple[str, ...], tmp_path: Path) -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from kvcalc.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    main({argv!r})\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({absent!r}))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

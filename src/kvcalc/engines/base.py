@@ -12,13 +12,14 @@ engine: exactly what attention must keep.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.dtypes import FP16, DType
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.calc.estimate import Estimate, Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
@@ -191,6 +192,8 @@ class Engine:
     @property
     def default_share(self) -> Fraction:
         """The share it claims when none is asked for."""
+        from fractions import Fraction  # here: fractions costs start-up, and only fit asks
+
         return Fraction(9, 10)
 
     def for_gpu(self, request: RuntimeRequest) -> tuple[Engine, list[str]]:

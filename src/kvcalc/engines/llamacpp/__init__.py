@@ -5,7 +5,6 @@ llama.cpp 0c1e570, the copy llama-cpp-python 0.3.36 vendors)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
@@ -25,6 +24,8 @@ from kvcalc.spec import (
 )
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.calc.estimate import Estimate
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.inputs.hf.dims import ModelDims
@@ -232,6 +233,8 @@ class LlamaCpp(Engine):
     @property
     def default_share(self) -> Fraction:
         """llama.cpp takes whatever is free: all of it."""
+        from fractions import Fraction  # here: fractions costs start-up, and only fit asks
+
         return Fraction(1)
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:

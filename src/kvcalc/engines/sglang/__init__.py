@@ -4,7 +4,6 @@ from sglang/srt/configs/model_config.py and configs/mamba_utils.py, SGLang 0.5.2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
@@ -14,6 +13,8 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.calc.estimate import Estimate
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
 
@@ -117,6 +118,8 @@ class SGLang(Engine):
     @property
     def default_share(self) -> Fraction:
         """SGLang's mem_fraction_static when the GPU's memory is unknown."""
+        from fractions import Fraction  # here: fractions costs start-up, and only fit asks
+
         return Fraction(88, 100)
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:

@@ -27,7 +27,6 @@ Rules that changed between releases, each read in the released wheels' source (v
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
@@ -46,6 +45,8 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, LayerCache
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.calc.estimate import Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
