@@ -13,17 +13,23 @@ caches one ``d_c + d_rope`` row and no V; linear-attention and Mamba layers a fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
 
 from kvcalc.dtypes import DType
 from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
+from kvcalc.kinds.base import LayerKind
 from kvcalc.spec import Kind, LayerCache, ModelSpec
 
 # More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
 MAX_PARALLEL = 2**16
 # More image tokens per sequence than any context holds (Llama 3.2 Vision: 6,404 per image).
 MAX_IMAGE_TOKENS = 2**32
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,235 @@ def _check_parallel(spec: ModelSpec, tp: int) -> None:
 def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICAL) -> Estimate:
     """Compute the cache of ``spec`` for ``workload`` under ``engine``'s storage rules."""
     w = workload
+    return compile_plan(spec, w, engine).at(w.tokens, w.batch, w.shared_prefix, w.encoder_tokens)
+
+
+def copy_with(template: _T, changes: dict[str, object]) -> _T:
+    """A copy of a frozen dataclass with ``changes``, made without ``__init__`` and
+    ``__post_init__``: for values a plan has checked already (``dataclasses.replace`` costs several
+    times a whole evaluation)."""
+    new = object.__new__(type(template))
+    new.__dict__.update(template.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+@dataclass(frozen=True)
+class _GroupPlan:
+    """One group of identical layers, compiled: everything that does not change with the tokens.
+
+    Per layer and GPU a sequence of T tokens costs ``slots x per_slot`` (K + V rows, metadata
+    included) where the engine lays out the slots (windows, pages, blocks, cells), or a fixed
+    ``state_bytes``; with a quantized cache the newest ``residual`` tokens of each sequence cost
+    ``residual_extra`` more a slot (their rows in full precision), and no metadata."""
+
+    cache: LayerCache
+    layers: int
+    shape: GroupEstimate  # the group's fixed fields; the token-dependent ones are filled in
+    state_bytes: int = 0
+    rows: bool = False
+    per_slot: int = 0
+    meta_per_slot: int = 0
+    residual: int = 0
+    residual_extra: int = 0
+    # The engine keeps the base rules (Engine.layer_tokens, tokens_held, batch_slots) and the layer
+    # one entry a token (no compression): a sequence holds min(T, bound) slots, so the plan need not
+    # ask the engine.
+    plain: bool = False
+    bound: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The cache of one model under one engine, formats and layout, compiled once
+    (``compile_plan``): a sum over groups of identical layers of what a length costs each.
+    ``at`` evaluates it for a length, batch and shared prefix in microseconds, exactly as
+    ``estimate`` does (``estimate`` is ``compile_plan(...).at(...)``)."""
+
+    model: ModelSpec
+    engine: Engine
+    workload: Workload  # the compiled one: formats, images, residual tokens and layout
+    groups: tuple[_GroupPlan, ...]
+    # (group index, layers) per pipeline stage: one stage of the whole model unless pp > 1.
+    stages: tuple[tuple[tuple[int, int], ...], ...]
+    estimate: Estimate  # the fixed fields of every Estimate this plan gives
+    lead_notes: tuple[str, ...]  # the notes before the encoder default, then after it
+    tail_notes: tuple[str, ...]
+    encoder_tokens: int | None  # the model's or the workload's; None: the decoder length (noted)
+    images: int
+    per_gpu_token_bytes: int
+    static_notes: tuple[str, ...]  # lead + tail, once each: the notes when no length adds one
+
+    @cached_property
+    def encoder_decoder(self) -> bool:
+        return self.model.is_encoder_decoder
+
+    def at(
+        self,
+        tokens: int,
+        batch: int = 1,
+        shared_prefix: int = 0,
+        encoder_tokens: int | None = None,
+        *,
+        lead: tuple[str, ...] = (),
+        tail: Sequence[str] = (),
+    ) -> Estimate:
+        """The estimate of ``batch`` sequences of ``tokens`` tokens, the first ``shared_prefix``
+        shared (``encoder_tokens`` of encoder output; None: the compiled workload's). ``lead`` and
+        ``tail``: notes of the caller's to put before and after the estimate's own."""
+        w = self.workload
+        self._check(tokens, batch, shared_prefix, encoder_tokens)
+        assumed: tuple[str, ...] = ()
+        encoder = self.encoder_tokens if encoder_tokens is None else encoder_tokens
+        if encoder is None and self.encoder_decoder:
+            encoder = tokens
+            assumed = (self._assumed(encoder),)
+        notes: list[str] = []  # what the windows and chunks drop at this length
+        batches = replica_batches(batch, w.dp) if w.dp > 1 else [(batch, 1)]
+        busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
+        groups = []
+        busiest_bytes = []
+        for g in self.groups:
+            total_bytes = meta_bytes = 0
+            kept = slots = 0
+            layer_bytes = 0
+            for b, replicas in batches:
+                cost, meta, kept_b, slots_b = self._cost(g, tokens, b, shared_prefix, encoder, notes)
+                total_bytes += cost * replicas
+                meta_bytes += meta * replicas
+                if b == busiest:
+                    kept, slots, layer_bytes = kept_b, slots_b, cost
+            scale = w.tp * g.layers
+            busiest_bytes.append(layer_bytes)
+            changes: dict[str, object] = {"bytes": total_bytes * scale}
+            if g.rows:
+                changes.update(tokens_kept=kept, slots=slots, metadata_bytes=meta_bytes * scale)
+            groups.append(copy_with(g.shape, changes))
+        if len(self.stages) == 1:
+            per_gpu = sum(cost * g.layers for g, cost in zip(self.groups, busiest_bytes, strict=True))
+        else:
+            per_gpu = max(sum(busiest_bytes[i] * n for i, n in stage) for stage in self.stages)
+        changes = {"tokens": tokens, "batch": batch, "shared_prefix": shared_prefix}
+        if encoder_tokens is not None:
+            changes["encoder_tokens"] = encoder_tokens
+        if notes or assumed:  # the length added some: each in its place among the compiled ones
+            merged = tuple(dict.fromkeys((*lead, *self.lead_notes, *assumed, *self.tail_notes, *notes, *tail)))
+        elif lead or tail:
+            merged = tuple(dict.fromkeys((*lead, *self.static_notes, *tail)))
+        else:
+            merged = self.static_notes
+        return copy_with(
+            self.estimate,
+            {"workload": copy_with(w, changes), "groups": tuple(groups), "notes": merged, "per_gpu_bytes": per_gpu},
+        )
+
+    def total_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
+        """``at(...).total_bytes`` without building the estimate: a sweep asks it per length."""
+        w = self.workload
+        self._check(tokens, batch, shared_prefix, None)
+        encoder = tokens if self.encoder_tokens is None else self.encoder_tokens
+        notes: list[str] = []
+        batches = replica_batches(batch, w.dp) if w.dp > 1 else [(batch, 1)]
+        total = 0
+        for g in self.groups:
+            for b, replicas in batches:
+                total += self._cost(g, tokens, b, shared_prefix, encoder, notes)[0] * replicas * g.layers
+        return total * w.tp
+
+    @cached_property
+    def per_token_bytes(self) -> int:
+        """``Estimate.per_token_bytes``, which no length changes."""
+        tp = self.workload.tp
+        return sum(
+            g.layers * g.cache.token_share(g.shape.bytes_per_token) * tp for g in self.groups if g.shape.grows_per_token
+        )
+
+    def fixed_notes(self, tokens: int) -> tuple[str, ...]:
+        """The estimate's notes at ``tokens`` but what windows and chunks drop (a note per length)."""
+        if self.encoder_tokens is None and self.encoder_decoder:
+            return tuple(dict.fromkeys((*self.lead_notes, self._assumed(tokens), *self.tail_notes)))
+        return self.static_notes
+
+    @staticmethod
+    def _assumed(encoder: int) -> str:
+        return (
+            f"encoder length not given: cross-attention assumed to cache {encoder:,} encoder tokens "
+            "(set --encoder-tokens)"
+        )
+
+    def per_gpu_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
+        """Bytes on the most loaded GPU for ``batch`` sequences of ``tokens`` on one replica:
+        ``at(...).per_gpu_bytes`` without building the estimate (fit's searches ask it often)."""
+        self._check(tokens, batch, shared_prefix, None, replicas=False)
+        encoder = tokens if self.encoder_tokens is None else self.encoder_tokens
+        notes: list[str] = []
+        costs = [self._cost(g, tokens, batch, shared_prefix, encoder, notes)[0] for g in self.groups]
+        return max(sum(costs[i] * n for i, n in stage) for stage in self.stages)
+
+    def _check(
+        self, tokens: int, batch: int, shared_prefix: int, encoder_tokens: int | None, *, replicas: bool = True
+    ) -> None:
+        """The checks ``Workload`` makes of what changes between evaluations (``replicas``: the
+        batch is split over the compiled data-parallel replicas)."""
+        if type(tokens) is not int or tokens < 1:
+            _check_count("tokens", tokens, minimum=1)
+        if type(batch) is not int or batch < 1:
+            _check_count("batch", batch, minimum=1)
+        if shared_prefix:
+            _check_count("shared_prefix", shared_prefix, minimum=0)
+            if shared_prefix > tokens:
+                raise UsageError(f"shared prefix ({shared_prefix:,}) is longer than the {tokens:,} tokens")
+        if encoder_tokens is not None:
+            _check_count("encoder_tokens", encoder_tokens, minimum=1)
+        if replicas and self.workload.dp > batch:
+            raise UsageError(f"{self.workload.dp} data-parallel replicas need at least {self.workload.dp} sequences")
+
+    def _cost(
+        self, g: _GroupPlan, tokens: int, batch: int, prefix: int, encoder: int | None, notes: list[str]
+    ) -> tuple[int, int, int, int]:
+        """(bytes, metadata bytes, slots kept per sequence, slots) of one layer of ``g`` on one GPU
+        for ``batch`` sequences of ``tokens``; a note when a window or chunk drops tokens."""
+        if not g.rows:
+            return batch * g.state_bytes, 0, 0, 0
+        cache = g.cache
+        if g.plain and not prefix:
+            held = encoder if cache.tokens == "encoder" else self.images if cache.tokens == "image" else tokens
+            assert held is not None
+            kept = held if g.bound is None or held <= g.bound else g.bound
+            slots = batch * kept
+        else:
+            kept, slots, held = self._slots(g, tokens, batch, prefix, encoder)
+        total = slots * g.per_slot
+        meta = slots * g.meta_per_slot
+        if g.residual:
+            # The newest tokens of each sequence wait in full precision until a group is full.
+            full_slots = batch * min(kept, g.residual)
+            total += full_slots * g.residual_extra
+            meta -= full_slots * g.meta_per_slot
+        if g.bound is not None and held > kept:
+            notes.append(f"{cache.kind} layers keep at most {kept:,} of the {held:,} tokens")
+        return total, meta, kept, slots
+
+    def _slots(self, g: _GroupPlan, tokens: int, batch: int, prefix: int, encoder: int | None) -> tuple[int, int, int]:
+        """(slots kept per sequence, slots of the batch, tokens the layer is given) as the engine
+        lays them out."""
+        cache, engine = g.cache, self.engine
+        if cache.tokens == "encoder":
+            assert encoder is not None
+            held = encoder
+            prefix = 0
+        else:
+            held = engine.layer_tokens(cache, tokens, self.images)
+            if cache.tokens != "decoder":
+                prefix = 0
+        return engine.tokens_held(cache, held), engine.batch_slots(cache, held, batch, prefix), held
+
+
+def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETICAL) -> Plan:
+    """Everything of ``estimate`` that does not depend on the tokens, the batch or the shared
+    prefix, worked out once for ``workload``'s formats, images, residual tokens and layout; every
+    check ``estimate`` makes of them is made here."""
+    w = workload
     notes: list[str] = []
     engine.check_model_type(spec.model_type)
     k_dtype, v_dtype, compute_dtype = resolve_dtypes(spec, w, engine, notes)
@@ -290,13 +525,9 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
     if w.pp > spec.layers:
         raise UsageError(f"--pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}")
     _check_parallel(spec, w.tp)
+    lead = tuple(notes)
+    notes = []
     encoder_tokens = w.encoder_tokens or spec.encoder_tokens
-    if spec.is_encoder_decoder and encoder_tokens is None:
-        encoder_tokens = w.tokens
-        notes.append(
-            f"encoder length not given: cross-attention assumed to cache {encoder_tokens:,} "
-            "encoder tokens (set --encoder-tokens)"
-        )
     residual = w.residual_tokens if not (k_dtype.is_plain and v_dtype.is_plain) else 0
     images = image_tokens(spec, w, notes)
     if spec.has_image_cross_attention and engine.layer_tokens(spec.caches[0], 1, 1) > 1:
@@ -304,113 +535,82 @@ def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICA
             f"{engine.name} keeps one token pool across all layers: image tokens take a cell in every layer, and "
             "the image cross-attention layers take one for every text token"
         )
-
-    def layer_cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
-        """(bytes, metadata bytes) of one layer on one GPU for ``batch`` sequences."""
-        engine.check_layer(cache)
-        tokens = encoder_tokens if cache.tokens == "encoder" else engine.layer_tokens(cache, w.tokens, images)
-        assert tokens is not None
-        if cache.is_state:
-            dtype = cache.state_dtype or w.state_dtype or compute_dtype
-            # Tensor parallel splits the heads (and conv channels) of the state across ranks.
-            ranks = w.tp if cache.state_splits_across_ranks else 1
-            parts = tuple(
-                (-(-elements // ranks), part_dtype or dtype) for elements, part_dtype in engine.state_parts(cache)
-            )
-            per_seq = sum(elements * part.bytes_per_element for elements, part in parts)
-            formats = {part for _, part in parts}
-            g = GroupEstimate(cache, 0, 0, 0, per_seq, 0, formats.pop() if len(formats) == 1 else dtype,
-                              state_parts=parts)  # fmt: skip
-            return batch * per_seq, 0, g
-        if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
-            return 0, 0, GroupEstimate(cache, 0, 0, 0, 0, 0, k_dtype)
-        k_fmt = k_dtype
-        if (family := cache.indexer_family) is not None:
-            k_fmt = engine.indexer_dtype(k_dtype, compute_dtype, family)
-        k_row, v_row, heads = engine.rows(cache, w.tp)
-        kept = engine.tokens_held(cache, tokens)
-        slots = engine.batch_slots(cache, tokens, batch, w.shared_prefix if cache.tokens == "decoder" else 0)
-        k_data, k_meta = k_fmt.row_bytes(k_row)
-        v_data, v_meta = v_dtype.row_bytes(v_row) if v_row else (0, 0)
-        per_slot = k_data + k_meta + v_data + v_meta
-        meta = slots * (k_meta + v_meta)
-        total = slots * per_slot
-        if residual and cache.kind is not Kind.INDEXER:
-            # The newest tokens of each sequence wait in full precision until a group is full.
-            full_slots = batch * min(kept, residual)
-            full_row = (k_row + v_row) * compute_dtype.bytes_per_element
-            total += full_slots * (full_row - per_slot)
-            meta -= full_slots * (k_meta + v_meta)
-        if cache.token_bound is not None and tokens > kept:
-            notes.append(f"{cache.kind} layers keep at most {kept:,} of the {tokens:,} tokens")
-        image_slots, grows = _image_shape(engine, cache, images)
-        g = GroupEstimate(
-            cache, 0, kept, per_slot, 0, 0, k_fmt, heads, slots=slots, image_slots=image_slots, grows_with_tokens=grows,
-            v_dtype=v_dtype if v_row and v_dtype != k_fmt else None,
-        )  # fmt: skip
-        return total, meta, g
-
-    batches = replica_batches(w.batch, w.dp)
-    # Each pipeline stage as (distinct entry, how many): one stage of the whole model unless pp > 1.
-    stages: list[tuple[tuple[LayerCache, int], ...]] = [spec.groups]
+    groups = tuple(
+        _compile_group(cache, layers, engine, w, k_dtype, v_dtype, compute_dtype, residual, images)
+        for cache, layers in spec.groups
+    )
+    index = {g.cache: i for i, g in enumerate(groups)}
+    stages: tuple[tuple[tuple[int, int], ...], ...] = (tuple((i, g.layers) for i, g in enumerate(groups)),)
     if w.pp > 1:
-        stages = []
+        staged = []
         for stage in stage_entries(spec, w.pp):
-            counted: dict[LayerCache, int] = {}
+            counted: dict[int, int] = {}
             for i in stage:
-                counted[spec.caches[i]] = counted.get(spec.caches[i], 0) + 1
-            stages.append(tuple(counted.items()))
-    costs: dict[tuple[LayerCache, int], tuple[int, int, GroupEstimate]] = {}
-
-    def cost(cache: LayerCache, batch: int) -> tuple[int, int, GroupEstimate]:
-        key = (cache, batch)
-        if key not in costs:
-            costs[key] = layer_cost(cache, batch)
-        return costs[key]
-
-    group_layers = dict(spec.groups)
-    group_bytes: dict[LayerCache, int] = {}
-    group_meta: dict[LayerCache, int] = {}
-    for cache, layers in group_layers.items():
-        for b, replicas in batches:
-            total, meta, _ = cost(cache, b)
-            group_bytes[cache] = group_bytes.get(cache, 0) + total * w.tp * replicas * layers
-            group_meta[cache] = group_meta.get(cache, 0) + meta * w.tp * replicas * layers
-    busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
-    per_gpu = max(sum(cost(c, busiest)[0] * n for c, n in stage) for stage in stages)
+                counted[index[spec.caches[i]]] = counted.get(index[spec.caches[i]], 0) + 1
+            staged.append(tuple(counted.items()))
+        stages = tuple(staged)
     per_gpu_token = max(
-        sum(c.token_share(cost(c, 1)[2].bytes_per_token) * n for c, n in stage if cost(c, 1)[2].grows_per_token)
+        sum(groups[i].cache.token_share(groups[i].shape.bytes_per_token) * n for i, n in stage
+            if groups[i].shape.grows_per_token)
         for stage in stages
-    )
-    groups = []
-    for cache, layers in group_layers.items():
-        shape = cost(cache, busiest)[2]
-        groups.append(
-            GroupEstimate(
-                cache=cache,
-                layers=layers,
-                tokens_kept=shape.tokens_kept,
-                bytes_per_token=shape.bytes_per_token,
-                state_bytes=shape.state_bytes,
-                bytes=group_bytes[cache],
-                dtype=shape.dtype,
-                kv_heads_per_gpu=shape.kv_heads_per_gpu,
-                metadata_bytes=group_meta[cache],
-                slots=shape.slots,
-                image_slots=shape.image_slots,
-                grows_with_tokens=shape.grows_with_tokens,
-                state_parts=shape.state_parts,
-                v_dtype=shape.v_dtype,
-            )
+    )  # fmt: skip
+    fixed = Estimate(
+        model=spec, workload=w, kv_dtype=k_dtype, v_dtype=v_dtype if v_dtype != k_dtype else None, groups=(),
+        engine=engine.name, per_gpu_token_bytes=per_gpu_token,
+    )  # fmt: skip
+    tail = tuple(notes)
+    static = tuple(dict.fromkeys((*lead, *tail)))
+    return Plan(spec, engine, w, groups, stages, fixed, lead, tail, encoder_tokens, images, per_gpu_token, static)
+
+
+def _compile_group(
+    cache: LayerCache,
+    layers: int,
+    engine: Engine,
+    w: Workload,
+    k_dtype: DType,
+    v_dtype: DType,
+    compute_dtype: DType,
+    residual: int,
+    images: int,
+) -> _GroupPlan:
+    """One group's fixed costs and shape."""
+    engine.check_layer(cache)
+    if cache.tokens != "encoder":
+        engine.layer_tokens(cache, w.tokens, images)  # an engine refuses a layer it cannot hold here
+    if cache.is_state:
+        dtype = cache.state_dtype or w.state_dtype or compute_dtype
+        # Tensor parallel splits the heads (and conv channels) of the state across ranks.
+        ranks = w.tp if cache.state_splits_across_ranks else 1
+        parts = tuple(
+            (-(-elements // ranks), part_dtype or dtype) for elements, part_dtype in engine.state_parts(cache)
         )
-    return Estimate(
-        model=spec,
-        workload=w,
-        kv_dtype=k_dtype,
-        v_dtype=v_dtype if v_dtype != k_dtype else None,
-        groups=tuple(groups),
-        engine=engine.name,
-        notes=tuple(dict.fromkeys(notes)),
-        per_gpu_bytes=per_gpu,
-        per_gpu_token_bytes=per_gpu_token,
-    )
+        per_seq = sum(elements * part.bytes_per_element for elements, part in parts)
+        formats = {part for _, part in parts}
+        shape = GroupEstimate(cache, layers, 0, 0, per_seq, 0, formats.pop() if len(formats) == 1 else dtype,
+                              state_parts=parts)  # fmt: skip
+        return _GroupPlan(cache, layers, shape, state_bytes=per_seq)
+    if not cache.caches_tokens:  # a layer that stores nothing of its own (KV sharing)
+        return _GroupPlan(cache, layers, GroupEstimate(cache, layers, 0, 0, 0, 0, k_dtype))
+    k_fmt = k_dtype
+    if (family := cache.indexer_family) is not None:
+        k_fmt = engine.indexer_dtype(k_dtype, compute_dtype, family)
+    k_row, v_row, heads = engine.rows(cache, w.tp)
+    k_data, k_meta = k_fmt.row_bytes(k_row)
+    v_data, v_meta = v_dtype.row_bytes(v_row) if v_row else (0, 0)
+    per_slot = k_data + k_meta + v_data + v_meta
+    image_slots, grows = _image_shape(engine, cache, images)
+    shape = GroupEstimate(
+        cache, layers, 0, per_slot, 0, 0, k_fmt, heads, image_slots=image_slots, grows_with_tokens=grows,
+        v_dtype=v_dtype if v_row and v_dtype != k_fmt else None,
+    )  # fmt: skip
+    kept_full = residual if cache.kind is not Kind.INDEXER else 0
+    full_row = (k_row + v_row) * compute_dtype.bytes_per_element
+    rules = type(engine)
+    plain = (rules.layer_tokens is Engine.layer_tokens and rules.tokens_held is Engine.tokens_held
+             and rules.batch_slots is Engine.batch_slots and type(cache).entries is LayerKind.entries
+             and cache.compress_ratio == 1)  # fmt: skip
+    return _GroupPlan(
+        cache, layers, shape, rows=True, per_slot=per_slot, meta_per_slot=k_meta + v_meta, residual=kept_full,
+        residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound,
+    )  # fmt: skip
