@@ -18,11 +18,25 @@ import io
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 ENGINES = ("theoretical", "transformers", "vllm", "vllm-cpu", "vllm@0.11", "sglang", "llama.cpp",
            "llama-server")  # fmt: skip
+SWEEP = sorted(
+    {1, 2, 1000, 10**6}
+    | {
+        base + d
+        for base in (16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 32768, 131072, 262144, 1048576)
+        for d in (-1, 0, 1)
+    }
+)
+# The request mix of the ("estimate", "--lengths", "LENGTHS") workload: repeated, odd and
+# boundary lengths.
+LENGTHS_CSV = "prompt,output\n" + "".join(
+    f"{p},{o}\n" for p, o in ((1, 0), (4095, 1), (4096, 0), (100, 28), (100, 28), (32767, 1), (7, 3))
+)
 WORKLOADS = (
     ("estimate", "--tokens", "1000"),
     ("estimate", "--tokens", "32k", "--batch", "4", "--kv-dtype", "fp8"),
@@ -30,6 +44,12 @@ WORKLOADS = (
     ("fit", "--kv-budget", "20GiB", "--tokens", "128k", "--batch", "3"),
     ("speed", "--gpu", "h100-sxm", "--prompt", "2k", "--output", "256"),
     ("compare", "--tokens", "1k,100k"),
+    # Lengths on both sides of every window, chunk, page, block and cell padding the engines use.
+    ("compare", "--tokens", ",".join(str(t) for t in SWEEP)),
+    ("estimate", "--tokens", "4097", "--batch", "5", "--shared-prefix", "1000", "--pp", "2", "--dp", "2"),
+    ("fit", "--kv-budget", "7GiB", "--tokens", "4097", "--batch", "5", "--dp", "5"),
+    ("estimate", "--tokens", "8193", "--batch", "3", "--tp", "2"),
+    ("estimate", "--lengths", "LENGTHS"),
 )
 # llama.cpp stores no fp8: its engines also run the quantized workload in its own q8_0.
 LLAMACPP_WORKLOADS = (("estimate", "--tokens", "32k", "--batch", "4", "--kv-dtype", "q8_0"),)
@@ -50,7 +70,7 @@ def _run(argv: list[str]) -> list[Any]:
     return [code, err.getvalue().strip()]
 
 
-def snapshot() -> dict[str, list[Any]]:
+def snapshot(lengths: Path) -> dict[str, list[Any]]:
     from kvcalc.api import list_presets
 
     results: dict[str, list[Any]] = {}
@@ -59,7 +79,9 @@ def snapshot() -> dict[str, list[Any]]:
             extra = LLAMACPP_WORKLOADS if engine.startswith("llama") else ()
             for command, *rest in (*WORKLOADS, *extra):
                 argv = [command, preset, "--engine", engine, *rest, "--json"]
-                results[" ".join(argv)] = _run(argv)
+                # The key names the request mix, not the temporary file holding it.
+                real = [str(lengths) if a == "LENGTHS" else a for a in argv]
+                results[" ".join(argv)] = _run(real)
     return results
 
 
@@ -80,7 +102,10 @@ def main(argv: list[str]) -> int:
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["COLUMNS"] = "200"
-    results = snapshot()
+    with tempfile.TemporaryDirectory() as scratch:
+        lengths = Path(scratch) / "lengths.csv"
+        lengths.write_text(LENGTHS_CSV)
+        results = snapshot(lengths)
     Path(argv[0]).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     failed = sum(1 for code, _ in results.values() if code != 0)
     print(f"{len(results)} commands, {failed} refused or failed")

@@ -47,7 +47,7 @@ def test_exit_status(run_cli, argv: list[str], code: int) -> None:
 @pytest.mark.parametrize(
     ("argv", "target"),
     [
-        (["estimate", "llama-3.1-8b"], "kvcalc.api._estimate.estimate_spec"),
+        (["estimate", "llama-3.1-8b"], "kvcalc.api._estimate.compile_plan"),
         (["compare", "llama-3.1-8b"], "kvcalc.calc.compare.compare"),
         (["fit", "llama-3.1-8b", "--kv-budget", "10GB"], "kvcalc.calc.fit.fit"),
         (["presets"], "kvcalc.inputs.presets.load_presets"),

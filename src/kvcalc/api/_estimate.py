@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvcalc.calc.estimate import Estimate, Workload
-from kvcalc.calc.estimate import estimate as estimate_spec
+from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import SourceError, UsageError
 from kvcalc.spec import ModelSpec
@@ -69,9 +69,21 @@ def estimate(
     >>> est.total_bytes
     268435456
     """
+    spec = model.spec if isinstance(model, Model) else model if isinstance(model, ModelSpec) else None
+    key = None
+    if spec is not None and not (strict and spec.warnings):
+        key = (id(spec), batch, kv_dtype, k_dtype, v_dtype, engine, None if options is None else
+               tuple(options.items()), _serving_key(serving), tp, pp, dp, layout, shared_prefix, images,
+               image_tokens, revision)  # fmt: skip
+        try:
+            compiled = _CALLS.get(key)
+        except TypeError:  # an argument that cannot be a key (a list for a count): the full path says why
+            key = compiled = None
+        if compiled is not None and compiled.spec is spec:
+            return compiled.at(tokens, prompt, output, encoder_tokens)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder_tokens)
+    t, enc, _ = _tokens(spec, tokens, prompt, output, encoder_tokens)  # checked here, noted by the call
     pictures = _images(spec, images, image_tokens)
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
     chosen = resolve_serving(spec, asked)
@@ -80,9 +92,56 @@ def estimate(
         tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
         shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,
     )  # fmt: skip
-    result = estimate_spec(spec, workload, engine=chosen.engine)
-    limit_notes = [] if spec.is_encoder_decoder else _past_limit(spec, t)
-    return replace(result, notes=_merge(spec.notes, token_notes, chosen.notes, result.notes, limit_notes))
+    # Compiled without the encoder length, which may change with each call's prompt.
+    plan = compile_plan(spec, replace(workload, encoder_tokens=None), chosen.engine)
+    call = _Compiled(spec, plan, batch, shared_prefix, spec.notes, chosen.notes)
+    if key is not None:
+        if len(_CALLS) >= _MAX_CALLS:
+            _CALLS.clear()
+        _CALLS[key] = call
+    return call.at(tokens, prompt, output, encoder_tokens)
+
+
+# Calls compiled once, by the opened model's identity and every argument but the lengths: a
+# dashboard sizing each request re-resolves nothing. A frozen ModelSpec never changes, and each
+# entry holds its spec, so an id is never confused with a later object's.
+_CALLS: dict[tuple[object, ...], _Compiled] = {}
+_MAX_CALLS = 256
+
+
+def _serving_key(serving: Serving | None) -> tuple[object, ...] | None:
+    if serving is None:
+        return None
+    return (serving.engine, serving.kv_dtype, serving.k_dtype, serving.v_dtype, serving.quant_group,
+            serving.residual_tokens, tuple(serving.options.items()))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """One estimate call with its serving, layout and workload resolved and compiled: what is
+    left to do per call is the lengths (their checks and notes) and the plan's arithmetic."""
+
+    spec: ModelSpec
+    plan: Plan
+    batch: int
+    shared_prefix: int
+    model_notes: tuple[str, ...]
+    serving_notes: tuple[str, ...]
+
+    def at(self, tokens: int | None, prompt: int | None, output: int | None, encoder: int | None) -> Estimate:
+        spec = self.spec
+        t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder)
+        limit_notes = () if self.encoder_decoder else _past_limit(spec, t)
+        lead = (*self.model_notes, *token_notes, *self.serving_notes) if token_notes else self.lead
+        return self.plan.at(t, self.batch, self.shared_prefix, enc, lead=lead, tail=limit_notes)
+
+    @cached_property
+    def lead(self) -> tuple[str, ...]:
+        return (*self.model_notes, *self.serving_notes)
+
+    @cached_property
+    def encoder_decoder(self) -> bool:
+        return self.spec.is_encoder_decoder
 
 
 def read_requests(path: str | Path) -> list[Request]:
@@ -186,7 +245,7 @@ def compare(
         notes.append("tokens not given: 2,048 tokens per sequence assumed")
     if not tokens:
         raise UsageError("tokens needs at least one length", param="tokens")
-    twice = next((t for t in tokens if list(tokens).count(t) > 1), None)
+    twice = _first_repeat(tokens)
     if twice is not None:
         raise UsageError(f"tokens lists {twice:,} more than once: each length is one column", param="tokens")
     dtypes = [_dtype(d, DEFAULT_QUANT_GROUP, "kv_dtype") for d in (kv_dtypes or [None])]
@@ -220,6 +279,14 @@ def compare(
         candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
         notes=notes,
     )  # fmt: skip
+
+
+def _first_repeat(values: Sequence[int]) -> int | None:
+    """The first value that is given more than once (counted at once: 10,000 lengths are)."""
+    counts: dict[int, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return next((value for value in values if counts[value] > 1), None)
 
 
 def _layout(layout: Layout | None, tp: int, pp: int, dp: int) -> tuple[int, int, int]:
