@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc import load_model, model_from_geometry
+from kvcalc import api, load_model, model_from_geometry
 from kvcalc.calc.compare import attention_variants, candidate_for, compare
+from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.dtypes import BF16, FP8, FP16, FP32
 from kvcalc.errors import UsageError
 from tests.conftest import FIXTURES
@@ -191,3 +192,25 @@ def test_models_mode_candidates_keep_their_own_dtype() -> None:
     assert {r.candidate.label: r.kv_dtype for r in comp.rows} == {"llama-3.1-8b": BF16, "gemma-2-9b": FP32}
     with pytest.raises(UsageError, match="nothing to compare"):
         compare([], mode="models", tokens=[1], dtypes=[None])
+
+
+def test_a_sweep_row_gives_its_whole_estimate_on_demand() -> None:
+    # Rows carry totals; each row's estimate, asked for, is the estimate at its own length.
+    comp = api.compare(["llama-3.1-8b"], tokens=[1000, 4097], kv_dtypes=["bf16", "fp8"])
+    spec = api.open_model("llama-3.1-8b").spec
+    for row in comp.rows:
+        fresh = estimate(row.candidate.spec, Workload(tokens=row.tokens, kv_dtype=row.kv_dtype))
+        assert row.estimate == fresh
+        assert row.total_bytes == fresh.total_bytes
+        assert row.per_token_bytes == fresh.per_token_bytes
+    # MHA (32 KV heads) is 4x the own GQA-8 at every length and format; fp8 halves bf16.
+    by = {(r.candidate.label, r.kv_dtype.name, r.tokens): r for r in comp.rows}
+    assert by[("GQA-8", "bf16", 1000)].ratio == Fraction(1, 4)
+    assert by[("GQA-8", "fp8", 4097)].ratio == Fraction(1, 8)
+    assert spec.query_heads == 32
+
+
+def test_the_first_length_given_twice_is_named() -> None:
+    # The first length (in the order given) that appears again, as before sweeps were counted at once.
+    with pytest.raises(UsageError, match="tokens lists 5 more than once"):
+        api.compare(["llama-3.1-8b"], tokens=[5, 3, 3, 5])

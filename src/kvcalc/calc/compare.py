@@ -4,10 +4,11 @@ across KV dtypes and context lengths. Pure: builds specs and estimates, prints n
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import cached_property
 
-from kvcalc.calc.estimate import Estimate, Workload, estimate
+from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan, copy_with
 from kvcalc.dtypes import DType
 from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
@@ -32,15 +33,28 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CompareRow:
+    """One candidate at one format and length: its totals, and the whole estimate on demand (a
+    sweep of 10,000 lengths needs only the totals)."""
+
     candidate: Candidate
     kv_dtype: DType
     tokens: int
-    estimate: Estimate
-    ratio: Fraction
+    total_bytes: int
+    baseline_bytes: int  # the baseline candidate's at the same length and the first format
+    per_token_bytes: int
+    # The estimate's notes but what windows and chunks drop at this length (shown in the numbers).
+    notes: tuple[str, ...]
+    plan: Plan = field(repr=False, compare=False)
+    batch: int = 1
 
     @property
-    def total_bytes(self) -> int:
-        return self.estimate.total_bytes
+    def ratio(self) -> Fraction:
+        """This row's cache over the baseline's."""
+        return Fraction(self.total_bytes, self.baseline_bytes)
+
+    @cached_property
+    def estimate(self) -> Estimate:
+        return self.plan.at(self.tokens, self.batch)
 
 
 @dataclass(frozen=True)
@@ -184,21 +198,24 @@ def compare(
             raise UsageError(f"--baseline {baseline!r} is not in the table ({labels})")
         base = found
 
-    def run(c: Candidate, dtype: DType | None, t: int) -> Estimate:
-        return estimate(c.spec, Workload(tokens=t, batch=batch, kv_dtype=dtype), engine=engine)
+    # One plan per candidate and format, evaluated at each length.
+    def plan(c: Candidate, dtype: DType | None) -> Plan:
+        return compile_plan(c.spec, Workload(tokens=tokens[0], batch=batch, kv_dtype=dtype), engine)
 
-    base_totals = {t: run(base, dtypes[0], t).total_bytes for t in tokens}
+    base_plan = plan(base, dtypes[0])
+    base_totals = {t: base_plan.total_bytes(t, batch) for t in tokens}
     for t, total in base_totals.items():
         if total == 0:
             raise UsageError(f"the baseline {base.label} holds 0 bytes at {t:,} tokens, so ratios to it are undefined")
     rows = []
     for c in candidates:
         for dtype in dtypes:
+            p = base_plan if c is base and dtype == dtypes[0] else plan(c, dtype)
+            first = CompareRow(c, p.estimate.kv_dtype, 0, 0, 1, p.per_token_bytes, (), p, batch)
             for t in tokens:
-                est = run(c, dtype, t)
-                denominator = base_totals[t]
-                ratio = Fraction(est.total_bytes, denominator)
-                rows.append(CompareRow(c, est.kv_dtype, t, est, ratio))
+                total = base_totals[t] if p is base_plan else p.total_bytes(t, batch)
+                rows.append(copy_with(first, {"tokens": t, "total_bytes": total, "baseline_bytes": base_totals[t],
+                                              "notes": p.fixed_notes(t)}))  # fmt: skip
     if mode == "models":
         # Smallest cache first, judged at the longest length and the first dtype.
         final: dict[int, int] = {}

@@ -88,7 +88,7 @@ def comparison_grid(comp: Comparison, units: Units) -> Grid:
         cells.append(_candidate_heads(r0))
         if comp.mode == "variants":
             cells.append(f"{r0.candidate.elements_per_token:,}")
-        cells.append(f"{r0.estimate.per_token_bytes:,}")
+        cells.append(f"{r0.per_token_bytes:,}")
         if sweep:
             cells += [f"{_size(r.total_bytes, units)} ({float(r.ratio):.3g}x)" for r in group]
         else:

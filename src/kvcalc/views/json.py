@@ -6,6 +6,7 @@ This module never imports rich, not even lazily: ``kvcalc ... --json`` starts wi
 
 from __future__ import annotations
 
+from math import gcd
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.views.labels import attention_kind
@@ -132,7 +133,7 @@ def comparison_notes(comp: Comparison) -> list[str]:
     """The comparison's notes, then each model's, once each (the table prints the same list)."""
     notes = list(comp.notes)
     for r in comp.rows:
-        for note in (*r.candidate.spec.notes, *r.estimate.notes):
+        for note in (*r.candidate.spec.notes, *r.notes):
             if "keep at most" not in note:  # windows show in the numbers; one note per length is noise
                 notes.append(f"{r.candidate.spec.name}: {note}")
     return list(dict.fromkeys(notes))
@@ -140,24 +141,30 @@ def comparison_notes(comp: Comparison) -> list[str]:
 
 def comparison_json(comp: Comparison) -> dict[str, Any]:
     rows = []
+    kinds: dict[int, str] = {}  # one label per candidate, not per row
     for r in comp.rows:
         c = r.candidate
+        kind = kinds.get(id(c))
+        if kind is None:
+            kind = kinds[id(c)] = attention_kind(c.spec)
+        # The ratio as Fraction gives it: int / int rounds correctly, and the gcd reduces it.
+        common = gcd(r.total_bytes, r.baseline_bytes)
         rows.append(
             {
                 "label": c.label,
                 "model": c.spec.name,
                 "own": c.own,
-                "attention": attention_kind(c.spec),
+                "attention": kind,
                 "kv_heads": c.kv_heads,
                 "latent_dim": c.latent_dim,
                 "elements_per_token_per_layer": c.elements_per_token,
                 "kv_dtype": r.kv_dtype.name,
                 "tokens": r.tokens,
                 "batch": comp.batch,
-                "per_token_bytes": r.estimate.per_token_bytes,
+                "per_token_bytes": r.per_token_bytes,
                 "total_bytes": r.total_bytes,
-                "ratio": float(r.ratio),
-                "ratio_exact": f"{r.ratio.numerator}/{r.ratio.denominator}",
+                "ratio": r.total_bytes / r.baseline_bytes,
+                "ratio_exact": f"{r.total_bytes // common}/{r.baseline_bytes // common}",
             }
         )
     return {
