@@ -1,7 +1,6 @@
 """Flags shared by the commands (one definition and one help text each), their completion, the
 parsing of counts and sizes as users write them, and the output helpers every command uses."""
 
-import json
 import sys
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -309,8 +308,9 @@ def echo(text: str = "") -> None:
 def print_json(data: Any) -> None:
     """JSON on stdout: ASCII-escaped, so any output encoding can carry it."""
     from kvcalc.console import out
+    from kvcalc.views.json_text import dumps
 
-    out(json.dumps(data, indent=2))
+    out(dumps(data))
 
 
 def print_view(blocks: "Sequence[Block]") -> None:
