@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kvcalc import load_model
-from kvcalc.calc.estimate import Workload
-from kvcalc.calc.fit import fit, kv_budget
+from kvcalc.calc.estimate import Workload, compile_plan
+from kvcalc.calc.fit import SEARCH_LIMIT, fit, kv_budget, largest, largest_within
 from kvcalc.engines import THEORETICAL, VLLM, LlamaCpp, SGLang
 from kvcalc.errors import UsageError
 from kvcalc.gpus import find_gpu
@@ -164,3 +164,37 @@ def test_gpus_alone_sets_tensor_parallel(run_cli) -> None:
     # --gpus 8 on Llama 3.1 70B: TP 8, weights / 8 per GPU, 1 KV head per GPU.
     data = run_cli("fit", "llama-3.1-70b", "--kv-budget", "10GiB", "--gpus", "8", "--engine", "vllm", "--json").json()
     assert (data["tp"], data["max_tokens"]) == (8, 262_144)
+
+
+def test_an_affine_cost_is_solved_not_searched() -> None:
+    # 1,000 fixed bytes and 7 a token: 1,000 + 7n <= 10**9 up to n = 142,857,000.
+    calls: list[int] = []
+
+    def cost(n: int) -> int:
+        calls.append(n)
+        return 1000 + 7 * n
+
+    assert largest_within(cost, 10**9, SEARCH_LIMIT) == 142_857_000
+    assert len(calls) <= 5  # cost(1), cost(limit), cost(limit / 2), the check at n and n + 1
+    assert largest_within(cost, 999, SEARCH_LIMIT) == 0
+    assert largest_within(cost, 10**20, SEARCH_LIMIT) is None
+
+
+def test_a_stepped_or_unproven_cost_is_searched_with_the_same_answer() -> None:
+    # Whole blocks of 16 tokens at 10 bytes a token: the solve misses the step, bisection decides.
+    def blocks(n: int) -> int:
+        return -(-n // 16) * 160
+
+    for budget in (160, 1599, 1600, 1601, 10**9 + 7):
+        expected = largest(lambda n: blocks(n) <= budget, SEARCH_LIMIT)  # noqa: B023
+        assert largest_within(blocks, budget, SEARCH_LIMIT) == expected
+        assert largest_within(blocks, budget, SEARCH_LIMIT, solve=False) == expected
+    # 160 bytes hold one block: 16 tokens.
+    assert largest_within(blocks, 160, SEARCH_LIMIT) == 16
+
+
+def test_only_a_cost_that_never_falls_is_solved() -> None:
+    # DeepSeek-V4's compressor buffers empty each time a window closes (T mod ratio entries): its
+    # bytes are not monotone in T, so fit does not solve for its context.
+    assert compile_plan(load_model("llama-3.1-8b"), Workload(tokens=1)).monotone
+    assert not compile_plan(load_model("deepseek-v4-flash"), Workload(tokens=1)).monotone

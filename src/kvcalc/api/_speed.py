@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.calc.estimate import Workload
-from kvcalc.calc.estimate import estimate as estimate_spec
+from kvcalc.calc.estimate import Plan, Workload, compile_plan
 from kvcalc.dtypes import DType
 from kvcalc.errors import SourceError, UsageError
 from kvcalc.spec import ModelSpec
@@ -204,10 +203,14 @@ def speed(
         notes.append(f"sparse attention: each query reads the latent of at most index_topk {shape.index_topk:,} "
                      "tokens, and the indexer's keys of all of them")  # fmt: skip
 
+    @lru_cache(maxsize=1)
+    def plan() -> Plan:  # compiled at the first step's read, where an estimate used to be made
+        return compile_plan(spec, Workload(tokens=1, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, tp=tp),
+                            chosen.engine)  # fmt: skip
+
     @lru_cache(maxsize=4096)
     def kv(context: int, seqs: int) -> int:
-        est = estimate_spec(spec, Workload(tokens=context, batch=seqs, kv_dtype=chosen.k_dtype,
-                                           v_dtype=chosen.v_dtype, tp=tp), engine=chosen.engine)  # fmt: skip
+        est = plan().at(context, seqs)
         read = 0
         for g in est.groups:
             share = g.bytes // tp
@@ -239,8 +242,7 @@ def speed(
     if result.decode.sampled < result.decode.steps:
         notes.append(f"the mean TPOT is over {result.decode.sampled} evenly spaced of the {result.decode.steps:,} "
                      "decode steps")  # fmt: skip
-    first = estimate_spec(spec, Workload(tokens=prompt, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
-                                         tp=tp), engine=chosen.engine)  # fmt: skip
+    first = plan().at(prompt, batch)
     return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, weights_label,
                        _merge(spec.notes, chosen.notes, first.notes, notes))  # fmt: skip
 

@@ -349,6 +349,12 @@ class Plan:
     def encoder_decoder(self) -> bool:
         return self.model.is_encoder_decoder
 
+    @cached_property
+    def monotone(self) -> bool:
+        """Whether the bytes never fall as the tokens grow: no layer holds fewer entries for more
+        tokens (a compressor's pending buffer empties each time a window closes)."""
+        return all(type(g.cache).entries is LayerKind.entries for g in self.groups)
+
     def at(
         self,
         tokens: int,

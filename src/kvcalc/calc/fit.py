@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload, compile_plan, estimate
 from kvcalc.calc.runtime import Runtime, given_runtime
 from kvcalc.engines import Engine, cdiv
 from kvcalc.spec import ModelSpec
@@ -124,6 +124,28 @@ def largest(fits: Callable[[int], bool], limit: int) -> int | None:
     return low
 
 
+def largest_within(cost: Callable[[int], int], budget: int, limit: int, *, solve: bool = True) -> int | None:
+    """The largest n in [1, limit] with cost(n) <= budget (cost is monotone), 0 if none, None if
+    limit fits: ``largest`` for a cost in bytes. Where the cost is affine in n past some point
+    (every layer's tokens past its window, the batch's sequences) the answer is solved for from
+    two far-apart points and kept once cost(n) <= budget < cost(n + 1) proves it; steps (blocks,
+    pages, cells) or ``solve=False`` (a cost not known to be monotone) leave it to bisection."""
+    if cost(1) > budget:
+        return 0
+    high_cost = cost(limit)
+    if high_cost <= budget:
+        return None
+    if solve and limit > 2:
+        low = limit // 2
+        slope = (high_cost - cost(low)) // (limit - low)
+        if slope > 0:
+            # cost(n) = high_cost - slope x (limit - n) <= budget
+            n = max(1, limit - cdiv(high_cost - budget, slope))
+            if cost(n) <= budget < cost(n + 1):
+                return n
+    return largest(lambda n: cost(n) <= budget, limit)
+
+
 @dataclass(frozen=True)
 class Fit:
     """The answers: tokens the budget holds, requests of ``tokens`` that fit at once, and the
@@ -174,19 +196,19 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
     if answer is not None:
         return answer
 
-    def per_gpu(tokens: int, batch: int) -> int:
-        est = estimate(
-            spec,
-            replace(w, tokens=tokens, batch=batch, dp=1, shared_prefix=min(w.shared_prefix, tokens)),
-            engine=engine,
-        )
-        return est.per_gpu_bytes
+    # One plan for every length and batch the searches try (on one replica: the batch is split).
+    plan = compile_plan(spec, replace(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine)
 
-    probe = estimate(spec, replace(w, tokens=1, batch=1, dp=1, shared_prefix=0), engine=engine)
+    def per_gpu(tokens: int, batch: int) -> int:
+        return plan.per_gpu_bytes(tokens, batch, min(w.shared_prefix, tokens))
+
+    probe = plan.at(1)
     per_token = probe.per_gpu_token_bytes
     max_tokens = None if per_token == 0 else engine.max_tokens(probe, budget)
-    concurrency = largest(lambda b: per_gpu(w.tokens, b) <= budget, SEARCH_LIMIT)
-    context = largest(lambda t: per_gpu(t, cdiv(w.batch, w.dp)) <= budget, context_limit or SEARCH_LIMIT)
+    concurrency = largest_within(lambda b: per_gpu(w.tokens, b), budget, SEARCH_LIMIT)
+    context = largest_within(
+        lambda t: per_gpu(t, cdiv(w.batch, w.dp)), budget, context_limit or SEARCH_LIMIT, solve=plan.monotone
+    )
     if context is None and context_limit is not None:
         context = context_limit
     return Fit(
