@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ _HEADER_TOKENS = r" +|[^ /]+/?|/"
 
 
 def _width(text: str) -> int:
+    if text.isascii():  # one cell a character: most cells, and no call into rich
+        return len(text)
     from rich.cells import cell_len
 
     return cell_len(text)
@@ -117,20 +119,29 @@ def _shrink(grid: Grid, widths: list[int], floor: list[int], room: int) -> list[
     texts = [tuple(c.header for c in grid.columns), *grid.rows]
     kinds = [[0] * len(widths), *([1 if not c.right else 2 for c in grid.columns] for _ in grid.rows)]
     heights = [list(map(_lines, row, widths, kind)) for row, kind in zip(texts, kinds, strict=True)]
+    columns = [([row[c] for row in texts], [kind[c] for kind in kinds]) for c in range(len(widths))]
 
-    def others(row: int, column: int) -> int:
-        """The row's height without ``column``."""
-        return max((h for c, h in enumerate(heights[row]) if c != column), default=1)
+    def tops() -> list[tuple[int, int, int]]:
+        """Per row: its tallest cell's height, that cell's column, and the tallest of the others
+        (1 when there are none): a row's height without any one column, read off at once."""
+        found = []
+        for row in heights:
+            tallest = max(row)
+            first = row.index(tallest)
+            found.append((tallest, first, max(row[:first] + row[first + 1 :], default=1)))
+        return found
 
     while (excess := sum(widths) - room) > 0:
         best: tuple[float, int, int, int, int] | None = None
+        rows = tops()
         for c in range(len(widths)):
             if widths[c] <= floor[c]:
                 continue
-            rest = [others(r, c) for r in range(len(texts))]
-            now = sum(max(rest[r], heights[r][c]) for r in range(len(texts)))
+            rest = [second if first == c else tallest for tallest, first, second in rows]
+            column_texts, column_kinds = columns[c]
+            now = sum(map(max, rest, (row[c] for row in heights)))
             for target in range(max(floor[c], widths[c] - excess), widths[c]):
-                then = sum(max(rest[r], _lines(texts[r][c], target, kinds[r][c])) for r in range(len(texts)))
+                then = sum(map(max, rest, map(_lines, column_texts, repeat(target), column_kinds)))
                 saved = widths[c] - target
                 option = ((then - now) / saved, -saved, -widths[c], c, target)
                 if best is None or option < best:
