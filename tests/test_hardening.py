@@ -66,14 +66,18 @@ def test_ctrl_c_exits_130_saying_aborted(run_cli, monkeypatch, argv: list[str], 
 def test_real_sigint_exits_130(tmp_path: Path) -> None:
     # A real Ctrl-C at an arbitrary point of a run that takes a while: 130, one line, no traceback.
     lengths = tmp_path / "mix.csv"
-    lengths.write_text("prompt,output\n" + "".join(f"{i},{i % 97}\n" for i in range(1, 400_000)))
+    # Six million requests (48 MB) keep the streamed reader busy for seconds past start-up.
+    with lengths.open("w") as mix:
+        mix.write("prompt,output\n")
+        for _ in range(6):
+            mix.write("1000,24\n" * 1_000_000)
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "--lengths", str(lengths), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     if proc.returncode == 0:  # finished before the signal on a fast machine: nothing to judge

@@ -320,13 +320,21 @@ def test_a_lengths_file_that_reads_two_ways_is_refused(run_cli, tmp_path: Path, 
     assert_one_line_error(result, message)
 
 
-def test_a_lengths_file_past_the_request_cap_stops_there(tmp_path: Path) -> None:
-    from kvcalc.calc.requests import MAX_REQUESTS, parse_lengths
+def test_a_lengths_file_past_the_distinct_lengths_bound_stops_there(monkeypatch, tmp_path: Path) -> None:
+    # Memory grows with the distinct lengths, not the requests: past MAX_LENGTHS the file is
+    # refused in one line naming the bound (shrunk here to 1,000 so the test stays small).
+    from kvcalc.calc import requests
 
-    rows = "prompt,output\n" + "10,2\n" * (MAX_REQUESTS + 1)
-    with pytest.raises(SourceError, match=r"lists more than 1,000,000 requests, the most kvcalc reads"):
-        parse_lengths(rows, name="mix")
-    assert len(parse_lengths("prompt,output\n" + "10,2\n" * MAX_REQUESTS, name="mix")) == MAX_REQUESTS
+    monkeypatch.setattr(requests, "MAX_LENGTHS", 1000)
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n" + "".join(f"{n},1\n" for n in range(1, 1001)) + "5,5\n" * 50)
+    assert api.estimate_requests("llama-3.1-8b", path).requests == 1050  # 1,000 distinct: at the bound
+    path.write_text("prompt,output\n" + "".join(f"{n},1\n" for n in range(1, 1002)))
+    with pytest.raises(SourceError) as info:
+        api.estimate_requests("llama-3.1-8b", path)
+    assert str(info.value) == (
+        f"lengths file {path} holds more than 1,000 distinct request lengths (prompt + output), the most kvcalc sizes"
+    )
 
 
 def test_an_unwritable_plot_exits_1(run_cli, tmp_path: Path) -> None:

@@ -121,7 +121,9 @@ def test_mutated_results_are_accepted_or_refused_cleanly(llama_case, data) -> No
 )
 def test_lengths_files_parse_or_refuse_cleanly(text: str, bom: bool) -> None:
     try:
-        requests = parse_lengths(("\ufeff" if bom else "") + text, name="mix")
+        mix = parse_lengths(("\ufeff" if bom else "") + text, name="mix")
     except KvcalcError:
         return
-    assert requests and all(r.prompt >= 0 and r.output >= 0 and r.tokens > 0 for r in requests)
+    assert mix.requests == sum(mix.counts.values()) > 0 and all(t > 0 for t in mix.counts)
+    assert mix.prompt_tokens >= 0 and mix.output_tokens >= 0
+    assert mix.prompt_tokens + mix.output_tokens == sum(t * n for t, n in mix.counts.items())

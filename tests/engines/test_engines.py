@@ -249,11 +249,13 @@ def test_lengths_csv_total_and_percentiles(tmp_path: Path) -> None:
     requests = parse_lengths("prompt,output\n100,28\n1000,24\n3000,72\n", name="mix.csv")
     summary = summarize_requests(LLAMA_8B, Workload(tokens=1), VLLM(), requests)
     # vLLM blocks: 128, 1,024 and 3,072 are whole blocks already.
-    assert summary.per_request_bytes == (128 * 131_072, 1024 * 131_072, 3072 * 131_072)
+    assert summary.lengths == ((128, 1, 128 * 131_072), (1024, 1, 1024 * 131_072), (3072, 1, 3072 * 131_072))
     assert summary.total_bytes == (128 + 1024 + 3072) * 131_072 == 553_648_128
+    assert (summary.requests, summary.prompt_tokens, summary.output_tokens) == (3, 4100, 124)
     # Nearest rank: p50 is the 2nd of 3 (ceil(1.5)), p90 the 3rd (ceil(2.7)).
-    assert summary.percentile(summary.per_request_bytes, 50) == 1024 * 131_072
-    assert summary.percentile(summary.per_request_bytes, 90) == 3072 * 131_072
+    assert summary.bytes_percentile(50) == 1024 * 131_072
+    assert summary.bytes_percentile(90) == 3072 * 131_072
+    assert summary.tokens_percentile(50) == 1024
 
 
 def test_lengths_jsonl_and_cli(run_cli, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from kvcalc.api import load_model
 from kvcalc.errors import SourceError
-from kvcalc.inputs.files import CONFIG_LIMIT, LENGTHS_LIMIT, RESULT_LIMIT, read_json_file, read_regular_file
+from kvcalc.inputs.files import CONFIG_LIMIT, RESULT_LIMIT, open_regular_file, read_json_file, read_regular_file
 from kvcalc.inputs.hub import parse_hub_url
 from kvcalc.inputs.source import resolve
 from kvcalc.inputs.weights import weights_bytes
@@ -123,7 +123,9 @@ def test_a_device_as_model_is_refused(run_cli, device: str) -> None:
 
 def test_a_directory_and_a_socket_are_not_regular_files(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"is not a regular file \(a directory\)"):
-        read_regular_file(tmp_path, what="--lengths", limit=LENGTHS_LIMIT)
+        read_regular_file(tmp_path, what="--lengths", limit=RESULT_LIMIT)
+    with pytest.raises(SourceError, match=r"^--lengths .* is not a regular file \(a directory\)$"):
+        open_regular_file(tmp_path, what="--lengths")
     path = tmp_path / "s"
     server = socket.socket(socket.AF_UNIX)
     try:
@@ -135,6 +137,33 @@ def test_a_directory_and_a_socket_are_not_regular_files(tmp_path: Path) -> None:
             read_regular_file(path, what="--from-result", limit=RESULT_LIMIT)
     finally:
         server.close()
+
+
+def test_a_streamed_file_is_checked_as_a_read_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """open_regular_file (request mixes) refuses what read_regular_file refuses, at any size, and a
+    read that fails midway is one SourceError naming the file."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceError, match=r"^--lengths .*pipe is not a regular file \(a FIFO\)$"):
+        open_regular_file(fifo, what="--lengths")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(SourceError, match=r"^--lengths .*loop is a symlink loop$"):
+        open_regular_file(loop, what="--lengths")
+    with pytest.raises(SourceError, match=r"^cannot read --lengths .*none\.csv: No such file or directory$"):
+        open_regular_file(tmp_path / "none.csv", what="--lengths")
+    path = tmp_path / "mix.csv"
+    path.write_bytes(b"prompt\n" + b"7\n" * 100)
+    with open_regular_file(path, what="--lengths") as stream:
+        assert stream.read(7) == b"prompt\n" and stream.read(1000) == b"7\n" * 100 and stream.read(10) == b""
+        assert stream.seek(0) == 0 and stream.read(6) == b"prompt"
+
+        def failing(fd: int, size: int) -> bytes:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "read", failing)
+        with pytest.raises(SourceError, match=r"^cannot read --lengths .*mix\.csv: Input/output error$"):
+            stream.read(10)
 
 
 def test_an_oversized_sparse_config_is_refused_unread(run_cli, here: Path) -> None:
@@ -164,7 +193,7 @@ def test_a_file_whose_size_is_not_known_in_advance_is_still_capped() -> None:
 
 
 def test_limits_and_read_json_file_defaults(tmp_path: Path) -> None:
-    assert (CONFIG_LIMIT, RESULT_LIMIT, LENGTHS_LIMIT) == (16 * 2**20, 64 * 2**20, 64 * 2**20)
+    assert (CONFIG_LIMIT, RESULT_LIMIT) == (16 * 2**20, 64 * 2**20)  # request mixes are streamed: no limit
     path = tmp_path / "result.json"
     path.write_text('{"mode": "raw"}', encoding="utf-8")
     assert read_json_file(path) == {"mode": "raw"}  # the signature the CLI already uses

@@ -9,12 +9,13 @@ messages speak of these parameters.
 
 from __future__ import annotations
 
-from kvcalc.api._estimate import compare, estimate, estimate_requests, read_requests
+from kvcalc.api._estimate import compare, estimate
 from kvcalc.api._fit import FitReport, cdiv_int, fit
 from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
 from kvcalc.api._offload import OffloadReport, fit_offload
 from kvcalc.api._presets import PresetSummary, list_presets, show_preset
 from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
+from kvcalc.api._requests import estimate_requests, read_requests
 from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
 from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
 

@@ -1,21 +1,19 @@
-"""estimate, a request mix, and compare."""
+"""estimate and compare (a request mix: _requests)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
-from kvcalc.errors import SourceError, UsageError
+from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.calc.compare import Comparison
-    from kvcalc.calc.requests import Request, RequestSummary
     from kvcalc.engines import Engine
 
 from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
@@ -25,7 +23,6 @@ from kvcalc.api._serving import (
     Serving,
     _dtype,
     _images,
-    _merge,
     _past_limit,
     _tokens,
     as_layout,
@@ -142,67 +139,6 @@ class _Compiled:
     @cached_property
     def encoder_decoder(self) -> bool:
         return self.spec.is_encoder_decoder
-
-
-def read_requests(path: str | Path) -> list[Request]:
-    """A request-mix file: CSV (prompt,output or tokens columns) or JSON lines, a regular file of
-    bounded size."""
-    from kvcalc.calc.requests import parse_lengths
-    from kvcalc.inputs.files import LENGTHS_LIMIT, read_regular_file
-
-    # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.
-    try:
-        data = read_regular_file(Path(path), what="lengths file", limit=LENGTHS_LIMIT)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SourceError(f"lengths file {path} is not UTF-8 text") from None
-        return parse_lengths(text, name=f"lengths file {path}")
-    except SourceError as exc:
-        raise SourceError(str(exc), param="lengths") from None
-
-
-def estimate_requests(
-    model: str | ModelSpec | Model,
-    requests: Sequence[Request] | str | Path,
-    *,
-    kv_dtype: DTypeLike = None,
-    k_dtype: DTypeLike = None,
-    v_dtype: DTypeLike = None,
-    engine: str | Engine | None = None,
-    options: Mapping[str, KnobValue] | None = None,
-    serving: Serving | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    layout: Layout | None = None,
-    shared_prefix: int = 0,
-    revision: str | None = None,
-    on_fetch: OnFetch = None,
-    strict: bool = False,
-) -> RequestSummary:
-    """A request mix (a list of ``Request``, or a CSV/JSONL file path): each request's own cache
-    and the total with every request resident at once."""
-    from kvcalc.calc.requests import summarize_requests
-
-    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    spec = opened.spec
-    listed = read_requests(requests) if isinstance(requests, str | Path) else list(requests)
-    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
-    chosen = resolve_serving(spec, asked)
-    if layout is not None and layout.dp != 1:
-        raise UsageError("a request mix is sized on one replica: layout's dp changes nothing", param="layout")
-    tp, pp, _ = _layout(layout, tp, pp, 1)
-    longest = max(r.tokens for r in listed) if listed else 1
-    workload = Workload(
-        tokens=longest, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, residual_tokens=chosen.residual_tokens,
-        shared_prefix=min(shared_prefix, longest), tp=tp, pp=pp,
-    )  # fmt: skip
-    summary = summarize_requests(spec, workload, chosen.engine, listed)
-    past = sum(1 for r in listed if spec.max_context is not None and r.tokens > spec.max_context)
-    limit_notes = (
-        _past_limit(spec, longest, f"{past:,} request(s), the longest ") if past and not spec.is_encoder_decoder else []
-    )
-    return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes, limit_notes))
 
 
 # --- compare ------------------------------------------------------------------------------------------

@@ -2,16 +2,36 @@
 
 The seed insists that evaluations state their length distributions; a total over a mix and its
 percentiles say far more than one average length.
+
+A mix is read in one pass and kept as counts: how many requests have each total length, and the
+prompt and output sums. Its percentiles (nearest rank) are exact from those counts, each distinct
+length is sized once, and memory grows with the distinct lengths, never with the requests.
+
+The file is read in chunks of whole lines. A chunk whose lines are all plain numbers (CSV
+``512,128``, JSON ``{"prompt": 512, "output": 128}`` as json.dumps writes it) is converted in bulk;
+any other goes through the csv or json module line by line, so every message and line number is
+what reading the whole text gave. A CSV chunk with a quote in it hands the rest of the file to the
+csv module (a quoted field may hold a line break: lines are no longer independent).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
+import re
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
+from itertools import accumulate, chain
+from operator import add, itemgetter
+from typing import Protocol
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Plan, Workload, compile_plan
 from kvcalc.engines import Engine
 from kvcalc.errors import SourceError
 from kvcalc.spec import ModelSpec
@@ -30,12 +50,45 @@ class Request:
 
 # A token count has at most 16 digits (MAX_COUNT is 2**50); longer text is not a length.
 _MAX_DIGITS = 16
-# The most requests one mix may list: a million take a few seconds and ~200 MB; more is refused
-# as soon as the count passes it, before the rest of the file is parsed (sources.LENGTHS_LIMIT
-# bounds the file's bytes first).
-MAX_REQUESTS = 1_000_000
 # The fields a request is read from; any other is refused (a misspelt 'output' would read as 0).
 FIELDS = ("prompt", "output", "tokens")
+# No cap on requests or on the file's size: a mix is streamed, so memory does not grow with either
+# (time does, ~0.5 s per million CSV rows). What grows is the distinct lengths, bounded here: a
+# million is every length from 1 to 1,000,000 tokens, more than any real trace holds. At the bound
+# kvcalc peaks at ~205 MB (the counts ~100 MB, the sized lengths ~100 MB) and makes a million
+# estimates (~30 s); one past it is refused after ~0.5 s and ~115 MB (benchmarks/lengths.py
+# --distinct measures the bound).
+MAX_LENGTHS = 1_000_000
+# The bytes read at a time. One chunk's rows (~28,000 short ones) are what reading holds beyond the
+# counts: ~6 MB of lists and ints, ~13 MB of peak RSS (1 MiB chunks: ~50 MB, and no faster).
+CHUNK_BYTES = 2**18
+# The longest line read, in characters (its line break included). A request is a few numbers and
+# the csv module refuses a field past 131,072 characters anyway; this keeps a file without line
+# breaks from being gathered into memory before either can look at it.
+MAX_LINE = 2**20
+# Rows read one by one (through the csv or json module) are handed on in batches of this many.
+_BATCH = 10_000
+# The most digit strings whose ints are kept while reading (~7 MB): more than a trace's distinct
+# prompt and output lengths.
+_MAX_CACHED = 2**16
+
+# Whole lines of plain numbers, which int() reads exactly as _count would: 15 digits at most (so
+# below MAX_COUNT, 2**50, a 16-digit number), no sign, no space; \r\n as csv reads it. Possessive
+# (no backtracking to remember): 5x faster on a chunk.
+_PAIR_LINES = re.compile(rb"(?:[0-9]{1,15}+,[0-9]{1,15}+\r?+\n)++")
+_ONE_LINES = re.compile(rb"(?:[0-9]{1,15}+\r?+\n)++")
+_PLAIN_HEADER = re.compile(rb"([A-Za-z]+(?:,[A-Za-z]+)?)\r?\n")
+# JSON lines as json.dumps writes them (spaces allowed around every token, numbers without a
+# leading zero as JSON has them), and the translation that leaves their digits alone.
+_JSON_FIELD = rb'\x20*+"%s"\x20*+:\x20*+(?:0|[1-9][0-9]{0,14}+)\x20*+'
+_JSON_PAIRS = re.compile(rb"(?:\x20*+\{%s,%s\}\x20*+\r?+\n)++" % (_JSON_FIELD % b"prompt", _JSON_FIELD % b"output"))
+_JSON_TOKENS = re.compile(rb"(?:\x20*+\{%s\}\x20*+\r?+\n)++" % (_JSON_FIELD % b"tokens"))
+_DIGITS_ONLY = bytes(c if 48 <= c <= 57 else 32 for c in range(256))  # ord("0") .. ord("9")
+# The headers read in bulk, as their keys: (two columns?, index of the prompt in a row's pair).
+_BULK_LAYOUTS = {("prompt", "output"): (True, 0), ("output", "prompt"): (True, 1), ("prompt",): (False, 0),
+                 ("tokens",): (False, 0)}  # fmt: skip
+# The line breaks of str.splitlines (JSON lines are numbered as it numbers them).
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def _count(value: object, where: str) -> int:
@@ -79,50 +132,6 @@ def _request(fields: dict[str, object], where: str) -> Request:
     return request
 
 
-def parse_lengths(text: str, *, name: str) -> list[Request]:
-    """CSV with a header (prompt,output or tokens) or JSON lines with the same keys.
-
-    A leading byte-order mark (Excel's "CSV UTF-8") is not part of the header."""
-    text = text.removeprefix("\ufeff")
-    stripped = text.lstrip()
-    requests: list[Request] = []
-    if stripped.startswith("{"):
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            if len(requests) == MAX_REQUESTS:
-                raise SourceError(f"{name} lists more than {MAX_REQUESTS:,} requests, the most kvcalc reads")
-            try:
-                item = json.loads(line, object_pairs_hook=_pairs)
-            except json.JSONDecodeError as exc:
-                raise SourceError(f"{name} line {number}: not JSON ({exc.msg})") from None
-            except _Twice as exc:
-                raise SourceError(f"{name} line {number}: {exc}") from None
-            except (ValueError, RecursionError):  # a 5,000-digit number; nesting past the stack
-                raise SourceError(f"{name} line {number}: not a usable JSON request") from None
-            if not isinstance(item, dict):
-                raise SourceError(f"{name} line {number}: each line must be a JSON object")
-            requests.append(_request(item, f"{name} line {number}"))
-    else:
-        # newline="": the csv module handles \r, \r\n and quoted newlines itself.
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        try:
-            if not reader.fieldnames:
-                raise SourceError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
-            _keys(list(reader.fieldnames), f"{name} line 1")  # before any row: DictReader keeps one of a pair
-            for number, row in enumerate(reader, 2):
-                if len(requests) == MAX_REQUESTS:
-                    raise SourceError(f"{name} lists more than {MAX_REQUESTS:,} requests, the most kvcalc reads")
-                if None in row:
-                    raise SourceError(f"{name} line {number}: more values than the header has columns")
-                requests.append(_request(dict(row), f"{name} line {number}"))
-        except csv.Error as exc:
-            raise SourceError(f"{name} line {reader.line_num}: not readable CSV ({exc})") from None
-    if not requests:
-        raise SourceError(f"{name} lists no requests")
-    return requests
-
-
 class _Twice(ValueError):
     """A JSON object that names a key twice."""
 
@@ -136,28 +145,430 @@ def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return dict(pairs)
 
 
+# --- reading a mix --------------------------------------------------------------------------------
+
+
+class ByteStream(Protocol):
+    """What a mix is read from: an open binary file (inputs.files.open_regular_file), a BytesIO."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def seek(self, offset: int, /) -> int: ...
+
+
+@dataclass(frozen=True)
+class Mix:
+    """A request mix as counts: ``counts`` maps a total length (prompt + output tokens) to how many
+    requests have it; the prompt and output sums give the means."""
+
+    counts: Mapping[int, int]
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+
+
+# Rows as read: their prompts, their outputs (None: all 0) and their totals, in file order.
+_Batch = tuple[list[int], list[int] | None, list[int]]
+
+
+def parse_lengths(source: str | bytes | ByteStream, *, name: str) -> Mix:
+    """CSV with a header (prompt,output or tokens) or JSON lines with the same keys, in one pass.
+
+    A leading byte-order mark (Excel's "CSV UTF-8") is not part of the header. ``name`` names the
+    source in messages. More than MAX_LENGTHS distinct lengths are refused as soon as they are read.
+    """
+    counts: Counter[int] = Counter()
+    sums = [0, 0, 0]  # requests, prompt tokens, output tokens
+
+    def take(batch: _Batch) -> None:
+        prompts, outputs, totals = batch
+        counts.update(totals)
+        if len(counts) > MAX_LENGTHS:
+            raise SourceError(
+                f"{name} holds more than {MAX_LENGTHS:,} distinct request lengths (prompt + output), "
+                "the most kvcalc sizes"
+            )
+        sums[0] += len(totals)
+        sums[1] += sum(prompts)
+        sums[2] += sum(outputs) if outputs is not None else 0
+
+    _read(source, name, take)
+    return Mix(counts, sums[0], sums[1], sums[2])
+
+
+def parse_requests(source: str | bytes | ByteStream, *, name: str) -> list[Request]:
+    """Every request of a mix, in file order (as parse_lengths reads it, but holding each one)."""
+    requests: list[Request] = []
+
+    def take(batch: _Batch) -> None:
+        prompts, outputs, _ = batch
+        requests.extend(map(Request, prompts, outputs if outputs is not None else [0] * len(prompts)))
+
+    _read(source, name, take)
+    return requests
+
+
+def mix_of(requests: Iterable[Request]) -> Mix:
+    """The counts of requests already in memory."""
+    counts: Counter[int] = Counter()
+    prompt = output = 0
+    for r in requests:
+        counts[r.tokens] += 1
+        prompt += r.prompt
+        output += r.output
+    return Mix(counts, sum(counts.values()), prompt, output)
+
+
+def _read(source: str | bytes | ByteStream, name: str, take: Callable[[_Batch], None]) -> None:
+    if isinstance(source, str):
+        source = source.encode("utf-8", "surrogatepass")  # a lone surrogate: not UTF-8, refused as such
+    chunks = _Chunks(io.BytesIO(source) if isinstance(source, bytes) else source, name)
+    try:
+        rows = 0
+        for batch in _batches(chunks, name):
+            take(batch)
+            rows += len(batch[2])
+            del batch  # not held while the next one is read
+        if not rows:
+            raise SourceError(f"{name} lists no requests")
+    except SourceError:
+        chunks.drain()  # a file that is not UTF-8 is refused as such, wherever else it is wrong first
+        raise
+
+
+class _Chunks:
+    """The stream's bytes, CHUNK_BYTES at a time, each checked to be UTF-8 as it is read."""
+
+    def __init__(self, stream: ByteStream, name: str) -> None:
+        self._stream = stream
+        self._name = name
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def read(self) -> bytes:
+        """The next chunk; b"" at the end."""
+        chunk = self._stream.read(CHUNK_BYTES)
+        try:
+            if not chunk:
+                self._decoder.decode(b"", final=True)
+            elif self._decoder.getstate()[0] or not chunk.isascii():  # ASCII needs no decoding
+                self._decoder.decode(chunk)
+        except UnicodeDecodeError:
+            raise SourceError(f"{self._name} is not UTF-8 text") from None
+        return chunk
+
+    def rest(self) -> Iterator[bytes]:
+        while chunk := self.read():
+            yield chunk
+
+    def first(self) -> bytes:
+        """The first chunk, a byte-order mark removed: empty only for an empty file (or one that is
+        only the mark)."""
+        chunk = self.read()
+        while len(chunk) <= len(codecs.BOM_UTF8) and (more := self.read()):
+            chunk += more
+        return chunk.removeprefix(codecs.BOM_UTF8)
+
+    def restart(self) -> bytes:
+        """The first chunk again."""
+        self._stream.seek(0)
+        self._decoder.reset()
+        return self.first()
+
+    def drain(self) -> None:
+        for _ in self.rest():
+            pass
+
+
+def _batches(chunks: _Chunks, name: str) -> Iterator[_Batch]:
+    first = chunks.first()
+    # JSON lines if the first character that is not white space is '{'; usually in the first chunk.
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    text = decoder.decode(first).lstrip()
+    if not text and first:
+        while not text and (more := chunks.read()):
+            text = decoder.decode(more).lstrip()
+        first = chunks.restart()  # white space only so far: start again from the top
+    if text.startswith("{"):
+        yield from _jsonl_batches(chunks, first, name)
+    else:
+        yield from _csv_batches(chunks, first, name)
+
+
+def _decoded(raw: Iterable[bytes]) -> Iterator[str]:
+    """Text of chunks already checked to be UTF-8 (a character may straddle two of them)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for chunk in raw:
+        yield decoder.decode(chunk)
+    yield decoder.decode(b"", final=True)
+
+
+def _too_long(name: str, number: int) -> SourceError:
+    return SourceError(f"{name} line {number}: longer than {MAX_LINE:,} characters, not a request")
+
+
+def _json_rows(lines: Iterable[str], name: str, before: int) -> Generator[_Batch, None, int]:
+    """Rows through the json module, numbered from ``before`` + 1; returns the lines read by the end."""
+    prompts: list[int] = []
+    outputs: list[int] = []
+    totals: list[int] = []
+    number = before
+    for number, cut in enumerate(lines, before + 1):
+        line = cut.rstrip(_BREAKS)  # a line ends in one line break (\r\n is one)
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line, object_pairs_hook=_pairs)
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"{name} line {number}: not JSON ({exc.msg})") from None
+        except _Twice as exc:
+            raise SourceError(f"{name} line {number}: {exc}") from None
+        except (ValueError, RecursionError):  # a 5,000-digit number; nesting past the stack
+            raise SourceError(f"{name} line {number}: not a usable JSON request") from None
+        if not isinstance(item, dict):
+            raise SourceError(f"{name} line {number}: each line must be a JSON object")
+        request = _request(item, f"{name} line {number}")
+        prompts.append(request.prompt)
+        outputs.append(request.output)
+        totals.append(request.tokens)
+        if len(totals) == _BATCH:
+            yield prompts, outputs, totals
+            prompts, outputs, totals = [], [], []
+    if totals:
+        yield prompts, outputs, totals
+    return number
+
+
+def _jsonl_batches(chunks: _Chunks, first: bytes, name: str) -> Generator[_Batch, None, None]:
+    """JSON lines: chunks of whole lines all {"prompt": P, "output": O} (or all {"tokens": T}) in
+    bulk, any other chunk line by line. Lines never span chunks (a chunk ends at \n), so each chunk
+    is read alone, its lines numbered on from the chunk before."""
+    lines = 0
+    ints = _Ints()
+    data = first
+    while True:
+        more = chunks.read()
+        cut = len(data) if not more else data.rfind(b"\n") + 1  # at the end: the last line, unbroken
+        block, data = data[:cut], data[cut:]
+        if block:
+            whole = block if block.endswith(b"\n") else block + b"\n"
+            two = _JSON_PAIRS.fullmatch(whole) is not None
+            batch = None
+            if two or _JSON_TOKENS.fullmatch(whole):
+                batch = _bulk(whole.translate(_DIGITS_ONLY).split(), two, 0, ints)
+            if batch is not None:
+                yield batch
+                lines += whole.count(b"\n")
+                del batch  # not held while the next one is read
+            else:
+                lines = yield from _json_rows(_json_lines([block.decode()], name, lines), name, lines)
+        if not more:
+            return
+        if len(data) > MAX_LINE:  # a line too long to be a request: refused by _json_lines
+            rest = _decoded(chain([data, more], chunks.rest()))
+            yield from _json_rows(_json_lines(rest, name, lines), name, lines)
+            return
+        data += more
+
+
+def _json_lines(pieces: Iterable[str], name: str, before: int) -> Iterator[str]:
+    """The lines of the whole text as str.splitlines(keepends=True) cuts it, piece by piece;
+    ``before`` lines were read before the first piece."""
+    tail = ""
+    number = before
+    for piece in pieces:
+        lines = (tail + piece).splitlines(keepends=True)
+        # The last line may go on in the next piece (a \r there may be the first half of \r\n).
+        tail = lines.pop() if lines and (lines[-1][-1] not in _BREAKS or lines[-1][-1] == "\r") else ""
+        for line in lines:
+            number += 1
+            if len(line) > MAX_LINE:
+                raise _too_long(name, number)
+            yield line
+        if len(tail) > MAX_LINE:
+            raise _too_long(name, number + 1)
+    if tail:
+        yield tail
+
+
+def _csv_lines(pieces: Iterable[str], name: str, before: int) -> Iterator[str]:
+    """The lines of the whole text as io.StringIO(text, newline="") cuts it (at \\n, \\r\\n and a
+    lone \\r, each kept), piece by piece; ``before`` lines were read before the first piece."""
+    tail = ""
+    number = before
+    for piece in pieces:
+        lines = io.StringIO(tail + piece, newline="").readlines()
+        tail = lines.pop() if lines and not lines[-1].endswith("\n") else ""
+        for line in lines:
+            number += 1
+            if len(line) > MAX_LINE:
+                raise _too_long(name, number)
+            yield line
+        if len(tail) > MAX_LINE:
+            raise _too_long(name, number + 1)
+    if tail:
+        yield tail
+
+
+def _csv_rows(
+    lines: Iterable[str], name: str, names: list[str] | None, rows: int, before: int
+) -> Generator[_Batch, None, tuple[int, int]]:
+    """Rows through the csv module: the header first when ``names`` is None, else rows under that
+    header after ``rows`` rows on ``before`` lines. Returns the rows and the lines read by the end."""
+    # newline="" lines: the csv module handles \r, \r\n and quoted newlines itself.
+    reader = csv.DictReader(lines, fieldnames=names)
+    prompts: list[int] = []
+    outputs: list[int] = []
+    totals: list[int] = []
+    number = rows + 1
+    try:
+        if names is None:
+            if not reader.fieldnames:
+                raise SourceError(f"{name} is empty: give a CSV header (prompt,output) or JSON lines")
+            _keys(list(reader.fieldnames), f"{name} line 1")  # before any row: DictReader keeps one of a pair
+        for number, row in enumerate(reader, rows + 2):
+            if None in row:
+                raise SourceError(f"{name} line {number}: more values than the header has columns")
+            request = _request(dict(row), f"{name} line {number}")
+            prompts.append(request.prompt)
+            outputs.append(request.output)
+            totals.append(request.tokens)
+            if len(totals) == _BATCH:
+                yield prompts, outputs, totals
+                prompts, outputs, totals = [], [], []
+    except csv.Error as exc:
+        raise SourceError(f"{name} line {before + reader.line_num}: not readable CSV ({exc})") from None
+    if totals:
+        yield prompts, outputs, totals
+    return number - 1, before + reader.line_num
+
+
+class _Ints(dict[bytes, int]):
+    """Digit strings to ints, each string converted once: a lookup is twice as fast as int(), and
+    equal lengths share one int. At most _MAX_CACHED strings are kept; past twice that many misses
+    (a file of that many distinct numbers) int() converts every string instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.misses = 0
+
+    def __missing__(self, key: bytes) -> int:
+        self.misses += 1
+        value = int(key)
+        if len(self) < _MAX_CACHED:
+            self[key] = value
+        return value
+
+    def convert(self, digits: list[bytes]) -> list[int]:
+        return list(map(int if self.misses > 2 * _MAX_CACHED else self.__getitem__, digits))
+
+
+def _bulk(digits: list[bytes], two: bool, prompt_at: int, ints: _Ints) -> _Batch | None:
+    """Rows of plain numbers (one or two a row, in order) as a batch; None if one is 0 tokens."""
+    numbers = ints.convert(digits)
+    prompts = numbers[prompt_at::2] if two else numbers
+    outputs = numbers[1 - prompt_at :: 2] if two else None
+    totals = list(map(add, prompts, outputs)) if outputs is not None else prompts
+    return (prompts, outputs, totals) if 0 not in totals else None
+
+
+def _csv_batches(chunks: _Chunks, first: bytes, name: str) -> Generator[_Batch, None, None]:
+    header = _PLAIN_HEADER.match(first)
+    names = header[1].decode().split(",") if header else []
+    layout = _BULK_LAYOUTS.get(tuple(_keys(names, f"{name} line 1"))) if header else None
+    if header is None or layout is None:  # anything but a plain header: the csv module reads it all
+        yield from _csv_rows(_csv_lines(_decoded(chain([first], chunks.rest())), name, 0), name, None, 0, 0)
+        return
+    two, prompt_at = layout
+    lines_pattern = _PAIR_LINES if two else _ONE_LINES
+    rows, lines = 0, 1  # read so far: rows of requests, lines of the file
+    ints = _Ints()
+    data = first[header.end() :]
+    while True:
+        more = chunks.read()
+        cut = len(data) if not more else data.rfind(b"\n") + 1  # at the end: the last line, unbroken
+        block, data = data[:cut], data[cut:]
+        if block:
+            whole = block if block.endswith(b"\n") else block + b"\n"
+            batch = None
+            if lines_pattern.fullmatch(whole):
+                batch = _bulk(whole.replace(b",", b"\n").split() if two else whole.split(), two, prompt_at, ints)
+            if batch is not None:
+                yield batch
+                rows += len(batch[2])
+                lines += whole.count(b"\n")
+                block = b""
+                del batch  # not held while the next one is read
+            if block and b'"' in block:  # a quoted field may span lines: the csv module reads the rest
+                rest = _decoded(chain([block, data, more], chunks.rest()))
+                yield from _csv_rows(_csv_lines(rest, name, lines), name, names, rows, lines)
+                return
+            if block:  # these lines alone, row by row
+                rows, lines = yield from _csv_rows(_csv_lines([block.decode()], name, lines), name, names, rows, lines)
+        if not more:
+            return
+        if len(data) > MAX_LINE:  # a line too long to be a request: the csv path refuses it
+            rest = _decoded(chain([data, more], chunks.rest()))
+            yield from _csv_rows(_csv_lines(rest, name, lines), name, names, rows, lines)
+            return
+        data += more
+
+
+# --- sizing a mix -----------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RequestSummary:
-    requests: tuple[Request, ...]
-    per_request_bytes: tuple[int, ...]
+    """A request mix sized: ``lengths`` holds (tokens, requests of that length, bytes of one such
+    request) for each distinct length, shortest first; ``total_bytes`` has every request resident."""
+
+    lengths: tuple[tuple[int, int, int], ...]
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
     total_bytes: int
     engine: str
     notes: tuple[str, ...] = ()
 
-    def percentile(self, values: tuple[int, ...], q: int) -> int:
-        """Nearest-rank percentile: the smallest value with at least q% of values at or below it."""
-        ordered = sorted(values)
-        rank = max(1, -(-q * len(ordered) // 100))
-        return ordered[rank - 1]
+    def tokens_percentile(self, q: int) -> int:
+        """Nearest rank: the smallest length with at least q% of the requests at or below it."""
+        return self.lengths[bisect_left(self._tokens_ranks, self._rank(q))][0]
+
+    def bytes_percentile(self, q: int) -> int:
+        """Nearest rank over each request's bytes (ordered by bytes: they need not grow with tokens)."""
+        values, ranks = self._bytes_ranks
+        return values[bisect_left(ranks, self._rank(q))]
+
+    def _rank(self, q: int) -> int:
+        if not self.requests:
+            raise ValueError("a mix of no requests has no percentiles")
+        return max(1, -(-q * self.requests // 100))
+
+    # Requests up to and including each length (8 bytes each: a million lengths take 8 MB).
+    @cached_property
+    def _tokens_ranks(self) -> array[int]:
+        return array("q", accumulate(n for _, n, _ in self.lengths))
+
+    @cached_property
+    def _bytes_ranks(self) -> tuple[list[int], array[int]]:
+        ordered = sorted(self.lengths, key=itemgetter(2))
+        return [size for _, _, size in ordered], array("q", accumulate(n for _, n, _ in ordered))
 
 
-def summarize_requests(spec: ModelSpec, workload: Workload, engine: Engine, requests: list[Request]) -> RequestSummary:
-    """Each request's own cache (batch 1), and the total with all of them resident at once."""
-    sizes = []
-    cache: dict[int, int] = {}
-    for r in requests:
-        if r.tokens not in cache:
-            one = replace(workload, tokens=r.tokens, batch=1, dp=1, shared_prefix=min(workload.shared_prefix, r.tokens))
-            cache[r.tokens] = estimate(spec, one, engine=engine).total_bytes
-        sizes.append(cache[r.tokens])
-    return RequestSummary(tuple(requests), tuple(sizes), sum(sizes), engine.name)
+def request_bytes(plan: Plan, prefix: int, tokens: int) -> int:
+    """The cache of one request of ``tokens`` tokens: batch 1, one replica, the shared prefix cut to it."""
+    return plan.total_bytes(tokens, 1, min(prefix, tokens))
+
+
+def summarize_requests(
+    spec: ModelSpec, workload: Workload, engine: Engine, mix: Mix | Iterable[Request]
+) -> RequestSummary:
+    """Each distinct length's cache (one request of it), and the total with every request resident."""
+    if not isinstance(mix, Mix):
+        mix = mix_of(mix)
+    counts = mix.counts
+    # One plan for every length the mix holds.
+    plan = compile_plan(spec, replace(workload, tokens=1, batch=1, dp=1, shared_prefix=0), engine)
+    prefix = workload.shared_prefix
+    lengths = tuple((t, counts[t], request_bytes(plan, prefix, t)) for t in sorted(counts))
+    total = sum(n * size for _, n, size in lengths)
+    return RequestSummary(lengths, mix.requests, mix.prompt_tokens, mix.output_tokens, total, engine.name)

@@ -119,8 +119,8 @@ def estimate(
             "--lengths",
             metavar="FILE",
             help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}), '
-            "at most 64 MiB and 1,000,000 requests. Prints the total with every request resident and per-request "
-            "percentiles.",
+            "read in one pass: any number of requests, at most 1,000,000 distinct lengths. Prints the total with "
+            "every request resident and per-request percentiles.",
         ),
     ] = None,
     vs_theoretical: Annotated[

@@ -1,5 +1,6 @@
 """Reading files: regular files only, never more than a limit, so a FIFO, ``/dev/zero`` or a
-huge file given by mistake fails at once instead of blocking or filling memory."""
+huge file given by mistake fails at once instead of blocking or filling memory. A file read as a
+stream (a request mix) has no size limit: its reader holds a chunk at a time."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ else:
 
 
 # The most kvcalc reads of each kind of file. Real configs and safetensors indexes are kilobytes
-# to a few MiB; probe results and request mixes can be longer, but nothing honest comes near these.
+# to a few MiB; probe results can be longer, but nothing honest comes near these. Request mixes
+# (--lengths) are streamed (open_regular_file), so their size is not limited.
 CONFIG_LIMIT = 16 * 2**20  # config.json, model.safetensors.index.json
 RESULT_LIMIT = 64 * 2**20  # probe result files (probe --from-result)
-LENGTHS_LIMIT = 64 * 2**20  # request-mix files (--lengths): a million requests take ~15-40 MB
 # The safetensors format's own cap on its JSON header (MAX_HEADER_SIZE in the safetensors library):
 # a larger length prefix means the file is not safetensors, whatever its name.
 SAFETENSORS_HEADER_LIMIT = 100_000_000
@@ -51,16 +52,7 @@ def read_regular_file(path: Path, *, what: str, limit: int) -> bytes:
     file whose size reads as 0) cannot exhaust memory either. Every failure is one SourceError.
     """
     label = f"{what} {path}" if what else str(path)
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        problem = _link_problem(path)
-        if problem is not None:
-            raise SourceError(f"{label} {problem}") from None
-        raise SourceError(f"cannot read {label}: {exc.strerror or exc}") from None
-    except ValueError:  # an embedded NUL byte
-        raise SourceError(f"cannot read {label}: not a valid path") from None
-    _require_regular(info, label)
+    info = _stat_regular(path, label)
     if info.st_size > limit:
         raise SourceError(f"{label} is {info.st_size:,} bytes; kvcalc reads at most {_size_text(limit)} for it")
     limited = _LimitedPath(path)
@@ -72,6 +64,64 @@ def read_regular_file(path: Path, *, what: str, limit: int) -> bytes:
     if len(data) > limit:
         raise SourceError(f"{label} grew past {_size_text(limit)} while kvcalc read it")
     return data
+
+
+def open_regular_file(path: Path, *, what: str) -> RegularFile:
+    """``path`` open for reading a chunk at a time: a regular file (symlinks followed), checked as
+    read_regular_file checks it but of any size. Opening and every read fail as one SourceError."""
+    label = f"{what} {path}" if what else str(path)
+    _stat_regular(path, label)
+    try:
+        fd = _open_regular(path, label)
+    except OSError as exc:
+        raise SourceError(f"cannot read {label}: {exc.strerror or exc}") from None
+    return RegularFile(fd, label)
+
+
+class RegularFile:
+    """An open regular file read in chunks (``with`` closes it); a failed read is a SourceError."""
+
+    def __init__(self, fd: int, label: str) -> None:
+        self._fd = fd
+        self._label = label
+
+    def read(self, size: int, /) -> bytes:
+        try:
+            return os.read(self._fd, size)
+        except OSError as exc:
+            raise SourceError(f"cannot read {self._label}: {exc.strerror or exc}") from None
+
+    def seek(self, offset: int, /) -> int:
+        try:
+            return os.lseek(self._fd, offset, os.SEEK_SET)
+        except OSError as exc:
+            raise SourceError(f"cannot read {self._label}: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RegularFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stat_regular(path: Path, label: str) -> os.stat_result:
+    """``path``'s status, which must be a regular file's (symlinks followed); else one SourceError."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        problem = _link_problem(path)
+        if problem is not None:
+            raise SourceError(f"{label} {problem}") from None
+        raise SourceError(f"cannot read {label}: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL byte
+        raise SourceError(f"cannot read {label}: not a valid path") from None
+    _require_regular(info, label)
+    return info
 
 
 def _require_regular(info: os.stat_result, label: str) -> None:

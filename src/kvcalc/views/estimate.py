@@ -195,21 +195,20 @@ def _slot_formula(est: Estimate, g: GroupEstimate) -> list[str]:
 
 def lengths_view(summary: RequestSummary, units: Units) -> list[Block]:
     """A request mix: per-request percentiles, the mean, the total with every request resident."""
-    tokens = tuple(r.tokens for r in summary.requests)
-    sizes = summary.per_request_bytes
     rows = []
     for q in (50, 90, 99, 100):
-        size = summary.percentile(sizes, q)
-        rows.append(("max" if q == 100 else f"p{q}", f"{summary.percentile(tokens, q):,}", f"{size:,}",
+        size = summary.bytes_percentile(q)
+        rows.append(("max" if q == 100 else f"p{q}", f"{summary.tokens_percentile(q):,}", f"{size:,}",
                      format_binary(size)))  # fmt: skip
-    requests = f"{len(tokens):,} request{'' if len(tokens) == 1 else 's'}"
+    n = summary.requests
+    requests = f"{n:,} request{'' if n == 1 else 's'}"
     title = f"{requests} ({summary.engine}): tokens and KV bytes per request"
     columns = (Column("", right=False), Column("tokens"), Column("bytes"), Column("size"))
-    mean = sum(tokens) / len(tokens)
+    mean = (summary.prompt_tokens + summary.output_tokens) / n
     return [
         Grid(title, columns, tuple(rows)),
-        f"mean tokens    {mean:,.1f} (prompt {sum(r.prompt for r in summary.requests) / len(tokens):,.1f}, "
-        f"output {sum(r.output for r in summary.requests) / len(tokens):,.1f})",
+        f"mean tokens    {mean:,.1f} (prompt {summary.prompt_tokens / n:,.1f}, "
+        f"output {summary.output_tokens / n:,.1f})",
         f"all resident   {format_exact(summary.total_bytes, units)}",
         *(Note(note) for note in dict.fromkeys(summary.notes)),
     ]

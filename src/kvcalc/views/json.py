@@ -93,14 +93,13 @@ def _images_json(est: Estimate) -> dict[str, Any]:
 
 def lengths_json(summary: RequestSummary, notes: list[str]) -> dict[str, Any]:
     """A request mix: the total with every request resident, per-request percentiles."""
-    tokens = tuple(r.tokens for r in summary.requests)
-    sizes = summary.per_request_bytes
+    quantiles = {f"p{q}": q for q in (50, 90, 99)} | {"max": 100}
     return {
         "engine": summary.engine,
-        "requests": len(tokens),
+        "requests": summary.requests,
         "total_bytes": summary.total_bytes,
-        "tokens": {f"p{q}": summary.percentile(tokens, q) for q in (50, 90, 99)} | {"max": max(tokens)},
-        "bytes_per_request": {f"p{q}": summary.percentile(sizes, q) for q in (50, 90, 99)} | {"max": max(sizes)},
+        "tokens": {key: summary.tokens_percentile(q) for key, q in quantiles.items()},
+        "bytes_per_request": {key: summary.bytes_percentile(q) for key, q in quantiles.items()},
         "notes": notes,
     }
 

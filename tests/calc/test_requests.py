@@ -1,0 +1,190 @@
+"""Request mixes read in one pass and kept as counts: the bulk path (plain digits) and the csv
+module agree, chunk boundaries change nothing, percentiles are exact nearest ranks, and the one
+bound that remains (distinct lengths) refuses in one line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import kvcalc
+from kvcalc.calc import requests
+from kvcalc.calc.requests import Mix, Request, RequestSummary, parse_lengths
+from kvcalc.errors import SourceError
+from tests.conftest import assert_one_line_error
+
+# 2 x 32 layers x 8 KV heads x 128 dims x 2 B (bf16): llama-3.1-8b's bytes per token.
+LLAMA_TOKEN_BYTES = 131_072
+
+ROWS = [(100, 28), (1000, 24), (3000, 72), (100, 28), (5, 0), (0, 7), (123_456, 1)]
+PLAIN = "prompt,output\n" + "".join(f"{p},{o}\n" for p, o in ROWS)
+# tokens 128 x 2, 1,024, 3,072, 5, 7 and 123,457; prompts sum to 127,661, outputs to 160.
+WANT = Mix({128: 2, 1024: 1, 3072: 1, 5: 1, 7: 1, 123_457: 1}, 7, 127_661, 160)
+
+
+def _spy_bulk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows each bulk conversion returned (the fast path ran once per entry)."""
+    seen: list[int] = []
+    real = requests._bulk
+
+    def spy(*args: object) -> object:
+        batch = real(*args)  # type: ignore[arg-type]
+        seen.append(len(batch[2]) if batch is not None else 0)
+        return batch
+
+    monkeypatch.setattr(requests, "_bulk", spy)
+    return seen
+
+
+def test_the_bulk_path_and_the_csv_module_give_the_same_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    bulk = _spy_bulk(monkeypatch)
+    assert parse_lengths(PLAIN, name="mix") == WANT
+    assert bulk == [7]  # every row in bulk
+    bulk.clear()
+    # The same rows as the csv module reads them: quoted, spaced, CRLF under a BOM, columns
+    # swapped, a blank line; and as JSON lines.
+    slow = [
+        'prompt,output\n"100",28\n' + PLAIN.split("\n", 2)[2],
+        "prompt , output\n" + "".join(f" {p} ,{o}\n" for p, o in ROWS),
+        PLAIN + "\n",
+        "\ufeffprompt,output\r\n" + "".join(f"{p},{o}\r\n" for p, o in ROWS),
+        "output,prompt\n" + "".join(f"{o},{p}\n" for p, o in ROWS),
+        "".join(json.dumps({"prompt": p, "output": o}) + "\n\n" for p, o in ROWS),
+    ]
+    for text in slow:
+        assert parse_lengths(text, name="mix") == WANT, text
+    # The quoted field hands the rest of its file to the csv module, the spaced header is not
+    # plain, and a blank line sends its chunk to the csv module; CRLF rows and swapped columns
+    # are read in bulk.
+    assert bulk == [7, 7]
+    # One column: tokens, or prompt alone (output 0).
+    assert parse_lengths("tokens\n128\n7\n", name="mix") == Mix({128: 1, 7: 1}, 2, 135, 0)
+    assert parse_lengths("Prompt\n128\n7", name="mix") == Mix({128: 1, 7: 1}, 2, 135, 0)
+    # JSON lines as json.dumps writes them are read in bulk too; {"tokens": T} alike.
+    bulk.clear()
+    assert parse_lengths("".join(json.dumps({"prompt": p, "output": o}) + "\n" for p, o in ROWS), name="m") == WANT
+    assert parse_lengths('{"tokens": 128}\r\n{"tokens":7}', name="mix") == Mix({128: 1, 7: 1}, 2, 135, 0)
+    assert bulk == [7, 2]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 64, 2**18])
+def test_chunk_boundaries_change_nothing(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(requests, "CHUNK_BYTES", chunk)
+    assert parse_lengths(PLAIN, name="mix") == WANT
+    assert parse_lengths(PLAIN.removesuffix("\n"), name="mix") == WANT  # no line break at the end
+    assert parse_lengths(PLAIN.replace("\n", "\r\n"), name="mix") == WANT  # \r\n may be cut in two
+    # Bulk rows, a field quoted across a line break (its value trimmed to 100), more rows and a
+    # blank line: read as one file.
+    rows = [f"{p},{o}\n" for p, o in ROWS]
+    quoted = "prompt,output\n" + "".join(rows[1:3]) + '"100\n",28\n' + "".join(rows[3:]) + "\n"
+    assert parse_lengths(quoted, name="mix") == WANT
+    # A byte-order mark and characters of two and three bytes may straddle chunks too (str.strip
+    # trims the ideographic space off a field name and the no-break space off a value).
+    assert parse_lengths("\ufeff" + PLAIN, name="mix") == WANT
+    assert parse_lengths("\u3000prompt,output\n" + "".join(f"{p}\u00a0,{o}\n" for p, o in ROWS), name="mix") == WANT
+    text = "\n \n" + "".join(json.dumps({"prompt": p, "output": o}) + "\n" for p, o in ROWS)
+    assert parse_lengths(text, name="mix") == WANT  # white space first: JSON lines all the same
+    # Errors keep their line numbers: the csv module's count (a blank line is a line; rows after
+    # it are numbered by row, as DictReader numbers them) and splitlines' for JSON.
+    with pytest.raises(SourceError, match=r"^mix line 9: a request of 0 tokens caches nothing$"):
+        parse_lengths(PLAIN + "0,0\n", name="mix")
+    with pytest.raises(SourceError, match=r"^mix line 10: lengths must be whole numbers such as 512, got 'x'$"):
+        parse_lengths(PLAIN + "\n\n9,9\nx,1\n", name="mix")
+    with pytest.raises(SourceError, match=r"^mix line 4: not JSON"):
+        parse_lengths('\n{"prompt": 1}\r\n\u2028{bad\n', name="mix")
+    with pytest.raises(SourceError, match=r"^mix is not UTF-8 text$"):
+        parse_lengths(PLAIN.encode() + "é".encode()[:1], name="mix")
+
+
+def test_a_file_that_is_not_utf8_is_refused_as_such_wherever_else_it_is_wrong(monkeypatch) -> None:
+    # The whole file used to be decoded first: a bad row before a bad byte still reads as not UTF-8.
+    monkeypatch.setattr(requests, "CHUNK_BYTES", 16)
+    data = b"prompt,output\n1,x\n" + b"10,2\n" * 100 + b"\xff\n"
+    with pytest.raises(SourceError, match=r"^mix is not UTF-8 text$"):
+        parse_lengths(data, name="mix")
+    with pytest.raises(SourceError, match=r"^mix line 2: lengths must be whole numbers such as 512, got 'x'$"):
+        parse_lengths(data[:-2], name="mix")
+
+
+def test_a_line_without_end_is_refused_before_it_fills_memory() -> None:
+    line = "1" * (requests.MAX_LINE + 1)
+    with pytest.raises(SourceError, match=r"^mix line 3: longer than 1,048,576 characters, not a request$"):
+        parse_lengths("prompt,output\n10,2\n" + line, name="mix")
+    with pytest.raises(SourceError, match=r"^mix line 2: longer than 1,048,576 characters, not a request$"):
+        parse_lengths('{"prompt": 1}\n{"prompt": ' + line, name="mix")
+
+
+def test_percentiles_are_nearest_ranks_over_repeated_lengths(run_cli, tmp_path: Path) -> None:
+    # Ten requests: 100 tokens x 5, 200 x 3, 300 x 1, 1,000 x 1. Nearest rank r = ceil(q x 10 / 100):
+    # p50 -> the 5th smallest = 100; p60 -> 6th = 200; p90 -> 9th = 300; p99 -> 10th = 1,000.
+    rows = [(90, 10)] * 5 + [(150, 50)] * 3 + [(300, 0), (999, 1)]
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n" + "".join(f"{p},{o}\n" for p, o in rows))
+    summary = kvcalc.estimate_requests("llama-3.1-8b", path)
+    assert summary.lengths == tuple((t, n, t * LLAMA_TOKEN_BYTES) for t, n in ((100, 5), (200, 3), (300, 1), (1000, 1)))
+    assert [summary.tokens_percentile(q) for q in (1, 50, 51, 60, 80, 81, 90, 91, 99, 100)] == [
+        100, 100, 200, 200, 200, 300, 300, 1000, 1000, 1000,
+    ]  # fmt: skip
+    # 5 x 100 + 3 x 200 + 300 + 1,000 = 2,400 tokens resident; prompts 450 + 450 + 300 + 999 = 2,199.
+    assert summary.total_bytes == 2400 * LLAMA_TOKEN_BYTES
+    assert (summary.requests, summary.prompt_tokens, summary.output_tokens) == (10, 2199, 201)
+    data = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--json").json()
+    assert data["tokens"] == {"p50": 100, "p90": 300, "p99": 1000, "max": 1000}
+    assert data["bytes_per_request"] == {"p50": 100 * LLAMA_TOKEN_BYTES, "p90": 300 * LLAMA_TOKEN_BYTES,
+                                         "p99": 1000 * LLAMA_TOKEN_BYTES, "max": 1000 * LLAMA_TOKEN_BYTES}  # fmt: skip
+    table = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path)).stdout
+    assert "10 requests (theoretical)" in table
+    assert "mean tokens    240.0 (prompt 219.9, output 20.1)" in table  # 2,400 / 10; 2,199 / 10; 201 / 10
+
+
+def test_the_bytes_percentile_orders_by_bytes_not_tokens() -> None:
+    # Bytes need not grow with tokens: by bytes the ten requests are 50 x 1, 100 x 3, 500 x 1,
+    # 900 x 5 (cumulative 1, 4, 5, 10), so p10 -> 1st = 50, p40 -> 4th = 100, p50 -> 5th = 500,
+    # p51 -> 6th = 900; by tokens p50 is 100 tokens (whose requests take 900 B each).
+    summary = RequestSummary(((100, 5, 900), (200, 3, 100), (300, 1, 500), (1000, 1, 50)), 10, 0, 0, 0, "x")
+    assert [summary.bytes_percentile(q) for q in (10, 11, 40, 41, 50, 51, 100)] == [50, 100, 100, 500, 500, 900, 900]
+    assert summary.tokens_percentile(50) == 100
+    with pytest.raises(ValueError, match="no requests"):
+        RequestSummary((), 0, 0, 0, 0, "x").tokens_percentile(50)
+
+
+def test_past_the_distinct_lengths_bound_is_one_line(run_cli, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(requests, "MAX_LENGTHS", 10)
+    path = tmp_path / "mix.csv"
+    path.write_text("tokens\n" + "".join(f"{n}\n" for n in range(1, 12)))
+    line = assert_one_line_error(run_cli("estimate", "llama-3.1-8b", "--lengths", str(path)))
+    assert line == (
+        f"kvcalc: error: --lengths file {path} holds more than 10 distinct request lengths (prompt + output), "
+        "the most kvcalc sizes"
+    )
+    # Repeating lengths costs nothing: 10 distinct lengths in 1,000 requests are read.
+    path.write_text("tokens\n" + "".join(f"{n % 10 + 1}\n" for n in range(1000)))
+    assert run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--json").json()["requests"] == 1000
+
+
+def test_more_than_a_million_requests_are_read(tmp_path: Path) -> None:
+    # The old cap was 1,000,000 requests; 1,200,000 rows of 3 lengths are read in one pass.
+    path = tmp_path / "mix.csv"
+    with path.open("w") as handle:
+        handle.write("prompt,output\n")
+        handle.write("100,28\n900,124\n1,1\n" * 400_000)
+    start = time.perf_counter()
+    summary = kvcalc.estimate_requests("llama-3.1-8b", path)
+    assert time.perf_counter() - start < 20  # ~0.5 s; a bound for a slow machine, not a benchmark
+    assert summary.requests == 1_200_000
+    assert summary.lengths == ((2, 400_000, 2 * LLAMA_TOKEN_BYTES), (128, 400_000, 128 * LLAMA_TOKEN_BYTES),
+                               (1024, 400_000, 1024 * LLAMA_TOKEN_BYTES))  # fmt: skip
+    assert summary.total_bytes == 400_000 * (2 + 128 + 1024) * LLAMA_TOKEN_BYTES
+    assert (summary.prompt_tokens, summary.output_tokens) == (400_000 * 1001, 400_000 * 153)
+
+
+def test_read_requests_keeps_every_request_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text(PLAIN)
+    assert kvcalc.read_requests(path) == [Request(p, o) for p, o in ROWS]
+    assert kvcalc.read_requests(str(path)) == kvcalc.read_requests(path)
+    listed = kvcalc.estimate_requests("llama-3.1-8b", [Request(p, o) for p, o in ROWS])
+    assert listed == kvcalc.estimate_requests("llama-3.1-8b", path)
