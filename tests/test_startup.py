@@ -1,4 +1,5 @@
-"""The CLI must start fast: the common paths never import torch, transformers or huggingface_hub.
+"""The CLI must start fast: the common paths never import torch, transformers or huggingface_hub,
+and a command imports no other command's modules (benchmarks/startup.py times the result).
 
 Each case runs ``kvcalc.cli.main`` in a fresh interpreter (modules imported by other tests would
 otherwise hide a stray import) and reports which heavy modules were imported -- or even
@@ -114,13 +115,52 @@ def test_presets_json_lists_every_bundled_preset(tmp_path: Path) -> None:
     ids=["theoretical", "vllm"],
 )  # fmt: skip
 def test_an_estimate_imports_only_its_own_engine(argv: list[str], absent: tuple[str, ...], tmp_path: Path) -> None:
+    assert _imported(argv, absent, tmp_path) == []
+
+
+# Each command's own modules: the CLI module, its calc and its view (kvcalc.cli.commands imports a
+# command's module only when it runs).
+_COMMAND_MODULES = {
+    "compare": ("kvcalc.cli.compare", "kvcalc.calc.compare", "kvcalc.views.compare", "kvcalc.charts"),
+    "fit": ("kvcalc.cli.fit", "kvcalc.calc.fit", "kvcalc.calc.offload", "kvcalc.views.fit", "kvcalc.gpus"),
+    "presets": ("kvcalc.cli.presets", "kvcalc.views.presets"),
+    "probe": ("kvcalc.cli.probe", "kvcalc.views.probe"),
+    "speed": ("kvcalc.cli.speed", "kvcalc.calc.speed", "kvcalc.views.speed", "kvcalc.gpus"),
+}
+_NOT_ESTIMATE = tuple(dict.fromkeys(m for modules in _COMMAND_MODULES.values() for m in modules))
+_EVERY_COMMAND = ("kvcalc.cli.estimate", "kvcalc.cli.options", "kvcalc.api", "kvcalc.engines", *_NOT_ESTIMATE)
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        # --json draws nothing: no rich, and not the table views either.
+        (["estimate", "llama-3.1-8b", "--tokens", "32k", "--json"],
+         (*_NOT_ESTIMATE, "rich", "kvcalc.views.console", "kvcalc.views.table", "kvcalc.views.estimate")),
+        (["estimate", "llama-3.1-8b", "--tokens", "32k"], _NOT_ESTIMATE),
+        (["--help"], _EVERY_COMMAND),
+        (["--version"], _EVERY_COMMAND),
+    ],
+    ids=["estimate-json", "estimate-table", "help", "version"],
+)  # fmt: skip
+def test_a_command_imports_no_other_commands_modules(argv: list[str], absent: tuple[str, ...], tmp_path: Path) -> None:
+    loaded = _imported(argv, absent, tmp_path)
+    assert loaded == [], f"kvcalc {' '.join(argv)} imported {', '.join(loaded)}"
+
+
+def _imported(argv: list[str], prefixes: tuple[str, ...], cwd: Path) -> list[str]:
+    """The modules named by ``prefixes`` (a module and its submodules) that ``kvcalc ARGV`` imports,
+    run in a fresh interpreter."""
     code = (
         "import contextlib, io, json, sys\n"
         "from kvcalc.cli import main\n"
-        f"with contextlib.redirect_stdout(io.StringIO()):\n    main({argv!r})\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({absent!r}))))\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    try:\n        main({argv!r})\n    except SystemExit as exc:\n        assert not exc.code, exc.code\n"
+        f"ours = [m for m in sys.modules if any(m == p or m.startswith(p + '.') for p in {prefixes!r})]\n"
+        "print(json.dumps(sorted(ours)))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    loaded: list[str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return loaded

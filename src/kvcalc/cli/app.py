@@ -1,19 +1,23 @@
-"""The ``kvcalc`` typer app and its entry point: every expected failure becomes one line on stderr
-and the right exit status; ``KVCALC_DEBUG=1`` shows tracebacks."""
+"""The ``kvcalc`` typer app and its entry point (``main``): every expected failure becomes one line
+on stderr and the right exit status; ``KVCALC_DEBUG=1`` shows tracebacks. The commands are in
+``kvcalc.cli.commands``, whose group imports a command's module only when it runs."""
 
 # No `from __future__ import annotations` in the CLI: typer would have to eval() every string
 # annotation at start-up (~5 ms, benchmarks/startup.py); real annotations are read directly.
 import os
 import re
+import sys
 from typing import Annotated, NoReturn
 
 import typer
 
 from kvcalc import __version__
-from kvcalc.errors import KvcalcError
+from kvcalc.cli.commands import CommandGroup
+from kvcalc.errors import KvcalcError, UsageError
 
 app = typer.Typer(
     name="kvcalc",
+    cls=CommandGroup,
     help="How much memory the KV cache of a transformer LLM takes, why, and whether it fits.",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -24,9 +28,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from kvcalc.cli.options import echo
+        from kvcalc.console import out  # not kvcalc.cli.options: it loads the engines
 
-        echo(f"kvcalc {__version__}")
+        out(f"kvcalc {__version__}")
         raise typer.Exit()
 
 
@@ -125,3 +129,58 @@ def _emit_help(text: str) -> None:
         out(text.rstrip("\n"))
     except OutputError:
         _release_stdout()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning every expected failure into one line on stderr.
+
+    Exit status: 0 success, 1 a failure or a failed check (a probe mismatch), 2 a usage error,
+    130 interrupted (Ctrl-C).
+    """
+    from kvcalc.console import OutputError
+
+    debug = os.environ.get("KVCALC_DEBUG") == "1"
+    argv = _root_flags_first(sys.argv[1:] if argv is None else list(argv))
+    try:
+        # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
+        # Exit(130)) instead of raising it, so the return value is the exit status.
+        code = app(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
+    except OutputError as exc:
+        _release_stdout()
+        if exc.broken_pipe:
+            raise SystemExit(1) from None
+        _fail(str(exc), 1)
+    except UsageError as exc:
+        if debug:
+            raise
+        _fail(usage_message(exc), exc.exit_code)
+    except KvcalcError as exc:
+        if debug:
+            raise
+        _fail(usage_message(exc), exc.exit_code)
+    except RecursionError:
+        if debug:
+            raise
+        _fail("input is nested too deeply to read", 1)
+    except Exception as exc:
+        # Click's usage errors (bad option, missing argument); typer may vendor its own click,
+        # so they are recognised by shape rather than by class.
+        format_message = getattr(exc, "format_message", None)
+        if debug or format_message is None:
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            ctx = getattr(exc, "ctx", None)
+            _emit_help(ctx.get_help() if ctx is not None else str(format_message()))
+            raise SystemExit(0) from None
+        _fail(" ".join(str(format_message()).split()), int(getattr(exc, "exit_code", 2)))
+    if code == 130:
+        from kvcalc.console import err
+
+        err("kvcalc: aborted")
+        raise SystemExit(130)
+    if isinstance(code, int) and code:
+        raise SystemExit(code)

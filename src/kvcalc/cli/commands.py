@@ -1,77 +1,96 @@
-"""The commands, registered on the app explicitly (the command modules define plain functions and
-import nothing of the app), and ``main``, the entry point that runs it."""
+"""The commands, registered explicitly in one table: each name with the module and function behind
+it and its one-line help. The app's group (``CommandGroup``) lists the commands from the table and
+imports a command's module only when that command runs, so ``kvcalc estimate`` loads no other
+command's code (tests/test_startup.py) and ``kvcalc --help`` loads none.
 
-import os
-import sys
+A new command is a module here defining a plain function (its flags and docstring, nothing of the
+app) and one row in ``COMMANDS``; tests/cli/test_commands.py checks that the row's help is the
+function's own, so the two cannot drift.
+"""
+
+from difflib import get_close_matches
+from gettext import gettext
+from importlib import import_module
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from kvcalc.cli.app import _emit_help, _fail, _release_stdout, _root_flags_first, app, usage_message
-from kvcalc.cli.compare import compare
-from kvcalc.cli.estimate import estimate
-from kvcalc.cli.fit import fit
-from kvcalc.cli.presets import presets, presets_app, presets_show
-from kvcalc.cli.probe import probe
-from kvcalc.cli.speed import speed
-from kvcalc.errors import KvcalcError, UsageError
+# name -> (module in kvcalc.cli, its command function or its typer.Typer of sub-commands, short
+# help: the first paragraph of the command's help on one line), in the order --help lists them.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "compare": ("compare", "compare",
+                "Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side."),
+    "estimate": ("estimate", "estimate",
+                 "Estimate the KV cache of MODEL for a workload of B sequences of T tokens."),
+    "fit": ("fit", "fit", "How many tokens, concurrent requests and how long a context fit on these GPUs, and "
+            "whether the asked workload fits."),
+    "probe": ("probe", "probe",
+              "Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte."),
+    "speed": ("speed", "speed",
+              "How fast at best: prefill (TTFT) and decode (TPOT) bounds from the bytes and FLOPs each step moves."),
+    "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
+}  # fmt: skip
 
-for command in (compare, estimate, fit, probe, speed):  # the order --help lists them in
-    app.command()(command)
-app.add_typer(presets_app, name="presets")
 
-__all__ = ["compare", "estimate", "fit", "main", "presets", "presets_show", "probe", "speed"]
+def build_command(name: str, *, rich_markup_mode: Any = None) -> Any:
+    """The click command ``kvcalc NAME`` runs, built from its function (or group) as typer builds
+    any command: its module is imported here, and only here."""
+    module, attribute, _ = COMMANDS[name]
+    target = getattr(import_module(f"kvcalc.cli.{module}"), attribute)
+    if isinstance(target, typer.Typer):
+        return typer.main.get_command(target)
+    # A typer app of this one command, whose click command is the command itself (typer's way to
+    # build one without registering it on the root app).
+    single = typer.Typer(add_completion=False, rich_markup_mode=rich_markup_mode)
+    single.command(name)(target)
+    return typer.main.get_command(single)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning every expected failure into one line on stderr.
+def summary_command(name: str) -> TyperCommand:
+    """A stand-in for command ``name`` holding only its short help, which click shortens to fit
+    as it shortens the real command's (both keep the first paragraph's words)."""
+    return TyperCommand(name, help=COMMANDS[name][2])
 
-    Exit status: 0 success, 1 a failure or a failed check (a probe mismatch), 2 a usage error,
-    130 interrupted (Ctrl-C).
-    """
-    from kvcalc.console import OutputError
 
-    debug = os.environ.get("KVCALC_DEBUG") == "1"
-    argv = _root_flags_first(sys.argv[1:] if argv is None else list(argv))
-    try:
-        # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
-        # Exit(130)) instead of raising it, so the return value is the exit status.
-        code = app(args=argv, prog_name="kvcalc", standalone_mode=False)
-    except typer.Exit as exc:
-        code = exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        code = 130
-    except OutputError as exc:
-        _release_stdout()
-        if exc.broken_pipe:
-            raise SystemExit(1) from None
-        _fail(str(exc), 1)
-    except UsageError as exc:
-        if debug:
+class CommandGroup(TyperGroup):
+    """The root group: lists ``COMMANDS`` and builds a command (importing its module) when it is
+    looked up, that is when it runs, shows its own --help or completes its arguments."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # Built commands, kept apart from ``self.commands``, which stays empty: typer would build
+        # its "Did you mean" from the few built so far (``resolve_command`` names them all).
+        self._built: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if cmd_name not in self._built:
+            self._built[cmd_name] = build_command(cmd_name, rich_markup_mode=self.rich_markup_mode)
+        return self._built[cmd_name]
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The Commands section of --help, as typer writes it, from the table's short help (typer
+        would build every command to ask it)."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, summary_command(name).get_short_help_str(limit)) for name in COMMANDS]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:
+            # typer's suggestion, from every registered name. Its usage error is recognised by
+            # shape rather than by class: typer may vendor its own click.
+            message = getattr(exc, "message", None)
+            if self.suggest_commands and args and isinstance(message, str):
+                matches = get_close_matches(args[0], list(COMMANDS))
+                if matches:
+                    suggestions = ", ".join(f"{m!r}" for m in matches)
+                    setattr(exc, "message", f"{message.rstrip('.')}. Did you mean {suggestions}?")  # noqa: B010 (typed Exception)
             raise
-        _fail(usage_message(exc), exc.exit_code)
-    except KvcalcError as exc:
-        if debug:
-            raise
-        _fail(usage_message(exc), exc.exit_code)
-    except RecursionError:
-        if debug:
-            raise
-        _fail("input is nested too deeply to read", 1)
-    except Exception as exc:
-        # Click's usage errors (bad option, missing argument); typer may vendor its own click,
-        # so they are recognised by shape rather than by class.
-        format_message = getattr(exc, "format_message", None)
-        if debug or format_message is None:
-            raise
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            ctx = getattr(exc, "ctx", None)
-            _emit_help(ctx.get_help() if ctx is not None else str(format_message()))
-            raise SystemExit(0) from None
-        _fail(" ".join(str(format_message()).split()), int(getattr(exc, "exit_code", 2)))
-    if code == 130:
-        from kvcalc.console import err
-
-        err("kvcalc: aborted")
-        raise SystemExit(130)
-    if isinstance(code, int) and code:
-        raise SystemExit(code)

@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
-    GPU_NAMES,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -32,6 +31,7 @@ from kvcalc.cli.options import (
     complete_gpu,
     count,
     count_or_zero,
+    gpu_names,
     print_json,
     print_view,
     say_fetching,
@@ -52,7 +52,7 @@ def fit(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help=f"GPU preset: {GPU_NAMES} (memory as the CUDA/ROCm runtime reports it).",
+            help=f"GPU preset: {gpu_names()} (memory as the CUDA/ROCm runtime reports it).",
         ),
     ] = None,
     gpus: Annotated[

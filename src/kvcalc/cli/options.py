@@ -9,7 +9,6 @@ import typer
 
 from kvcalc.engines import REGISTRY
 from kvcalc.errors import UsageError
-from kvcalc.gpus import GPUS
 from kvcalc.units import Units, parse_count, parse_size
 
 if TYPE_CHECKING:
@@ -38,11 +37,17 @@ def complete_engine(incomplete: str) -> list[str]:
     return [name for name in REGISTRY if name.startswith(incomplete.lower())]
 
 
-# The GPU presets, for help texts (gpus.py is cheap to import).
-GPU_NAMES = ", ".join(g.name for g in GPUS)
+def gpu_names() -> str:
+    """The GPU presets, for the help of the commands that take --gpu (the others never import
+    kvcalc.gpus)."""
+    from kvcalc.gpus import GPUS
+
+    return ", ".join(g.name for g in GPUS)
 
 
 def complete_gpu(incomplete: str) -> list[str]:
+    from kvcalc.gpus import GPUS
+
     return sorted(label for g in GPUS for label in (g.name, *g.aliases) if label.startswith(incomplete.lower()))
 
 

@@ -6,11 +6,16 @@ import typer
 
 from kvcalc.cli.options import complete_model, print_json, print_view
 
-# ``kvcalc presets`` is a group of its own: the list, and ``show``.
+# ``kvcalc presets`` is a group of its own: the list, and ``show``. kvcalc.cli.commands builds its
+# click group on its own (typer.main.get_command), hence the root app's name, plain help and no
+# completion flags here.
 presets_app = typer.Typer(
+    name="presets",
     help="List the bundled model presets, or show one.",
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    add_completion=False,
 )
 
 PresetsJsonOpt = Annotated[bool, typer.Option("--json", help="Print plain JSON.")]

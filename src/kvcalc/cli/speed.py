@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
-    GPU_NAMES,
     BatchOpt,
     EngineOpt,
     JsonOpt,
@@ -16,6 +15,7 @@ from kvcalc.cli.options import (
     complete_gpu,
     count,
     echo,
+    gpu_names,
     print_json,
     print_view,
     say_fetching,
@@ -34,7 +34,7 @@ def speed(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help=f"GPU preset with its peak bandwidth and dense FLOPs (see the notes for the sources): {GPU_NAMES}.",
+            help=f"GPU preset with its peak bandwidth and dense FLOPs (see the notes for the sources): {gpu_names()}.",
         ),
     ] = None,
     prompt: Annotated[

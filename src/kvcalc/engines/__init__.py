@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
 from kvcalc.engines.theoretical import THEORETICAL, Theoretical
 from kvcalc.errors import UsageError
-from kvcalc.spec import LayerCache
 
 if TYPE_CHECKING:
     from kvcalc.engines.llamacpp import LlamaCpp
     from kvcalc.engines.sglang import SGLang
     from kvcalc.engines.transformers import Transformers
     from kvcalc.engines.vllm import VLLM
+    from kvcalc.spec import LayerCache
 
 
 class EngineEntry(NamedTuple):

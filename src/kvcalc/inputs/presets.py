@@ -159,17 +159,26 @@ def _parse_yaml(path: Path) -> Any:
         raise PresetError(f"preset {path.name}: invalid YAML ({exc.__class__.__name__})") from None
 
 
+@cache
+def _packed() -> dict[str, Any] | None:
+    """File name -> parsed document of every preset, from the wheel's ``presets.json``; None in a
+    checkout, which has only the YAML files. (Read once, as ``load_presets`` is.)"""
+    packed = presets_dir() / "presets.json"
+    if not packed.is_file():
+        return None
+    # Installed wheels carry the YAML pre-parsed (hatch_build.py): same data, no PyYAML import.
+    import json
+
+    index: dict[str, Any] = json.loads(packed.read_text(encoding="utf-8"))
+    return index
+
+
 def _documents() -> list[tuple[str, Any]]:
     """(file name, parsed document) for every preset file, in name order."""
-    folder = presets_dir()
-    packed = folder / "presets.json"
-    if packed.is_file():
-        # Installed wheels carry the YAML pre-parsed (hatch_build.py): same data, no PyYAML import.
-        import json
-
-        index: dict[str, Any] = json.loads(packed.read_text(encoding="utf-8"))
-        return sorted(index.items())
-    return [(path.name, _parse_yaml(path)) for path in sorted(folder.glob("*.yaml"))]
+    packed = _packed()
+    if packed is not None:
+        return sorted(packed.items())
+    return [(path.name, _parse_yaml(path)) for path in sorted(presets_dir().glob("*.yaml"))]
 
 
 @cache
@@ -197,13 +206,19 @@ def _index() -> dict[str, Preset]:
 def find_preset(name: str) -> Preset | None:
     """The preset a name or alias stands for (case-insensitive), or None."""
     key = name.strip().lower()
-    folder = presets_dir()
-    if _NAME_RE.match(key) and not (folder / "presets.json").is_file():
-        # In a checkout a preset's own name is its file name: read one file instead of all of
-        # them. Aliases and near-misses fall through to the full index.
-        path = folder / f"{key}.yaml"
-        if path.is_file():
-            return parse_preset(_parse_yaml(path), filename=path.name)
+    if _NAME_RE.match(key):
+        # A preset's own name is its file name: validate that one document instead of every
+        # preset (the wheel's pre-parsed one, or in a checkout the one YAML file). Aliases and
+        # near-misses fall through to the full index.
+        filename = f"{key}.yaml"
+        packed = _packed()
+        if packed is not None:
+            if filename in packed:
+                return parse_preset(packed[filename], filename=filename)
+        else:
+            path = presets_dir() / filename
+            if path.is_file():
+                return parse_preset(_parse_yaml(path), filename=path.name)
     return _index().get(key)
 
 
