@@ -122,11 +122,12 @@ def test_an_estimate_imports_only_its_own_engine(argv: list[str], absent: tuple[
 # command's module only when it runs).
 _COMMAND_MODULES = {
     "compare": ("kvcalc.cli.compare", "kvcalc.calc.compare", "kvcalc.views.compare", "kvcalc.charts"),
-    "fit": ("kvcalc.cli.fit", "kvcalc.calc.fit", "kvcalc.calc.offload", "kvcalc.views.fit", "kvcalc.gpus"),
-    "presets": ("kvcalc.cli.presets", "kvcalc.views.presets"),
-    "probe": ("kvcalc.cli.probe", "kvcalc.views.probe"),
-    "speed": ("kvcalc.cli.speed", "kvcalc.calc.speed", "kvcalc.views.speed", "kvcalc.gpus"),
-}
+    "fit": ("kvcalc.cli.fit", "kvcalc.api._fit", "kvcalc.api._offload", "kvcalc.calc.fit", "kvcalc.calc.offload",
+            "kvcalc.views.fit", "kvcalc.gpus"),
+    "presets": ("kvcalc.cli.presets", "kvcalc.api._presets", "kvcalc.views.presets"),
+    "probe": ("kvcalc.cli.probe", "kvcalc.api._probe", "kvcalc.views.probe"),
+    "speed": ("kvcalc.cli.speed", "kvcalc.api._speed", "kvcalc.calc.speed", "kvcalc.views.speed", "kvcalc.gpus"),
+}  # fmt: skip
 _NOT_ESTIMATE = tuple(dict.fromkeys(m for modules in _COMMAND_MODULES.values() for m in modules))
 _EVERY_COMMAND = ("kvcalc.cli.estimate", "kvcalc.cli.options", "kvcalc.api", "kvcalc.engines", *_NOT_ESTIMATE)
 

@@ -125,3 +125,19 @@ def test_cli_shows_parameters_as_flags(run_cli) -> None:
     assert_one_line_error(
         run_cli("estimate", "llama-3.1-8b", "--tokens", "10", "--prompt", "5"), "--tokens", "--prompt"
     )
+
+
+def test_every_public_api_name_resolves_to_its_service_module() -> None:
+    # kvcalc.api loads each service on first use: every name it lists must load, and be the
+    # service module's own object (not a copy that could drift).
+    import importlib
+
+    import kvcalc.api as public
+
+    for name in public.__all__:
+        value = getattr(public, name)
+        module = importlib.import_module(f"kvcalc.api.{public._EXPORTS[name]}")
+        assert value is getattr(module, name), name
+    assert sorted(public._EXPORTS) == sorted(public.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        public.nothing  # noqa: B018

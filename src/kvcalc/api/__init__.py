@@ -9,15 +9,45 @@ messages speak of these parameters.
 
 from __future__ import annotations
 
-from kvcalc.api._estimate import compare, estimate
-from kvcalc.api._fit import FitReport, cdiv_int, fit
-from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
-from kvcalc.api._offload import OffloadReport, fit_offload
-from kvcalc.api._presets import PresetSummary, list_presets, show_preset
-from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
-from kvcalc.api._requests import estimate_requests, read_requests
-from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
-from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Each public name and its service module, imported on first use (PEP 562): `kvcalc estimate`
+# loads the estimate service alone, not fit's, probe's, speed's and offload's as well.
+_EXPORTS = {
+    "compare": "_estimate",
+    "estimate": "_estimate",
+    "FitReport": "_fit",
+    "cdiv_int": "_fit",
+    "fit": "_fit",
+    "Model": "_models",
+    "load_model": "_models",
+    "model_from_geometry": "_models",
+    "model_from_source": "_models",
+    "open_model": "_models",
+    "OffloadReport": "_offload",
+    "fit_offload": "_offload",
+    "PresetSummary": "_presets",
+    "list_presets": "_presets",
+    "show_preset": "_presets",
+    "ProbeReport": "_probe",
+    "probe": "_probe",
+    "probe_llamacpp": "_probe",
+    "probe_request": "_probe",
+    "probe_vllm": "_probe",
+    "estimate_requests": "_requests",
+    "read_requests": "_requests",
+    "KnobValue": "_serving",
+    "Layout": "_serving",
+    "Served": "_serving",
+    "Serving": "_serving",
+    "is_theoretical": "_serving",
+    "resolve_serving": "_serving",
+    "COMPUTE_DTYPES": "_speed",
+    "DEFAULT_SWEEP": "_speed",
+    "SpeedReport": "_speed",
+    "speed": "_speed",
+}
 
 __all__ = [
     "COMPUTE_DTYPES",
@@ -53,3 +83,28 @@ __all__ = [
     "show_preset",
     "speed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvcalc.api' has no attribute {name!r}")
+    value = getattr(import_module(f"kvcalc.api.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from kvcalc.api._estimate import compare, estimate
+    from kvcalc.api._fit import FitReport, cdiv_int, fit
+    from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
+    from kvcalc.api._offload import OffloadReport, fit_offload
+    from kvcalc.api._presets import PresetSummary, list_presets, show_preset
+    from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_vllm
+    from kvcalc.api._requests import estimate_requests, read_requests
+    from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
+    from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
