@@ -203,7 +203,7 @@ def compare(
         return compile_plan(c.spec, Workload(tokens=tokens[0], batch=batch, kv_dtype=dtype), engine)
 
     base_plan = plan(base, dtypes[0])
-    base_totals = {t: base_plan.total_bytes(t, batch) for t in tokens}
+    base_totals = dict(zip(tokens, base_plan.totals(tokens, batch), strict=True))
     for t, total in base_totals.items():
         if total == 0:
             raise UsageError(f"the baseline {base.label} holds 0 bytes at {t:,} tokens, so ratios to it are undefined")
@@ -212,8 +212,8 @@ def compare(
         for dtype in dtypes:
             p = base_plan if c is base and dtype == dtypes[0] else plan(c, dtype)
             first = CompareRow(c, p.estimate.kv_dtype, 0, 0, 1, p.per_token_bytes, (), p, batch)
-            for t in tokens:
-                total = base_totals[t] if p is base_plan else p.total_bytes(t, batch)
+            totals = p.totals(tokens, batch)
+            for t, total in zip(tokens, totals, strict=True):
                 rows.append(copy_with(first, {"tokens": t, "total_bytes": total, "baseline_bytes": base_totals[t],
                                               "notes": p.fixed_notes(t)}))  # fmt: skip
     if mode == "models":

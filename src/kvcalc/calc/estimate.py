@@ -427,6 +427,30 @@ class Plan:
                 total += self._cost(g, tokens, b, shared_prefix, encoder, notes)[0] * replicas * g.layers
         return total * w.tp
 
+    def totals(self, tokens: Sequence[int], batch: int = 1) -> list[int]:
+        """``total_bytes`` at each of ``tokens`` (no shared prefix): a sweep. Where every group
+        holds min(T, bound) slots or a fixed state (the base rules, one replica, no residual
+        tokens), each length is a few multiplications; otherwise ``total_bytes`` per length."""
+        w = self.workload
+        closed = w.dp == 1 and all(
+            (g.plain and not g.residual and g.cache.tokens == "decoder") or not g.rows for g in self.groups
+        )
+        if not closed or not tokens:
+            return [self.total_bytes(t, batch) for t in tokens]
+        for t in tokens:
+            if type(t) is not int or t < 1:
+                _check_count("tokens", t, minimum=1)
+        self._check(tokens[0], batch, 0, None)
+        # Per group: bytes a slot for the whole batch over the group's layers and ranks, and its bound.
+        fixed = sum(batch * g.state_bytes * g.layers for g in self.groups if not g.rows) * w.tp
+        unbounded = sum(batch * g.per_slot * g.layers for g in self.groups if g.rows and g.bound is None) * w.tp
+        bounded = [
+            (batch * g.per_slot * g.layers * w.tp, g.bound) for g in self.groups if g.rows and g.bound is not None
+        ]
+        if not bounded:
+            return [fixed + unbounded * t for t in tokens]
+        return [fixed + unbounded * t + sum(c * (t if t < b else b) for c, b in bounded) for t in tokens]
+
     @cached_property
     def per_token_bytes(self) -> int:
         """``Estimate.per_token_bytes``, which no length changes."""
