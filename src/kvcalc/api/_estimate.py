@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan
@@ -113,17 +112,30 @@ def _serving_key(serving: Serving | None) -> tuple[object, ...] | None:
             serving.residual_tokens, tuple(serving.options.items()))  # fmt: skip
 
 
-@dataclass(frozen=True)
 class _Compiled:
     """One estimate call with its serving, layout and workload resolved and compiled: what is
-    left to do per call is the lengths (their checks and notes) and the plan's arithmetic."""
+    left to do per call is the lengths (their checks and notes) and the plan's arithmetic. (A
+    plain class: a dataclass costs its methods' compilation at every start-up.)"""
 
-    spec: ModelSpec
-    plan: Plan
-    batch: int
-    shared_prefix: int
-    model_notes: tuple[str, ...]
-    serving_notes: tuple[str, ...]
+    __slots__ = ("batch", "encoder_decoder", "lead", "model_notes", "plan", "serving_notes", "shared_prefix", "spec")
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        plan: Plan,
+        batch: int,
+        shared_prefix: int,
+        model_notes: tuple[str, ...],
+        serving_notes: tuple[str, ...],
+    ) -> None:
+        self.spec = spec
+        self.plan = plan
+        self.batch = batch
+        self.shared_prefix = shared_prefix
+        self.model_notes = model_notes
+        self.serving_notes = serving_notes
+        self.lead = (*model_notes, *serving_notes)
+        self.encoder_decoder = spec.is_encoder_decoder
 
     def at(self, tokens: int | None, prompt: int | None, output: int | None, encoder: int | None) -> Estimate:
         spec = self.spec
@@ -131,14 +143,6 @@ class _Compiled:
         limit_notes = () if self.encoder_decoder else _past_limit(spec, t)
         lead = (*self.model_notes, *token_notes, *self.serving_notes) if token_notes else self.lead
         return self.plan.at(t, self.batch, self.shared_prefix, enc, lead=lead, tail=limit_notes)
-
-    @cached_property
-    def lead(self) -> tuple[str, ...]:
-        return (*self.model_notes, *self.serving_notes)
-
-    @cached_property
-    def encoder_decoder(self) -> bool:
-        return self.spec.is_encoder_decoder
 
 
 # --- compare ------------------------------------------------------------------------------------------

@@ -299,51 +299,97 @@ def copy_with(template: _T, changes: dict[str, object]) -> _T:
     return new
 
 
-@dataclass(frozen=True)
 class _GroupPlan:
     """One group of identical layers, compiled: everything that does not change with the tokens.
 
     Per layer and GPU a sequence of T tokens costs ``slots x per_slot`` (K + V rows, metadata
     included) where the engine lays out the slots (windows, pages, blocks, cells), or a fixed
     ``state_bytes``; with a quantized cache the newest ``residual`` tokens of each sequence cost
-    ``residual_extra`` more a slot (their rows in full precision), and no metadata."""
+    ``residual_extra`` more a slot (their rows in full precision), and no metadata. ``plain``: the
+    engine keeps the base rules (Engine.layer_tokens, tokens_held, batch_slots) and the layer one
+    entry a token (no compression), so a sequence holds min(T, ``bound``) slots and the plan need
+    not ask the engine.
 
-    cache: LayerCache
-    layers: int
-    shape: GroupEstimate  # the group's fixed fields; the token-dependent ones are filled in
-    state_bytes: int = 0
-    rows: bool = False
-    per_slot: int = 0
-    meta_per_slot: int = 0
-    residual: int = 0
-    residual_extra: int = 0
-    # The engine keeps the base rules (Engine.layer_tokens, tokens_held, batch_slots) and the layer
-    # one entry a token (no compression): a sequence holds min(T, bound) slots, so the plan need not
-    # ask the engine.
-    plain: bool = False
-    bound: int | None = None
+    A plain class, not a dataclass: the plan is built often and never compared, and a dataclass
+    costs its methods' compilation at every start-up (~1 ms each on Python 3.11)."""
+
+    __slots__ = (
+        "bound",
+        "cache",
+        "layers",
+        "meta_per_slot",
+        "per_slot",
+        "plain",
+        "residual",
+        "residual_extra",
+        "rows",
+        "shape",
+        "state_bytes",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        cache: LayerCache,
+        layers: int,
+        shape: GroupEstimate,
+        *,
+        state_bytes: int = 0,
+        rows: bool = False,
+        per_slot: int = 0,
+        meta_per_slot: int = 0,
+        residual: int = 0,
+        residual_extra: int = 0,
+        plain: bool = False,
+        bound: int | None = None,
+    ) -> None:
+        self.cache = cache
+        self.layers = layers
+        self.shape = shape  # the group's fixed fields; the token-dependent ones are filled in
+        self.state_bytes = state_bytes
+        self.rows = rows
+        self.per_slot = per_slot
+        self.meta_per_slot = meta_per_slot
+        self.residual = residual
+        self.residual_extra = residual_extra
+        self.plain = plain
+        self.bound = bound
 
 
-@dataclass(frozen=True)
 class Plan:
     """The cache of one model under one engine, formats and layout, compiled once
     (``compile_plan``): a sum over groups of identical layers of what a length costs each.
     ``at`` evaluates it for a length, batch and shared prefix in microseconds, exactly as
-    ``estimate`` does (``estimate`` is ``compile_plan(...).at(...)``)."""
+    ``estimate`` does (``estimate`` is ``compile_plan(...).at(...)``). Treat it as immutable (a
+    plain class for start-up's sake, as _GroupPlan)."""
 
-    model: ModelSpec
-    engine: Engine
-    workload: Workload  # the compiled one: formats, images, residual tokens and layout
-    groups: tuple[_GroupPlan, ...]
-    # (group index, layers) per pipeline stage: one stage of the whole model unless pp > 1.
-    stages: tuple[tuple[tuple[int, int], ...], ...]
-    estimate: Estimate  # the fixed fields of every Estimate this plan gives
-    lead_notes: tuple[str, ...]  # the notes before the encoder default, then after it
-    tail_notes: tuple[str, ...]
-    encoder_tokens: int | None  # the model's or the workload's; None: the decoder length (noted)
-    images: int
-    per_gpu_token_bytes: int
-    static_notes: tuple[str, ...]  # lead + tail, once each: the notes when no length adds one
+    def __init__(
+        self,
+        model: ModelSpec,
+        engine: Engine,
+        workload: Workload,
+        groups: tuple[_GroupPlan, ...],
+        stages: tuple[tuple[tuple[int, int], ...], ...],
+        estimate: Estimate,
+        lead_notes: tuple[str, ...],
+        tail_notes: tuple[str, ...],
+        encoder_tokens: int | None,
+        images: int,
+        per_gpu_token_bytes: int,
+    ) -> None:
+        self.model = model
+        self.engine = engine
+        self.workload = workload  # the compiled one: formats, images, residual tokens and layout
+        self.groups = groups
+        # (group index, layers) per pipeline stage: one stage of the whole model unless pp > 1.
+        self.stages = stages
+        self.estimate = estimate  # the fixed fields of every Estimate this plan gives
+        self.lead_notes = lead_notes  # the notes before the encoder default, then after it
+        self.tail_notes = tail_notes
+        self.encoder_tokens = encoder_tokens  # the model's or the workload's; None: the decoder length (noted)
+        self.images = images
+        self.per_gpu_token_bytes = per_gpu_token_bytes
+        # lead + tail, once each: the notes when no length adds one
+        self.static_notes = tuple(dict.fromkeys((*lead_notes, *tail_notes)))
 
     @cached_property
     def encoder_decoder(self) -> bool:
@@ -588,9 +634,7 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
         model=spec, workload=w, kv_dtype=k_dtype, v_dtype=v_dtype if v_dtype != k_dtype else None, groups=(),
         engine=engine.name, per_gpu_token_bytes=per_gpu_token,
     )  # fmt: skip
-    tail = tuple(notes)
-    static = tuple(dict.fromkeys((*lead, *tail)))
-    return Plan(spec, engine, w, groups, stages, fixed, lead, tail, encoder_tokens, images, per_gpu_token, static)
+    return Plan(spec, engine, w, groups, stages, fixed, lead, tuple(notes), encoder_tokens, images, per_gpu_token)
 
 
 def _compile_group(
