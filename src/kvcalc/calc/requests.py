@@ -373,31 +373,34 @@ def _jsonl_batches(chunks: _Chunks, first: bytes, name: str) -> Generator[_Batch
 def _json_lines(pieces: Iterable[str], name: str, before: int) -> Iterator[str]:
     """The lines of the whole text as str.splitlines(keepends=True) cuts it, piece by piece;
     ``before`` lines were read before the first piece."""
-    tail = ""
-    number = before
-    for piece in pieces:
-        lines = (tail + piece).splitlines(keepends=True)
+
+    def cut(text: str) -> tuple[list[str], str]:
+        lines = text.splitlines(keepends=True)
         # The last line may go on in the next piece (a \r there may be the first half of \r\n).
-        tail = lines.pop() if lines and (lines[-1][-1] not in _BREAKS or lines[-1][-1] == "\r") else ""
-        for line in lines:
-            number += 1
-            if len(line) > MAX_LINE:
-                raise _too_long(name, number)
-            yield line
-        if len(tail) > MAX_LINE:
-            raise _too_long(name, number + 1)
-    if tail:
-        yield tail
+        last = lines[-1][-1] if lines else ""
+        return (lines[:-1], lines[-1]) if lines and (last not in _BREAKS or last == "\r") else (lines, "")
+
+    return _lines(pieces, name, before, cut)
 
 
 def _csv_lines(pieces: Iterable[str], name: str, before: int) -> Iterator[str]:
     """The lines of the whole text as io.StringIO(text, newline="") cuts it (at \\n, \\r\\n and a
     lone \\r, each kept), piece by piece; ``before`` lines were read before the first piece."""
+
+    def cut(text: str) -> tuple[list[str], str]:
+        lines = io.StringIO(text, newline="").readlines()
+        return (lines[:-1], lines[-1]) if lines and not lines[-1].endswith("\n") else (lines, "")
+
+    return _lines(pieces, name, before, cut)
+
+
+def _lines(pieces: Iterable[str], name: str, before: int, cut: Callable[[str], tuple[list[str], str]]) -> Iterator[str]:
+    """Whole lines of the text the pieces make, each at most MAX_LINE long: ``cut`` splits a
+    text into its complete lines and the unfinished rest, which waits for the next piece."""
     tail = ""
     number = before
     for piece in pieces:
-        lines = io.StringIO(tail + piece, newline="").readlines()
-        tail = lines.pop() if lines and not lines[-1].endswith("\n") else ""
+        lines, tail = cut(tail + piece)
         for line in lines:
             number += 1
             if len(line) > MAX_LINE:
