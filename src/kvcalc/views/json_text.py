@@ -78,7 +78,7 @@ def _key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def _value(value: Any, newline: str, parts: list[str], keys: dict[tuple[str, tuple[Any, ...]], str]) -> None:
+def _value(value: Any, newline: str, parts: list[str], keys: dict[tuple[Any, ...], Any]) -> None:
     write = _SCALARS.get(type(value))
     if write is not None:
         parts.append(write(value))
@@ -93,24 +93,33 @@ def _value(value: Any, newline: str, parts: list[str], keys: dict[tuple[str, tup
         parts.append(text)
 
 
-def _dict(value: dict[Any, Any], newline: str, parts: list[str], keys: dict[tuple[str, tuple[Any, ...]], str]) -> None:
-    """``keys`` holds, per indent and tuple of keys, the dict's text with a slot for each value:
-    the rows of a table repeat their keys, so a row of scalars is one format operation."""
+# A shape (indent, keys, value types) whose values are not all scalars: written item by item.
+_ITEMWISE = ("", ())
+
+
+def _dict(value: dict[Any, Any], newline: str, parts: list[str], keys: dict[tuple[Any, ...], Any]) -> None:
+    """``keys`` holds, per indent, tuple of keys and tuple of value types, the dict's text with a
+    slot for each value and the writers of the values that are not integers (an integer's text is
+    its ``%s``): the rows of a table repeat their shape, so a row of scalars is one format
+    operation and a writer call per string, float, boolean or None."""
     if not value:
         parts.append("{}")
         return
-    try:
-        texts = tuple([_SCALARS[type(item)](item) for item in value.values()])
-    except KeyError:  # a value that is a container (or a subclass): item by item
-        texts = None
     inner = newline + _INDENT
-    if texts is not None:
-        shape = (inner, tuple(value))
-        template = keys.get(shape)
-        if template is None:
-            lines = [inner + _key(key).replace("%", "%%") + ": %s" for key in value]
-            template = keys[shape] = "{" + ",".join(lines) + newline + "}"
-        parts.append(template % texts)
+    values = tuple(value.values())
+    shape = (inner, tuple(value), tuple(map(type, values)))
+    entry = keys.get(shape)
+    if entry is None:
+        entry = keys[shape] = _shape(value, shape[2], inner, newline)
+    if entry is not _ITEMWISE:
+        template, writers = entry
+        if writers:
+            texts = list(values)
+            for i, write in writers:
+                texts[i] = write(texts[i])
+            parts.append(template % tuple(texts))
+        else:
+            parts.append(template % values)
         return
     lead = "{" + inner
     append = parts.append
@@ -121,9 +130,18 @@ def _dict(value: dict[Any, Any], newline: str, parts: list[str], keys: dict[tupl
     append(newline + "}")
 
 
-def _list(
-    value: list[Any] | tuple[Any, ...], newline: str, parts: list[str], keys: dict[tuple[str, tuple[Any, ...]], str]
-) -> None:
+def _shape(
+    value: dict[Any, Any], types: tuple[type, ...], inner: str, newline: str
+) -> tuple[str, tuple[tuple[int, Callable[[Any], str]], ...]] | tuple[str, tuple[()]]:
+    """A dict shape's template and its non-integer writers, or _ITEMWISE."""
+    if not all(t in _SCALARS for t in types):
+        return _ITEMWISE
+    lines = [inner + _key(key).replace("%", "%%") + ": %s" for key in value]
+    writers = tuple((i, _SCALARS[t]) for i, t in enumerate(types) if t is not int)
+    return "{" + ",".join(lines) + newline + "}", writers
+
+
+def _list(value: list[Any] | tuple[Any, ...], newline: str, parts: list[str], keys: dict[tuple[Any, ...], Any]) -> None:
     if not value:
         parts.append("[]")
         return
