@@ -9,7 +9,7 @@ absurd field stops with a ``ConfigError`` that names it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from kvcalc.dtypes import DType, lookup_dtype
@@ -133,32 +133,30 @@ class _Recorded(Mapping[str, Any]):
         return len(self._data)
 
 
-@dataclass
 class _Reader:
     """Typed access to one config mapping, remembering the defaults it applied and the keys it
-    read."""
+    read. (A plain class: one is made per config, and a dataclass costs its methods' compilation
+    at every start-up.)"""
 
-    raw: _Recorded
-    where: str
-    model_type: str
-    notes: list[str] = field(default_factory=list)
-    # Unmodelled fields found inside objects the reader consumed as a whole (NAS block_configs).
-    unmodelled: list[Unmodelled] = field(default_factory=list)
-    # The whole config when the language model is nested in it (None: it is the whole config), so
-    # that a family can read a sibling such as Llama 3.2 Vision's vision_config.
-    outer: Mapping[str, Any] | None = None
-    # Tokens one image puts in each image cross-attention layer, set by a family that has them.
-    image_tokens: int | None = None
-    # Tokens the encoder hands each cross-attention layer, set by the encoder-decoder family.
-    encoder_tokens: int | None = None
-    # The decoder layer of each cache entry, set by a family whose layers hold more than one.
-    entry_layers: list[int] = field(default_factory=list)
-    # The model type's config-class defaults: its _FAMILY_DEFAULTS row, or a family module's own
-    # (set before the module reads anything).
-    defaults: Mapping[str, Any] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.defaults = _FAMILY_DEFAULTS.get(self.model_type, {})
+    def __init__(self, raw: _Recorded, where: str, model_type: str, *, outer: Mapping[str, Any] | None = None) -> None:
+        self.raw = raw
+        self.where = where
+        self.model_type = model_type
+        self.notes: list[str] = []
+        # Unmodelled fields found inside objects the reader consumed as a whole (NAS block_configs).
+        self.unmodelled: list[Unmodelled] = []
+        # The whole config when the language model is nested in it (None: it is the whole config),
+        # so that a family can read a sibling such as Llama 3.2 Vision's vision_config.
+        self.outer = outer
+        # Tokens one image puts in each image cross-attention layer, set by a family that has them.
+        self.image_tokens: int | None = None
+        # Tokens the encoder hands each cross-attention layer, set by the encoder-decoder family.
+        self.encoder_tokens: int | None = None
+        # The decoder layer of each cache entry, set by a family whose layers hold more than one.
+        self.entry_layers: list[int] = []
+        # The model type's config-class defaults: its _FAMILY_DEFAULTS row, or a family module's
+        # own (set before the module reads anything).
+        self.defaults: Mapping[str, Any] = _FAMILY_DEFAULTS.get(model_type, {})
 
     def considered(self, *keys: str) -> None:
         """Keys a rule looked at and deliberately set aside (a disabled window, say): read."""
