@@ -306,11 +306,30 @@ def _too_long(name: str, number: int) -> SourceError:
     return SourceError(f"{name} line {number}: longer than {MAX_LINE:,} characters, not a request")
 
 
+class _Batcher:
+    """Requests read one by one (the slow path), gathered into batches of _BATCH."""
+
+    def __init__(self) -> None:
+        self.prompts: list[int] = []
+        self.outputs: list[int] = []
+        self.totals: list[int] = []
+
+    def add(self, request: Request) -> _Batch | None:
+        """Add a request; the batch when it is full."""
+        self.prompts.append(request.prompt)
+        self.outputs.append(request.output)
+        self.totals.append(request.tokens)
+        return self.take() if len(self.totals) == _BATCH else None
+
+    def take(self) -> _Batch:
+        batch = (self.prompts, self.outputs, self.totals)
+        self.prompts, self.outputs, self.totals = [], [], []
+        return batch
+
+
 def _json_rows(lines: Iterable[str], name: str, before: int) -> Generator[_Batch, None, int]:
     """Rows through the json module, numbered from ``before`` + 1; returns the lines read by the end."""
-    prompts: list[int] = []
-    outputs: list[int] = []
-    totals: list[int] = []
+    batch = _Batcher()
     number = before
     for number, cut in enumerate(lines, before + 1):
         line = cut.rstrip(_BREAKS)  # a line ends in one line break (\r\n is one)
@@ -326,15 +345,10 @@ def _json_rows(lines: Iterable[str], name: str, before: int) -> Generator[_Batch
             raise SourceError(f"{name} line {number}: not a usable JSON request") from None
         if not isinstance(item, dict):
             raise SourceError(f"{name} line {number}: each line must be a JSON object")
-        request = _request(item, f"{name} line {number}")
-        prompts.append(request.prompt)
-        outputs.append(request.output)
-        totals.append(request.tokens)
-        if len(totals) == _BATCH:
-            yield prompts, outputs, totals
-            prompts, outputs, totals = [], [], []
-    if totals:
-        yield prompts, outputs, totals
+        if full := batch.add(_request(item, f"{name} line {number}")):
+            yield full
+    if batch.totals:
+        yield batch.take()
     return number
 
 
@@ -419,9 +433,7 @@ def _csv_rows(
     header after ``rows`` rows on ``before`` lines. Returns the rows and the lines read by the end."""
     # newline="" lines: the csv module handles \r, \r\n and quoted newlines itself.
     reader = csv.DictReader(lines, fieldnames=names)
-    prompts: list[int] = []
-    outputs: list[int] = []
-    totals: list[int] = []
+    batch = _Batcher()
     number = rows + 1
     try:
         if names is None:
@@ -431,17 +443,12 @@ def _csv_rows(
         for number, row in enumerate(reader, rows + 2):
             if None in row:
                 raise SourceError(f"{name} line {number}: more values than the header has columns")
-            request = _request(dict(row), f"{name} line {number}")
-            prompts.append(request.prompt)
-            outputs.append(request.output)
-            totals.append(request.tokens)
-            if len(totals) == _BATCH:
-                yield prompts, outputs, totals
-                prompts, outputs, totals = [], [], []
+            if full := batch.add(_request(dict(row), f"{name} line {number}")):
+                yield full
     except csv.Error as exc:
         raise SourceError(f"{name} line {before + reader.line_num}: not readable CSV ({exc})") from None
-    if totals:
-        yield prompts, outputs, totals
+    if batch.totals:
+        yield batch.take()
     return number - 1, before + reader.line_num
 
 
