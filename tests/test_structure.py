@@ -10,7 +10,7 @@ import pytest
 from kvcalc.api import load_model
 from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.calc.fit import fit
-from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, engine_class, make_engine
+from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, SGLang, engine_class, make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
@@ -131,6 +131,17 @@ def test_fit_inverts_estimate(engine_name: str, model: str) -> None:
                 assert plan.page_bytes % (engine.block_size * rows[group.cache]) == 0
         # And every request of 4,096 tokens that fits in blocks fits in estimate's bytes.
         assert result.max_concurrency * per_gpu(4096, 1) <= budget + plan.page_bytes * plan.group_size * len(plan.kinds)
+        return
+    if isinstance(engine, SGLang):
+        # SGLang's own arithmetic (engines/sglang/capacity.py, checked against SGLang's pools in
+        # tests/engines/sglang): requests are admitted by whole pages of its token pool.
+        plan = result.sglang
+        assert plan is not None
+        assert result.max_concurrency == plan.requests_fit(4096)
+        if plan.refusal is None and result.max_concurrency < plan.max_running_requests:
+            # Bounded by the token pool and not by the request cap: one more would not fit in it.
+            assert result.max_concurrency * 4096 <= plan.max_total_tokens
+            assert plan.swa_tokens is not None or (result.max_concurrency + 1) * 4096 > plan.max_total_tokens
         return
     n = result.max_concurrency
     assert per_gpu(4096, n) <= budget < per_gpu(4096, n + 1)

@@ -78,6 +78,15 @@ class ModelSpec:
     # factor that extends it) and the words saying where it came from; None when it does not say.
     max_context: int | None = None
     max_context_key: str | None = None
+    # The config's own top-level model_type where the cached model is a nested text model (gemma3
+    # around gemma3_text, mllama around mllama_text_model); engines that decide by the whole
+    # checkpoint's architecture read it (SGLang's multimodal and hybrid-SWA lists).
+    top_model_type: str | None = None
+
+    @property
+    def checkpoint_type(self) -> str:
+        """The model_type of the whole checkpoint: the top-level one, else the cached model's."""
+        return self.top_model_type or self.model_type
 
     def __post_init__(self) -> None:
         # A layout with more entries than layers must say whose they are, or pipeline stages would

@@ -170,7 +170,7 @@ def compare(
     from kvcalc.calc.compare import attention_variants, candidate_for
     from kvcalc.calc.compare import compare as run_compare
     from kvcalc.engines import Engine as EngineBase
-    from kvcalc.engines import make_engine
+    from kvcalc.engines import make_engine, uses_dsa
 
     if not models:
         raise UsageError("give one model (its variants) or several (side by side)", param="models")
@@ -213,7 +213,8 @@ def compare(
     if isinstance(engine, EngineBase):
         chosen = engine
     else:
-        chosen, engine_notes = make_engine(engine, uses_mla=any(x.is_latent for c in candidates for x in c.spec.caches))
+        chosen, engine_notes = make_engine(engine, uses_mla=any(x.is_latent for c in candidates for x in c.spec.caches),
+                                            uses_dsa=any(uses_dsa(c.spec.caches) for c in candidates))  # fmt: skip
         notes += engine_notes
     return run_compare(
         candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,

@@ -16,6 +16,7 @@ from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
+    from kvcalc.engines.sglang.probe import SGLangProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.engines.vllm.probe import VllmProbe
     from kvcalc.views.console import Block
@@ -288,3 +289,62 @@ def probe_vllm(
     )  # fmt: skip
     checks = compare(result, report.result)
     return VllmProbe(opened.name, engine, request, result, checks, report.notes)
+
+
+def probe_sglang(
+    model: str | ModelSpec | Model,
+    *,
+    kv_budget: int | None = None,
+    block_size: int | None = None,
+    kv_dtype: str | None = None,
+    context_length: int | None = None,
+    allocate: bool | None = None,
+    python: str | None = None,
+    timeout: float = 300,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> SGLangProbe:
+    """Build SGLang's own pools (its Python: ``python``, $KVCALC_SGLANG_PYTHON, or this one) for the
+    model's config and ``kv_budget`` bytes (None: 256 MiB) with page size ``block_size``, KV
+    ``kv_dtype`` ("fp8" or the model's own) and ``context_length`` (None: the model's), and set the
+    sizes and buffers SGLang chose beside ``fit --engine sglang`` for the same budget
+    (kvcalc.engines.sglang.probe.SGLangProbe; ``.match`` when every figure agrees). ``allocate``
+    False sizes the pools without allocating them; None: allocate budgets up to 16 GiB."""
+    from kvcalc.engines.sglang.probe import SGLangProbe, compare, run_probe, sglang_python
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    config = opened.source.config if opened.source is not None else None
+    if not isinstance(config, dict):
+        raise UsageError("the SGLang probe needs a model's JSON config (a preset, file or repo id)")
+    if kv_budget is None:
+        kv_budget = 256 * 2**20
+    _check_timeout(timeout)
+    for param, value in (("kv_budget", kv_budget), ("context_length", context_length or 1)):
+        if isinstance(value, bool) or value <= 0:
+            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    if allocate is None:
+        allocate = kv_budget <= 2**34
+    if allocate and kv_budget > 2**34:
+        raise UsageError("an SGLang probe that allocates its pools takes at most 16 GiB here: size larger budgets "
+                         "without allocating (allocate=False)", param="kv_budget")  # fmt: skip
+    if kv_dtype not in (None, "auto", "fp8", "fp8_e4m3"):
+        raise UsageError(f"the SGLang probe builds the model dtype's cache or fp8, not {kv_dtype}", param="kv_dtype")
+    fp8 = kv_dtype in ("fp8", "fp8_e4m3")
+    knobs = {"block_size": block_size}
+    context = context_length or opened.spec.max_context or 4096
+    report = fit(opened, kv_budget=kv_budget, tokens=context, max_model_len=context, engine="sglang",
+                 options=knobs, kv_dtype="fp8" if fp8 else None)  # fmt: skip
+    plan = report.result.sglang
+    assert plan is not None  # fit under SGLang always plans
+    request = {"config": config, "budget": kv_budget, "page_size": plan.page_size, "context_length": context,
+               "kv_cache_dtype": "fp8_e4m3" if fp8 else "auto", "pools": allocate}  # fmt: skip
+    output = run_probe(sglang_python(python), {"cases": [request]}, timeout)
+    result = {"sglang_version": output.get("sglang_version"), "files": output.get("files"), **output["results"][0]}
+    if "unsupported" in result or "error" in result:
+        why = result.get("unsupported") or result["error"]
+        raise UsageError(f"SGLang could not build {opened.name}'s pools: {why}")
+    engine = f"sglang@{result.get('sglang_version')}"
+    sized = "pools sized by SGLang's own code, not allocated (a budget over 16 GiB)"
+    notes = report.notes if allocate else (*report.notes, sized)
+    return SGLangProbe(opened.name, engine, request, result, compare(result, report.result), notes)

@@ -100,7 +100,7 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
     ``None`` / ``"auto"`` formats are the engine's own default for the model, decided by the
     estimator."""
     from kvcalc.engines import Engine as EngineBase
-    from kvcalc.engines import make_engine
+    from kvcalc.engines import make_engine, uses_dsa
 
     engine, kv_dtype, k_dtype, v_dtype = asked.engine, asked.kv_dtype, asked.k_dtype, asked.v_dtype
     quant_group, residual_tokens, options = asked.quant_group, asked.residual_tokens, dict(asked.options)
@@ -130,7 +130,8 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
                              param="options")  # fmt: skip
         chosen = engine
     else:
-        chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c, _ in spec.groups), **options)
+        chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c, _ in spec.groups),
+                                            uses_dsa=uses_dsa(spec.caches), **options)  # fmt: skip
         notes += engine_notes
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",

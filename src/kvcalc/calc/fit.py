@@ -20,6 +20,7 @@ from kvcalc.engines import Engine, cdiv
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from kvcalc.engines.sglang.capacity import SGLangPlan
     from kvcalc.engines.vllm.capacity import VllmPlan
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
@@ -160,6 +161,7 @@ class Fit:
     engine: str
     max_concurrency_exact: Fraction | None = None
     vllm: VllmPlan | None = None
+    sglang: SGLangPlan | None = None
     notes: tuple[str, ...] = field(default=())
     # True when the answer is only the search's stopping point (SEARCH_LIMIT): the budget holds
     # at least that much, and more was not tried.

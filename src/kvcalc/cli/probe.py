@@ -106,7 +106,7 @@ def probe(
         typer.Option(
             "--kv-budget",
             metavar="SIZE",
-            help="--engine vllm: the KV cache vLLM gets (kv_cache_memory_bytes; default 64MiB).",
+            help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB).",
         ),
     ] = None,
     block_size: BlockOpt = None,
@@ -116,12 +116,14 @@ def probe(
         typer.Option(
             "--engine-python",
             metavar="PATH",
-            help="--engine vllm: the Python of vLLM's environment (default $KVCALC_VLLM_PYTHON, else this one).",
+            help="--engine vllm / sglang: the engine environment's Python (default $KVCALC_VLLM_PYTHON / _SGLANG_).",
         ),
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", metavar="S", help="Seconds the real engine may take (vLLM, llama.cpp; default 300)."),
+        typer.Option(
+            "--timeout", metavar="S", help="Seconds the real engine may take (vLLM, SGLang, llama.cpp; default 300)."
+        ),
     ] = None,
 ) -> None:
     """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
@@ -140,6 +142,13 @@ def probe(
     --max-batched-tokens and --kv-budget of KV cache, and the blocks, groups, maximum concurrency
     and "KV cache size" it reports set beside `kvcalc fit --engine vllm` for the same budget, under
     the rules of the release and platform that ran. Exit status 1 on any difference.
+
+    --engine sglang (not with --raw) builds SGLang's own memory pools on the CPU (SGLang in its own
+    environment, named by --engine-python or KVCALC_SGLANG_PYTHON; README, "SGLang"): its
+    ModelConfig, KV-cache configurator and pool classes for the config with --kv-budget (default
+    256MiB), --block-size (its --page-size), --kv-dtype fp8 and --tokens as the context length, and
+    the pool sizes, per-token bytes, state slots, max running requests and padded page it chose set
+    beside `kvcalc fit --engine sglang`. Exit status 1 on any difference.
 
     The model probe builds the model's transformers implementation from its config with random
     weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
@@ -168,6 +177,18 @@ def probe(
             kv_unified=kv_unified, swa_full=swa_full, as_json=as_json, revision=revision, strict=strict,
             timeout=300 if timeout is None else timeout,
         )  # fmt: skip
+        return
+    if _runs_sglang(engine) and not raw:
+        dropped = [flag for flag, present in {"--max-batched-tokens": max_batched_tokens is not None,
+                   "--print-request": print_request, "--from-result": from_result is not None,
+                   "--tolerance": tolerance != "0", **llama_flags}.items() if present]  # fmt: skip
+        if dropped:
+            raise UsageError(f"{', '.join(dropped)} do not apply to the SGLang probe (it builds SGLang's pools)")
+        show_probe(api.probe_sglang(
+            model, kv_budget=size(kv_budget, "--kv-budget"), block_size=block_size, kv_dtype=kv_dtype,
+            context_length=count(tokens, "--tokens") if tokens != "512" else None, python=engine_python,
+            timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
+        ), as_json)  # fmt: skip
         return
     vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
                   "--engine-python": engine_python}  # fmt: skip
@@ -221,6 +242,12 @@ def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) 
     knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
     given = {name: value for name, value in knobs.items() if value is not None and value is not False}
     show_probe(api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options), as_json)
+
+
+def _runs_sglang(engine: str) -> bool:
+    from kvcalc.engines import engine_entry
+
+    return engine_entry(engine).module == "sglang"
 
 
 def _runs_vllm(engine: str) -> bool:

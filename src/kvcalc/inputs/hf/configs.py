@@ -262,6 +262,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         layers=layers,
         query_heads=heads,
         model_type=model_type,
+        top_model_type=top_type if text is not raw and top_type else None,
         dtype=dtype,
         notes=tuple(reader.notes),
         encoder_tokens=reader.encoder_tokens,

@@ -1,0 +1,218 @@
+"""``kvcalc probe --engine sglang``: run sglang_probe.py with SGLang's own Python and set the pools
+SGLang built beside ``kvcalc fit --engine sglang`` for the same budget.
+
+SGLang pins its own torch and CUDA packages, so it lives in an environment of its own (README,
+"SGLang"): the probe runs ``sglang_probe.py`` (a standalone file) with that environment's Python,
+found from ``--engine-python``, ``KVCALC_SGLANG_PYTHON``, or this Python when it can import sglang.
+The run is bounded (``timeout``) and its process group is killed when it overruns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import suppress
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.errors import UsageError
+
+if TYPE_CHECKING:
+    from kvcalc.calc.fit import Fit
+
+ENV_PYTHON = "KVCALC_SGLANG_PYTHON"
+INSTALL_HINT = (
+    "SGLang's pool code in its own environment: python3 -m venv .venv-sglang && .venv-sglang/bin/pip install "
+    "torch==2.13.0 && .venv-sglang/bin/pip install --no-deps sglang==0.5.23 && .venv-sglang/bin/pip install -r "
+    f"requirements/sglang-cpu.txt, then --engine-python .venv-sglang/bin/python or {ENV_PYTHON}"
+)
+PROBE_FILE = Path(__file__).with_name("sglang_probe.py")
+_REASON_LIMIT = 400
+
+
+def sglang_python(explicit: str | None = None) -> str:
+    """The Python that runs SGLang: ``explicit``, then $KVCALC_SGLANG_PYTHON, then this one if it
+    can import sglang; else a one-line UsageError with the set-up."""
+    chosen = explicit or os.environ.get(ENV_PYTHON)
+    if chosen:
+        if not Path(chosen).is_file():
+            where = "--engine-python" if explicit else ENV_PYTHON
+            raise UsageError(f"{where} {chosen!r} is not a file: give the Python of SGLang's environment")
+        return chosen
+    if find_spec("sglang") is not None:
+        return sys.executable
+    raise UsageError(f"SGLang is not installed here: {INSTALL_HINT}")
+
+
+def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run sglang_probe.py with ``python`` on ``request``; its JSON result. Killed (with every
+    process it started) after ``timeout`` seconds."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with subprocess.Popen(
+        [python, str(PROBE_FILE), "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(json.dumps(request).encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise UsageError(f"SGLang's pools were not built within {timeout:g} s (raise --timeout)") from None
+        except BaseException:
+            _kill_group(process)
+            raise
+    _kill_group(process)
+    if process.returncode != 0:
+        raise UsageError(_failure(err.decode("utf-8", "replace"), process.returncode))
+    try:
+        result: dict[str, Any] = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UsageError("sglang_probe.py printed no JSON result (KVCALC_DEBUG=1 shows SGLang's traceback)") from None
+    return result
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _failure(stderr: str, status: int) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    mine = [line for line in lines if line.startswith("sglang_probe: error:")]
+    line = mine[-1] if mine else (lines[-1] if lines else f"exit status {status}")
+    line = "".join(ch if ch.isprintable() else "?" for ch in line)
+    return line if len(line) <= _REASON_LIMIT else line[: _REASON_LIMIT - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure, as SGLang built it and as kvcalc computes it."""
+
+    what: str
+    sglang: Any
+    kvcalc: Any
+
+    @property
+    def match(self) -> bool:
+        return bool(self.sglang == self.kvcalc)
+
+
+def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
+    """SGLang's pools beside kvcalc's plan: whether it starts at all, the page size, the token
+    pool's per-token bytes and size, the SWA pool's size, the state slots and one request's
+    state, max running requests, and every buffer's bytes with its padded page."""
+    plan = fit.sglang
+    if plan is None:  # fit under the SGLang engine always plans
+        raise UsageError("the SGLang probe compares with kvcalc's SGLang plan")
+    refused = result.get("refused")
+    checks = [Check("starts", refused is None, plan.refusal is None)]
+    if refused is not None or plan.refusal is not None:
+        return tuple(checks)
+    cell = result.get("cell_size", {})
+    hybrid = plan.hybrid_swa and plan.full_cell > 0
+    checks += [
+        Check("page size", result["page_size"], plan.page_size),
+        Check("token pool bytes per token", _cell(cell, hybrid), plan.full_cell + (0 if hybrid else plan.swa_cell)),
+        Check("max_total_num_tokens", result["max_total_num_tokens"], plan.max_total_tokens),
+    ]
+    if hybrid or result.get("swa_max_total_num_tokens") is not None:
+        checks.append(Check("SWA pool tokens", result.get("swa_max_total_num_tokens"), plan.swa_tokens))
+    if result.get("mamba") is not None or plan.mamba_slots is not None:
+        mamba = result.get("mamba") or {}
+        checks.append(Check("state bytes per request", mamba.get("cache_per_req"), plan.state_bytes))
+        checks.append(Check("max_mamba_cache_size", result.get("max_mamba_cache_size"), plan.mamba_slots))
+    checks.append(Check("max_running_requests", result["max_running_requests"], plan.max_running_requests))
+    if result.get("pools"):
+        # The token pool hands out max_total_num_tokens slots and allocates one padded page more.
+        checks.append(Check("token pool rows", _rows(result["pools"][0]), plan.max_total_tokens + plan.page_size))
+    return tuple(checks)
+
+
+def _rows(pool: dict[str, Any]) -> int | None:
+    """The rows of the token pool's first K/V buffer (a [rows, heads, dim] tensor, or [2, rows, ...]
+    for K and V in one), searching its SWA/full sub-pools when it has them."""
+    for buffer in pool.get("buffers", ()):
+        shape = buffer["shape"]
+        if buffer["name"].split("[")[0] in ("k_buffer", "kv_buffer", "full_kv_buffer") and shape:
+            return int(shape[1] if shape[0] == 2 and len(shape) == 4 else shape[0])
+    for sub in pool.get("subpools", ()):
+        if sub.get("attribute") in ("full_kv_pool", "kv_pool"):
+            return _rows(sub)
+    return None
+
+
+def _cell(cell: dict[str, Any], hybrid: bool) -> Any:
+    """SGLang's per-token bytes of the full pool: the sizer's cell, or for a hybrid SWA model its
+    full side (the cell there is full + ratio x SWA, a float)."""
+    return cell.get("full_cell_bytes") if hybrid else cell.get("cell_size")
+
+
+def pool_bytes(pool: dict[str, Any]) -> int:
+    """Every buffer of a pool and its sub-pools (SWA and full, state)."""
+    return sum(int(b["bytes"]) for b in pool.get("buffers", ())) + sum(pool_bytes(p) for p in pool.get("subpools", ()))
+
+
+@dataclass(frozen=True)
+class SGLangProbe:
+    """SGLang's pools for one model and budget beside ``kvcalc fit --engine sglang``."""
+
+    model: str
+    engine: str
+    request: dict[str, Any]
+    result: dict[str, Any]
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def match(self) -> bool:
+        return all(c.match for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "engine": self.engine,
+            "match": self.match,
+            "checks": [{"what": c.what, "sglang": c.sglang, "kvcalc": c.kvcalc, "match": c.match} for c in self.checks],
+            "request": {k: v for k, v in self.request.items() if k != "config"},
+            "result": self.result,
+            "notes": list(self.notes),
+        }
+
+    def view(self) -> list[Any]:
+        from kvcalc.views.console import Note
+
+        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
+
+    def lines(self) -> list[str]:
+        result = self.result
+        title = (f"SGLang {result.get('sglang_version')} pools vs kvcalc fit --engine {self.engine}: {self.model}, "
+                 f"{self.request['budget']:,} B of KV budget")  # fmt: skip
+        rows = [title]
+        if result.get("refused"):
+            rows.append(f"  SGLang refused: {result['refused']}")
+        width = max(len(c.what) for c in self.checks)
+        rows.append(f"  {'':<{width}}  {'SGLang':>14}  {'kvcalc':>14}")
+        for c in self.checks:
+            rows.append(f"  {c.what:<{width}}  {_show(c.sglang):>14}  {_show(c.kvcalc):>14}  "
+                        f"{'ok' if c.match else 'DIFFERS'}")  # fmt: skip
+        rows.append("match: every figure agrees" if self.match else "MISMATCH: see the rows marked DIFFERS")
+        return rows
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return str(value)
