@@ -237,6 +237,9 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
         remedies_found = tuple(r for r in tried if r.fits) or tuple(tried[-1:])
         return Verdict(False, 0, result.kv_budget, remedies_found, reason)
     needed = workload_bytes(spec, w, engine, result)
+    if result.sglang is not None and result.sglang.refusal is not None:
+        # SGLang would not start: no change of the workload inside the same budget helps.
+        return Verdict(False, needed, result.kv_budget, (), f"SGLang refuses this: {result.sglang.refusal}")
     limit = report.context_limit
     if limit is not None and w.tokens > limit and call.get("max_model_len") is None:
         reason = (

@@ -343,7 +343,8 @@ def probe_sglang(
     result = {"sglang_version": output.get("sglang_version"), "files": output.get("files"), **output["results"][0]}
     if "unsupported" in result or "error" in result:
         why = result.get("unsupported") or result["error"]
-        raise UsageError(f"SGLang could not build {opened.name}'s pools: {why}")
+        hint = "; a shorter --tokens or a smaller --kv-budget needs less" if "out of memory" in why else ""
+        raise UsageError(f"SGLang could not build {opened.name}'s pools: {why}{hint}")
     engine = f"sglang@{result.get('sglang_version')}"
     sized = "pools sized by SGLang's own code, not allocated (a budget over 16 GiB)"
     notes = report.notes if allocate else (*report.notes, sized)

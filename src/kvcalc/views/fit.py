@@ -36,6 +36,17 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
         lines.append(f"vLLM layout    {groups}")
         lines.append(f"vLLM block     {plan.group_size} layer(s) x {plan.page_bytes:,} B page = {block:,} B")
         lines.append(f"vLLM blocks    {plan.num_blocks:,}")
+    pools = result.sglang
+    if pools is not None and pools.refusal is None:
+        full = "token pool" if not pools.swa_cell or pools.full_cell else "SWA pool"
+        lines.append(f"SGLang pools   {full} {pools.max_total_tokens:,} tokens x "
+                     f"{pools.full_cell or pools.swa_cell:,} B, +1 padded page of {pools.page_size}")  # fmt: skip
+        if pools.swa_cell and pools.full_cell and pools.swa_tokens is not None:
+            lines.append(f"               SWA pool {pools.swa_tokens:,} tokens x {pools.swa_cell:,} B")
+        if pools.mamba_slots is not None:
+            lines.append(f"               state pool {pools.mamba_slots:,} slots x {pools.state_bytes:,} B "
+                         "(max_mamba_cache_size), +1")  # fmt: skip
+        lines.append(f"               max_running_requests {pools.max_running_requests:,}")
     tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
     lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
     exact = f" (vLLM's {float(result.max_concurrency_exact):.2f}x)" if result.max_concurrency_exact is not None else ""

@@ -52,7 +52,11 @@ def test_hybrid_swa_split_and_refusal() -> None:
     refused = _plan("gemma-4-31b").result
     assert refused.sglang is not None and refused.sglang.refusal is not None
     assert refused.max_tokens == 0 and not refused.fits
-    assert any(note.startswith("SGLang refuses this") for note in refused.notes)
+    report = _plan("gemma-4-31b")
+    assert report.verdict is not None and not report.verdict.fits
+    assert report.verdict.reason is not None and report.verdict.reason.startswith("SGLang refuses this")
+    # The admission floor is SGLang's sliding_window_size, the config's 1,024 - 1.
+    assert "window (1,023)" in report.verdict.reason
 
 
 def test_multimodal_reservation() -> None:

@@ -25,6 +25,7 @@ from kvcalc.engines.sglang.releases import (
     hybrid_swa,
 )
 from kvcalc.engines.sglang.releases import multimodal as is_multimodal
+from kvcalc.spec import AttentionCache
 
 if TYPE_CHECKING:
     from kvcalc.engines.sglang import SGLang
@@ -105,7 +106,7 @@ def sglang_plan(spec: ModelSpec, workload: Workload, engine: SGLang, budget: int
             else:
                 full += g.layers * g.bytes_per_token
     page = engine.page_size
-    window = max((c.token_bound for c in spec.caches if c.token_bound is not None), default=None)
+    window = _window(spec) if hybrid else None
     # mm_runtime_reservation_gb: MiB / 1024 GB, off the budget in GB.
     reserved_gb = VLM_CACHE_MIB / 1024 if multimodal else 0.0
     rest_gb = budget / _GB - reserved_gb
@@ -153,6 +154,15 @@ def sglang_plan(spec: ModelSpec, workload: Workload, engine: SGLang, budget: int
                       max_running_requests=max(requests, 0), refusal=refusal)  # fmt: skip
 
 
+def _window(spec: ModelSpec) -> int | None:
+    """The sliding_window_size SGLang's hybrid models report (resolve_sliding_window_size): the
+    model classes' get_attention_sliding_window_size gives the config's window - 1 (gpt-oss,
+    Gemma 4, MiMo-V2: seen in SGLang's own ModelConfig); Llama 4 has none, so its chunk."""
+    windows = [c.window - 1 for c in spec.caches if isinstance(c, AttentionCache) and c.window is not None]
+    chunks = [c.chunk for c in spec.caches if isinstance(c, AttentionCache) and c.chunk is not None]
+    return max(windows or chunks, default=None)
+
+
 def _max_running_requests(tokens: int, context_len: int, slots: int | None) -> int:
     """kv_cache_configurator.py resolve_max_num_reqs with no --max-running-requests: an estimate
     from the pool's size in contexts, clamped, at most half the tokens; a hybrid model at most a
@@ -182,9 +192,7 @@ def sglang_fit(spec: ModelSpec, w: Workload, engine: SGLang, budget: int, contex
     if plan.swa_tokens is not None and plan.full_cell and plan.refusal is None:
         notes.append(f"SGLang's sliding-window pool holds {plan.swa_tokens:,} tokens "
                      f"(its swa_full_tokens_ratio {engine.swa_ratio:g} of the full pool's)")  # fmt: skip
-    notes.append(f"SGLang's max_running_requests here: {plan.max_running_requests:,} (resolve_max_num_reqs)")
-    if plan.refusal is not None:
-        notes.append(f"SGLang refuses this: {plan.refusal}")
+    if plan.refusal is not None:  # the verdict says why (api._fit: "SGLang refuses this: ...")
         return Fit(kv_budget=budget, tokens=w.tokens, batch=w.batch, max_tokens=0, max_concurrency=0,
                    max_context=0, engine=engine.name, sglang=plan, notes=tuple(notes))  # fmt: skip
     batch = -(-w.batch // w.dp)

@@ -9,17 +9,14 @@ The run is bounded (``timeout``) and its process group is killed when it overrun
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
-from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engines.child import check_rows, run_child
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,7 +29,6 @@ INSTALL_HINT = (
     f"requirements/sglang-cpu.txt, then --engine-python .venv-sglang/bin/python or {ENV_PYTHON}"
 )
 PROBE_FILE = Path(__file__).with_name("sglang_probe.py")
-_REASON_LIMIT = 400
 
 
 def sglang_python(explicit: str | None = None) -> str:
@@ -50,47 +46,9 @@ def sglang_python(explicit: str | None = None) -> str:
 
 
 def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run sglang_probe.py with ``python`` on ``request``; its JSON result. Killed (with every
-    process it started) after ``timeout`` seconds."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with subprocess.Popen(
-        [python, str(PROBE_FILE), "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    ) as process:
-        try:
-            out, err = process.communicate(json.dumps(request).encode(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            raise UsageError(f"SGLang's pools were not built within {timeout:g} s (raise --timeout)") from None
-        except BaseException:
-            _kill_group(process)
-            raise
-    _kill_group(process)
-    if process.returncode != 0:
-        raise UsageError(_failure(err.decode("utf-8", "replace"), process.returncode))
-    try:
-        result: dict[str, Any] = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise UsageError("sglang_probe.py printed no JSON result (KVCALC_DEBUG=1 shows SGLang's traceback)") from None
-    return result
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _failure(stderr: str, status: int) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    mine = [line for line in lines if line.startswith("sglang_probe: error:")]
-    line = mine[-1] if mine else (lines[-1] if lines else f"exit status {status}")
-    line = "".join(ch if ch.isprintable() else "?" for ch in line)
-    return line if len(line) <= _REASON_LIMIT else line[: _REASON_LIMIT - 3] + "..."
+    """Run sglang_probe.py with ``python`` on ``request``; its JSON result. Killed (with every process
+    it started) after ``timeout`` seconds."""
+    return run_child(python, PROBE_FILE, request, timeout, engine="SGLang", doing="build its pools", env={})
 
 
 @dataclass(frozen=True)
@@ -126,6 +84,7 @@ def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
     ]
     if hybrid or result.get("swa_max_total_num_tokens") is not None:
         checks.append(Check("SWA pool tokens", result.get("swa_max_total_num_tokens"), plan.swa_tokens))
+        checks.append(Check("sliding_window_size", result.get("sliding_window_size"), plan.window))
     if result.get("mamba") is not None or plan.mamba_slots is not None:
         mamba = result.get("mamba") or {}
         checks.append(Check("state bytes per request", mamba.get("cache_per_req"), plan.state_bytes))
@@ -154,11 +113,6 @@ def _cell(cell: dict[str, Any], hybrid: bool) -> Any:
     """SGLang's per-token bytes of the full pool: the sizer's cell, or for a hybrid SWA model its
     full side (the cell there is full + ratio x SWA, a float)."""
     return cell.get("full_cell_bytes") if hybrid else cell.get("cell_size")
-
-
-def pool_bytes(pool: dict[str, Any]) -> int:
-    """Every buffer of a pool and its sub-pools (SWA and full, state)."""
-    return sum(int(b["bytes"]) for b in pool.get("buffers", ())) + sum(pool_bytes(p) for p in pool.get("subpools", ()))
 
 
 @dataclass(frozen=True)
@@ -199,20 +153,4 @@ class SGLangProbe:
         rows = [title]
         if result.get("refused"):
             rows.append(f"  SGLang refused: {result['refused']}")
-        width = max(len(c.what) for c in self.checks)
-        rows.append(f"  {'':<{width}}  {'SGLang':>14}  {'kvcalc':>14}")
-        for c in self.checks:
-            rows.append(f"  {c.what:<{width}}  {_show(c.sglang):>14}  {_show(c.kvcalc):>14}  "
-                        f"{'ok' if c.match else 'DIFFERS'}")  # fmt: skip
-        rows.append("match: every figure agrees" if self.match else "MISMATCH: see the rows marked DIFFERS")
-        return rows
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    return str(value)
+        return [*rows, *check_rows("SGLang", [(c.what, c.sglang, c.kvcalc, c.match) for c in self.checks])]

@@ -233,6 +233,10 @@ def run_case(case: dict[str, Any], sg: dict[str, Any]) -> dict[str, Any]:
             server_args = override.install()
             return _configure(server_args, sg, torch, arch, kv_dtype_name)
         except (ValueError, RuntimeError, AssertionError, NotImplementedError) as error:
+            if "can't allocate memory" in str(error) or isinstance(error, MemoryError):
+                # This machine's memory, not SGLang's judgement (req_to_token alone is
+                # max_running_requests x context_len int32s).
+                return {"architecture": arch, "error": f"out of memory here: {_one_line(error, 160)}"}
             # SGLang's own refusals (its pool sizing and builders raise these with a reason).
             return {"architecture": arch, "refused": f"{type(error).__name__}: {_one_line(error)}"}
         except Exception as error:

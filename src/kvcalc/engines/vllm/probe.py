@@ -9,17 +9,14 @@ its whole process group is killed when it overruns, so nothing is left running.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
-from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engines.child import check_rows, run_child
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,8 +29,6 @@ INSTALL_HINT = (
     f"or {ENV_PYTHON}"
 )
 PROBE_FILE = Path(__file__).with_name("vllm_probe.py")
-# vLLM's own error lines can be long; one line of the user's terminal is enough to say why.
-_REASON_LIMIT = 400
 
 
 def vllm_python(explicit: str | None = None) -> str:
@@ -53,47 +48,9 @@ def vllm_python(explicit: str | None = None) -> str:
 def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run vllm_probe.py with ``python`` on ``request``; its JSON result. Killed (with every process
     it started) after ``timeout`` seconds."""
-    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
-    with subprocess.Popen(
-        [python, str(PROBE_FILE), "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,  # its own process group: one killpg ends vLLM and its workers
-    ) as process:
-        try:
-            out, err = process.communicate(json.dumps(request).encode(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            raise UsageError(f"vLLM did not start within {timeout:g} s (raise --timeout); it was stopped") from None
-        except BaseException:
-            _kill_group(process)
-            raise
-    # vLLM may leave workers behind even when it exits normally.
-    _kill_group(process)
-    if process.returncode != 0:
-        raise UsageError(_failure(err.decode("utf-8", "replace"), process.returncode))
-    try:
-        result: dict[str, Any] = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise UsageError("vllm_probe.py printed no JSON result (KVCALC_DEBUG=1 shows vLLM's traceback)") from None
-    return result
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with suppress(ProcessLookupError, PermissionError):  # already gone
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _failure(stderr: str, status: int) -> str:
-    """The probe's own ``vllm_probe: error:`` line, or the last line vLLM wrote."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    mine = [line for line in lines if line.startswith("vllm_probe: error:")]
-    line = mine[-1] if mine else (lines[-1] if lines else f"exit status {status}")
-    line = "".join(ch if ch.isprintable() else "?" for ch in line)
-    return line if len(line) <= _REASON_LIMIT else line[: _REASON_LIMIT - 3] + "..."
+    return run_child(
+        python, PROBE_FILE, request, timeout, engine="vLLM", doing="start", env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    )
 
 
 @dataclass(frozen=True)
@@ -147,24 +104,7 @@ class VllmProbe:
             f"{self.model}, max_model_len {result.get('max_model_len'):,}, "
             f"{self.request['kv_cache_memory_bytes']:,} B of KV cache"
         )
-        width = max(len(c.what) for c in self.checks)
-        rows = [title, f"  {'':<{width}}  {'vLLM':>16}  {'kvcalc':>16}"]
-        for c in self.checks:
-            rows.append(
-                f"  {c.what:<{width}}  {_show(c.vllm):>16}  {_show(c.kvcalc):>16}  {'ok' if c.match else 'DIFFERS'}"
-            )
-        rows.append("match: every figure agrees" if self.match else "MISMATCH: see the rows marked DIFFERS")
-        return rows
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
+        return [title, *check_rows("vLLM", [(c.what, c.vllm, c.kvcalc, c.match) for c in self.checks])]
 
 
 def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
