@@ -42,6 +42,10 @@ class GPU:
     source: str
     aliases: tuple[str, ...] = ()
     peaks: Peaks | None = None
+    # An Apple silicon Mac: its whole unified memory (bytes). ``runtime_bytes`` is then what macOS
+    # lets the GPU wire by default (Metal's recommendedMaxWorkingSetSize, the wired limit mlx-lm
+    # sets), not the memory on a card.
+    unified_bytes: int | None = None
 
 
 _H100 = "NVIDIA H100 datasheet (SXM column; starred figures are with sparsity) and Hopper whitepaper: "
@@ -108,8 +112,78 @@ _MEMORY = (
 )  # fmt: skip
 
 
-# Each GPU with its peaks (kvcalc.calc.speed).
-GPUS = tuple(GPU(g.name, g.runtime_bytes, g.smi_mib, g.source, g.aliases, PEAKS.get(g.name)) for g in _MEMORY)
+# --- Apple silicon: one preset per chip and memory size ---------------------------------------------
+# Memory sizes and bandwidths: Apple's tech specs and newsroom pages for each chip (M1 Pro / Max
+# 200 / 400 GB/s, M1 Ultra 800; M2 Pro / Max / Ultra 200 / 400 / 800; M3 Max 300 (30-core GPU) / 400
+# (40-core), M3 Ultra 819; M4 120, M4 Pro 273, M4 Max 410 (32-core) / 546 (40-core); M5 153).
+# GPU FLOP/s: Apple's launch figures for M1 (Pro 5.2, Max 10.4, Ultra 21 TFLOPS) and M2 (Pro 6.8,
+# Max 13.6, Ultra 27.2); Apple publishes none from M3 on, so those are GPU cores x 128 FP32 lanes x
+# 2 x 1.6 GHz, an upper estimate (a time bound must not use a peak that is too low). Apple GPUs
+# run FP16 and BF16 at the FP32 rate; they have no FP8 or FP4 path.
+_APPLE_SPEC = "Apple tech specs / newsroom: {bw} GB/s unified memory bandwidth; {flops}"
+
+
+def _apple_flops(cores: int) -> int:
+    return cores * 128 * 2 * 1_600_000_000
+
+
+_APPLE_CHIPS = (
+    # (chip, memory sizes in GB as Apple sells them, bandwidth GB/s, FP32 FLOP/s, where the FLOP/s come from)
+    ("m1-pro", (16, 32), 200, 5_200 * 10**9, "5.2 TFLOPS (16-core GPU, Apple)"),
+    ("m1-max", (32, 64), 400, 10_400 * 10**9, "10.4 TFLOPS (32-core GPU, Apple)"),
+    ("m1-ultra", (64, 128), 800, 21_000 * 10**9, "21 TFLOPS (64-core GPU, Apple)"),
+    ("m2-pro", (16, 32), 200, 6_800 * 10**9, "6.8 TFLOPS (19-core GPU, Apple)"),
+    ("m2-max", (32, 64, 96), 400, 13_600 * 10**9, "13.6 TFLOPS (38-core GPU, Apple)"),
+    ("m2-ultra", (64, 128, 192), 800, 27_200 * 10**9, "27.2 TFLOPS (76-core GPU, Apple)"),
+    ("m3-max", (36, 48, 64, 96, 128), 400, _apple_flops(40), "40 cores x 128 x 2 x 1.6 GHz (estimate)"),
+    ("m3-ultra", (96, 256, 512), 819, _apple_flops(80), "80 cores x 128 x 2 x 1.6 GHz (estimate)"),
+    ("m4", (16, 24, 32), 120, _apple_flops(10), "10 cores x 128 x 2 x 1.6 GHz (estimate)"),
+    ("m4-pro", (24, 48, 64), 273, _apple_flops(20), "20 cores x 128 x 2 x 1.6 GHz (estimate)"),
+    ("m4-max", (36, 48, 64, 128), 546, _apple_flops(40), "40 cores x 128 x 2 x 1.6 GHz (estimate)"),
+    ("m5", (16, 24, 32), 153, _apple_flops(10), "10 cores x 128 x 2 x 1.6 GHz (estimate)"),
+)  # fmt: skip
+
+# Metal's recommendedMaxWorkingSetSize as measured (GiB of unified memory -> bytes): llama.cpp's
+# ggml_metal_init log lines, which print it in MiB: 16 GB 10,922.67 (abetlen/llama-cpp-python
+# issue #687, M1 Pro) and 10.67 GB on an M4 (exo-explore/exo PR #1672); 32 GB 21,845.34 (ollama
+# issue #434, M2 Max; ggml-org/llama.cpp PR #2011, M1 Max); 64 GB 49,152.00 (llama.cpp issue #1870,
+# M1 Max); 96 GB 73,728.00 (llama.cpp issue #3213, M2 Max); 128 GB 107.52 GiB on macOS 26 (antirez/ds4
+# PR #893: two machines, M5 Max among them). Other sizes follow the measured rule: 2/3 of memory
+# below 64 GB, 3/4 from 64 GB.
+_WORKING_SET_MEASURED = {128: 115_448_720_916}  # 107.52 GiB as printed (two decimals)
+
+
+def mac_working_set(ram_gib: int) -> tuple[int, bool]:
+    """(bytes macOS lets the GPU wire by default, whether that size was measured)."""
+    if ram_gib in _WORKING_SET_MEASURED:
+        return _WORKING_SET_MEASURED[ram_gib], True
+    ram = ram_gib * 2**30
+    fraction = (2, 3) if ram_gib < 64 else (3, 4)
+    return ram * fraction[0] // fraction[1], ram_gib in (16, 32, 64, 96)
+
+
+def _macs() -> tuple[GPU, ...]:
+    macs = []
+    for chip, sizes, bandwidth, flops, flops_source in _APPLE_CHIPS:
+        source = _APPLE_SPEC.format(bw=bandwidth, flops=flops_source)
+        peaks = Peaks(bandwidth * 10**9, flops, None, None, flops, source)
+        for gb in sizes:
+            wired, measured = mac_working_set(gb)
+            how = "measured" if measured else "2/3 of memory below 64 GB, 3/4 from 64 GB (the measured rule)"
+            macs.append(GPU(
+                f"{chip}-{gb}gb", wired, gb * 1024,
+                f"Apple {chip.upper().replace('-', ' ')} with {gb} GB unified memory; macOS lets the GPU wire "
+                f"{wired:,} B by default (recommendedMaxWorkingSetSize, {how})",
+                (f"{chip}-{gb}", f"{chip.replace('-', '')}-{gb}gb"), peaks, unified_bytes=gb * 2**30,
+            ))  # fmt: skip
+    return tuple(macs)
+
+
+# Each GPU with its peaks (kvcalc.calc.speed), then the Macs.
+GPUS = (
+    *(GPU(g.name, g.runtime_bytes, g.smi_mib, g.source, g.aliases, PEAKS.get(g.name)) for g in _MEMORY),
+    *_macs(),
+)
 
 
 def find_gpu(name: str) -> GPU:

@@ -16,7 +16,9 @@ from tests.conftest import assert_one_line_error
 # Each engine's knobs, from its own command line (not read from kvcalc's classes): vLLM
 # --block-size, --max-num-batched-tokens, --max-num-seqs, --enforce-eager; SGLang --page-size;
 # llama.cpp -ub, -b, -kvu, --swa-full; a plain llama-server is unified already (server.cpp turns
-# n_parallel auto into 4 unified slots), so -kvu changes nothing there.
+# n_parallel auto into 4 unified slots), so -kvu changes nothing there. mlx-lm: mlx_lm.generate's
+# --max-kv-size, --prefill-step-size, --kv-bits, --kv-group-size, --quantized-kv-start,
+# --max-tokens, and mlx_lm.server's --prompt-cache-bytes.
 KNOBS = {
     "theoretical": set(),
     "transformers": set(),
@@ -24,14 +26,30 @@ KNOBS = {
     "sglang": {"block_size"},
     "llama.cpp": {"ubatch", "n_batch", "kv_unified", "swa_full"},
     "llama-server": {"ubatch", "n_batch", "swa_full"},
+    "mlx": {
+        "max_kv_size",
+        "prefill_step_size",
+        "kv_bits",
+        "kv_group_size",
+        "quantized_kv_start",
+        "max_tokens",
+        "prompt_cache_bytes",
+    },
 }
 ALL_KNOBS = set().union(*KNOBS.values())
 SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enforce_eager": True,
-          "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True}  # fmt: skip
+          "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
+          "prefill_step_size": 512, "kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 0, "max_tokens": 2,
+          "prompt_cache_bytes": 2**30}  # fmt: skip
+# Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
+NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
 FLAG = {"block_size": ["--block-size", "32"], "max_batched_tokens": ["--max-batched-tokens", "4096"],
         "ubatch": ["--ubatch", "64"], "n_batch": ["--n-batch", "1024"], "kv_unified": ["--kv-unified"],
         "swa_full": ["--swa-full"], "max_num_seqs": ["--max-num-seqs", "8"],
-        "enforce_eager": ["--enforce-eager"]}  # fmt: skip
+        "enforce_eager": ["--enforce-eager"], "max_kv_size": ["--max-kv-size", "1024"],
+        "prefill_step_size": ["--prefill-step-size", "512"], "kv_bits": ["--kv-bits", "4"],
+        "kv_group_size": ["--kv-group-size", "32"], "quantized_kv_start": ["--quantized-kv-start", "0"],
+        "max_tokens": ["--max-tokens", "2"], "prompt_cache_bytes": ["--prompt-cache-bytes", "1GiB"]}  # fmt: skip
 
 
 def test_every_engine_is_in_the_table() -> None:
@@ -55,8 +73,14 @@ def test_a_knob_the_engine_lacks_is_refused(name: str, knob: str) -> None:
 
 @pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(KNOBS[n])])
 def test_a_knob_the_engine_has_is_taken(name: str, knob: str) -> None:
-    engine, _ = make_engine(name, **{knob: SAMPLE[knob]})
+    engine, _ = make_engine(name, **{knob: SAMPLE[knob]}, **NEEDS.get(knob, {}))
     assert engine.name == name
+
+
+@pytest.mark.parametrize("knob", sorted(NEEDS))
+def test_a_knob_without_the_one_it_needs_is_refused(knob: str) -> None:
+    with pytest.raises(UsageError, match="changes nothing without --kv-bits"):
+        make_engine("mlx", **{knob: SAMPLE[knob]})
 
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
@@ -66,7 +90,7 @@ def test_not_given_is_not_refused(name: str) -> None:
                 enforce_eager=False)  # fmt: skip
 
 
-ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager"}
+ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager", "prompt_cache_bytes"}
 
 
 @pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(ESTIMATE_KNOBS - KNOBS[n])])

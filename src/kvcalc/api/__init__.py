@@ -36,6 +36,7 @@ _EXPORTS = {
     "probe_request": "_probe",
     "probe_vllm": "_probe",
     "probe_sglang": "_probe",
+    "probe_mlx": "_probe",
     "estimate_requests": "_requests",
     "read_requests": "_requests",
     "KnobValue": "_serving",
@@ -77,6 +78,7 @@ __all__ = [
     "open_model",
     "probe",
     "probe_llamacpp",
+    "probe_mlx",
     "probe_request",
     "probe_sglang",
     "probe_vllm",
@@ -106,7 +108,7 @@ if TYPE_CHECKING:
     from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
     from kvcalc.api._offload import OffloadReport, fit_offload
     from kvcalc.api._presets import PresetSummary, list_presets, show_preset
-    from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_request, probe_sglang, probe_vllm
+    from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_mlx, probe_request, probe_sglang, probe_vllm
     from kvcalc.api._requests import estimate_requests, read_requests
     from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
     from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed

@@ -157,7 +157,11 @@ def fit(
         elif gpu is not None:
             found = find_gpu(gpu)
             gpu_bytes = found.runtime_bytes
-            gpu_label = f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
+            gpu_label = (
+                f"{found.name}, {found.runtime_bytes:,} bytes the GPU may wire"
+                if found.unified_bytes
+                else f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
+            )
             notes.append(f"{found.name} memory: {found.source}")
         else:
             raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
@@ -257,7 +261,12 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
 
     remedies: list[Remedy | None] = []
     kv = w.kv_dtype or report.model.spec.dtype
-    if kv is None or (kv.block == 1 and kv.bits > 8):
+    own = engine.kv_remedy()
+    if own is not None:
+        what, knobs = own
+        smaller = replace(call["serving"], options={**call["serving"].options, **knobs})
+        remedies.append(headroom(what, serving=smaller))
+    elif kv is None or (kv.block == 1 and kv.bits > 8):
         fp8 = replace(call["serving"], kv_dtype="fp8", k_dtype=None, v_dtype=None)
         remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", serving=fp8))
     remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))

@@ -16,6 +16,7 @@ from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
+    from kvcalc.engines.mlx.probe import MLXProbe
     from kvcalc.engines.sglang.probe import SGLangProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.engines.vllm.probe import VllmProbe
@@ -349,3 +350,62 @@ def probe_sglang(
     sized = "pools sized by SGLang's own code, not allocated (a budget over 16 GiB)"
     notes = report.notes if allocate else (*report.notes, sized)
     return SGLangProbe(opened.name, engine, request, result, compare(result, report.result), notes)
+
+
+def probe_mlx(
+    model: str | ModelSpec | Model,
+    *,
+    tokens: int = 512,
+    decode: int = 2,
+    options: Mapping[str, KnobValue] | None = None,
+    window: int | None = None,
+    python: str | None = None,
+    timeout: float = 300,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
+) -> MLXProbe:
+    """Run mlx-lm's own generate loop (its Python: ``python``, $KVCALC_MLX_PYTHON, or this one) on a
+    random-weight model of the config, shrunk (at most 8 layers, a hidden size of at most 256,
+    every head and head dim kept), for ``tokens`` in all, the last ``decode`` of them generated, with
+    mlx-lm's ``options`` (max_kv_size, prefill_step_size, kv_bits, kv_group_size, quantized_kv_start),
+    and set every layer's cache bytes beside ``estimate --engine mlx`` of that same config
+    (kvcalc.engines.mlx.probe.MLXProbe; ``.match`` on byte-for-byte agreement). ``window`` sets the
+    config's sliding windows and attention chunks to that many tokens, so short runs cross them."""
+    from kvcalc.engines.mlx.probe import MLXProbe, mlx_python, run_probe
+
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    config = opened.source.config if opened.source is not None else None
+    if not isinstance(config, dict):
+        raise UsageError("the mlx-lm probe needs a model's JSON config (a preset, file or repo id)")
+    _check_timeout(timeout)
+    for param, value, low in (("tokens", tokens, 1), ("decode", decode, 0), ("window", window or 2, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise UsageError(f"{param} must be an integer of at least {low}, got {value!r}", param=param)
+    if decode >= tokens:
+        raise UsageError(f"decode ({decode:,}) leaves no prompt in {tokens:,} tokens", param="decode")
+    knobs = dict(options or {})
+    if "max_tokens" in knobs:
+        raise UsageError("the probe's generated tokens are decode, not max_tokens", param="options")
+    # Checked here first: a setting kvcalc refuses fails in a second, not after mlx-lm's run.
+    estimate(opened, tokens=tokens, engine="mlx", options={**knobs, "max_tokens": decode})
+    request: dict[str, Any] = {"config": config, "tokens": tokens - decode, "decode": decode, "batch": 1, "seed": 0,
+                               "window": window, "shrink": True}  # fmt: skip
+    request.update({k: v for k, v in knobs.items() if v is not None})
+    result = run_probe(mlx_python(python), request, timeout)
+    est, checks, notes = mlx_checks(result, opened.name, tokens, decode, knobs)
+    return MLXProbe(opened.name, est, request, result, checks, notes)
+
+
+def mlx_checks(
+    result: dict[str, Any], name: str, tokens: int, decode: int, knobs: Mapping[str, KnobValue]
+) -> tuple[Estimate, tuple[Any, ...], tuple[str, ...]]:
+    """``estimate --engine mlx`` of the config mlx_probe.py built (its ``config``: the shrunk one),
+    with every layer of mlx-lm's cache set beside it, and the notes of both."""
+    from kvcalc.engines.mlx.probe import compare
+    from kvcalc.inputs.hf.configs import read_config
+
+    tiny = read_config(result["config"], name=f"{name} (shrunk)")
+    est = estimate(tiny, tokens=tokens, engine="mlx", options={**knobs, "max_tokens": decode})
+    checks, notes = compare(result, est)
+    return est, checks, _merge(est.notes, notes, result.get("notes", []))

@@ -18,7 +18,11 @@ from kvcalc.api._models import DTypeLike
 # Engine knobs by API name, and the most each may be: a block or quantization group is at most
 # a row's length, token and sequence counts at most any count. Booleans are flags.
 _KNOB_LIMITS = {"block_size": MAX_DIMENSION, "max_batched_tokens": MAX_COUNT, "ubatch": MAX_COUNT,
-                "n_batch": MAX_COUNT, "max_num_seqs": MAX_COUNT}  # fmt: skip
+                "n_batch": MAX_COUNT, "max_num_seqs": MAX_COUNT, "max_kv_size": MAX_COUNT,
+                "prefill_step_size": MAX_COUNT, "kv_bits": 64, "kv_group_size": MAX_DIMENSION,
+                "quantized_kv_start": MAX_COUNT, "max_tokens": MAX_COUNT, "prompt_cache_bytes": 2**50}  # fmt: skip
+# Knobs for which 0 is a value (mlx-lm quantizes from the first token; no generated tokens).
+_ZERO_KNOBS = ("quantized_kv_start", "max_tokens")
 _FLAG_KNOBS = ("kv_unified", "swa_full", "enforce_eager")
 KnobValue = int | bool | None
 
@@ -112,8 +116,10 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
         elif most is None:
             known = ", ".join([*_KNOB_LIMITS, *_FLAG_KNOBS])
             raise UsageError(f"{param} is no engine option kvcalc knows; they are {known}", param=param)
-        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise UsageError(f"{param} must be positive, got {value}", param=param)
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                                    or (value == 0 and param not in _ZERO_KNOBS)):  # fmt: skip
+            what = "must not be negative" if param in _ZERO_KNOBS else "must be positive"
+            raise UsageError(f"{param} {what}, got {value}", param=param)
         elif value is not None and value > most:
             raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
     if quant_group is not None and (isinstance(quant_group, bool) or quant_group <= 0):
@@ -133,6 +139,8 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
         chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c, _ in spec.groups),
                                             uses_dsa=uses_dsa(spec.caches), **options)  # fmt: skip
         notes += engine_notes
+    chosen.check_serving(any(d is not None and d != "auto" for d in (kv_dtype, k_dtype, v_dtype)), quant_group,
+                         residual_tokens)  # fmt: skip
     if kv_dtype is not None and k_dtype is not None and v_dtype is not None:
         raise UsageError("kv_dtype changes nothing when k_dtype and v_dtype are both given",
                          param=("kv_dtype", "k_dtype", "v_dtype"))  # fmt: skip

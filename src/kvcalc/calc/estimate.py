@@ -564,7 +564,7 @@ class Plan:
         meta = slots * g.meta_per_slot
         if g.residual:
             # The newest tokens of each sequence wait in full precision until a group is full.
-            full_slots = batch * min(kept, g.residual)
+            full_slots = batch * self.engine.full_precision_slots(kept, tokens, g.residual)
             total += full_slots * g.residual_extra
             meta -= full_slots * g.meta_per_slot
         if g.bound is not None and held > kept:

@@ -14,11 +14,17 @@ from kvcalc.cli.options import (
     ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
+    KvBitsOpt,
     KvDtypeOpt,
+    KvGroupSizeOpt,
+    MaxKvSizeOpt,
+    MaxTokensOpt,
     ModelArg,
     NBatchOpt,
     PpOpt,
+    PrefillStepOpt,
     QuantGroupOpt,
+    QuantizedKvStartOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
@@ -32,6 +38,7 @@ from kvcalc.cli.options import (
     VDtypeOpt,
     count,
     count_or_zero,
+    mlx_flags,
     print_json,
     print_view,
     say_fetching,
@@ -113,6 +120,12 @@ def estimate(
     kv_unified: UnifiedOpt = False,
     n_batch: NBatchOpt = None,
     swa_full: SwaFullOpt = False,
+    kv_bits: KvBitsOpt = None,
+    kv_group_size: KvGroupSizeOpt = None,
+    quantized_kv_start: QuantizedKvStartOpt = None,
+    max_kv_size: MaxKvSizeOpt = None,
+    prefill_step_size: PrefillStepOpt = None,
+    max_tokens: MaxTokensOpt = None,
     lengths: Annotated[
         str | None,
         typer.Option(
@@ -165,7 +178,9 @@ def estimate(
         opened = api.open_model(model, revision=revision, on_fetch=say_fetching, strict=strict)
     warn(opened.spec.warnings)
     engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                                 max_batched_tokens, ubatch, kv_unified, n_batch, swa_full)  # fmt: skip
+                                 max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
+                                 **mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size,
+                                             prefill_step_size, max_tokens))  # fmt: skip
     prefix = count(shared_prefix, "--shared-prefix") or 0
     if lengths is not None:
         summary = api.estimate_requests(opened, lengths, tp=tp, pp=pp, shared_prefix=prefix, **engine_flags)

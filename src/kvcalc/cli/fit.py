@@ -14,11 +14,17 @@ from kvcalc.cli.options import (
     ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
+    KvBitsOpt,
     KvDtypeOpt,
+    KvGroupSizeOpt,
+    MaxKvSizeOpt,
+    MaxTokensOpt,
     ModelArg,
     NBatchOpt,
     PpOpt,
+    PrefillStepOpt,
     QuantGroupOpt,
+    QuantizedKvStartOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
@@ -32,6 +38,7 @@ from kvcalc.cli.options import (
     count,
     count_or_zero,
     gpu_names,
+    mlx_flags,
     print_json,
     print_view,
     say_fetching,
@@ -140,6 +147,20 @@ def fit(
     kv_unified: UnifiedOpt = False,
     n_batch: NBatchOpt = None,
     swa_full: SwaFullOpt = False,
+    kv_bits: KvBitsOpt = None,
+    kv_group_size: KvGroupSizeOpt = None,
+    quantized_kv_start: QuantizedKvStartOpt = None,
+    max_kv_size: MaxKvSizeOpt = None,
+    prefill_step_size: PrefillStepOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    prompt_cache_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt-cache-bytes",
+            metavar="SIZE",
+            help="mlx: room for mlx_lm.server's cache of finished prompts (its --prompt-cache-bytes).",
+        ),
+    ] = None,
     max_model_len: Annotated[
         str | None,
         typer.Option(
@@ -219,7 +240,10 @@ def fit(
         images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
-                        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager),
+                        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager,
+                        prompt_cache_bytes=size(prompt_cache_bytes, "--prompt-cache-bytes"),
+                        **mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size, prefill_step_size,
+                                    max_tokens)),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:

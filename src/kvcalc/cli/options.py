@@ -42,7 +42,13 @@ def gpu_names() -> str:
     kvcalc.gpus)."""
     from kvcalc.gpus import GPUS
 
-    return ", ".join(g.name for g in GPUS)
+    cards = [g.name for g in GPUS if g.unified_bytes is None]
+    macs: dict[str, list[str]] = {}
+    for g in GPUS:
+        if g.unified_bytes is not None:
+            chip, _, size = g.name.rpartition("-")
+            macs.setdefault(chip, []).append(size.removesuffix("gb"))
+    return ", ".join([*cards, *(f"{chip}-{{{','.join(sizes)}}}gb" for chip, sizes in macs.items())])
 
 
 def complete_gpu(incomplete: str) -> list[str]:
@@ -190,6 +196,63 @@ SwaFullOpt = Annotated[
         "llama-cli; llama_context_default_params() and llama-cpp-python turn it on, so model those with it.",
     ),
 ]
+# mlx-lm's own knobs (mlx_lm.generate's flags), for --engine mlx only.
+KvBitsOpt = Annotated[
+    int | None,
+    typer.Option("--kv-bits", metavar="N", min=1, help="mlx: quantize the KV cache to N bits (2-6 or 8; mx.quantize)."),
+]
+KvGroupSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--kv-group-size", metavar="N", min=1, help="mlx: quantization group of --kv-bits (32, 64, 128; default 64)."
+    ),
+]
+QuantizedKvStartOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--quantized-kv-start",
+        metavar="N",
+        min=0,
+        help="mlx: the cache is quantized whole once it holds N tokens (default 5000; below, the model dtype).",
+    ),
+]
+MaxKvSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-kv-size",
+        metavar="N",
+        min=1,
+        help="mlx: a rotating cache of N tokens in every layer (the first 4 kept), for models with no make_cache.",
+    ),
+]
+PrefillStepOpt = Annotated[
+    int | None,
+    typer.Option("--prefill-step-size", metavar="N", min=1, help="mlx: prompt tokens per prefill step (default 2048)."),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        min=0,
+        help="mlx: N of the context's tokens were generated after the prompt (default 0: all prompt).",
+    ),
+]
+
+
+def mlx_flags(
+    kv_bits: int | None,
+    kv_group_size: int | None,
+    quantized_kv_start: int | None,
+    max_kv_size: int | None,
+    prefill_step_size: int | None,
+    max_tokens: int | None,
+) -> dict[str, int | None]:
+    """mlx-lm's flags as engine options (the engine refuses them under any other engine)."""
+    return {"kv_bits": kv_bits, "kv_group_size": kv_group_size, "quantized_kv_start": quantized_kv_start,
+            "max_kv_size": max_kv_size, "prefill_step_size": prefill_step_size, "max_tokens": max_tokens}  # fmt: skip
+
+
 ImagesOpt = Annotated[
     str | None,
     typer.Option(

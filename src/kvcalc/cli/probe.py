@@ -14,8 +14,13 @@ from kvcalc.cli.options import (
     ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
+    KvBitsOpt,
+    KvGroupSizeOpt,
+    MaxKvSizeOpt,
     ModelArg,
     NBatchOpt,
+    PrefillStepOpt,
+    QuantizedKvStartOpt,
     RevisionOpt,
     StrictOpt,
     SwaFullOpt,
@@ -25,6 +30,7 @@ from kvcalc.cli.options import (
     complete_dtype,
     count,
     count_or_zero,
+    mlx_flags,
     print_json,
     print_view,
     say_fetching,
@@ -116,13 +122,31 @@ def probe(
         typer.Option(
             "--engine-python",
             metavar="PATH",
-            help="--engine vllm / sglang: the engine environment's Python (default $KVCALC_VLLM_PYTHON / _SGLANG_).",
+            help="--engine vllm / sglang / mlx: the engine environment's Python (default $KVCALC_VLLM_PYTHON, "
+            "_SGLANG_, _MLX_).",
         ),
     ] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", metavar="S", help="Seconds the real engine may take (vLLM, SGLang, llama.cpp; default 300)."
+            "--timeout",
+            metavar="S",
+            help="Seconds the real engine may take (vLLM, SGLang, llama.cpp, MLX; default 300).",
+        ),
+    ] = None,
+    kv_bits: KvBitsOpt = None,
+    kv_group_size: KvGroupSizeOpt = None,
+    quantized_kv_start: QuantizedKvStartOpt = None,
+    max_kv_size: MaxKvSizeOpt = None,
+    prefill_step_size: PrefillStepOpt = None,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window",
+            metavar="N",
+            min=2,
+            help="--engine mlx: set the config's sliding windows and attention chunks to N tokens for the run, so a "
+            "short one crosses them (the estimate reads the same config).",
         ),
     ] = None,
 ) -> None:
@@ -149,6 +173,14 @@ def probe(
     256MiB), --block-size (its --page-size), --kv-dtype fp8 and --tokens as the context length, and
     the pool sizes, per-token bytes, state slots, max running requests and padded page it chose set
     beside `kvcalc fit --engine sglang`. Exit status 1 on any difference.
+
+    --engine mlx runs mlx-lm's own generate loop (mlx-lm in its own environment, named by
+    --engine-python or KVCALC_MLX_PYTHON; README, "Macs and MLX"): a random-weight model of the
+    config, shrunk to at most 8 layers and a hidden size of at most 256 with every head and head
+    dim kept, loaded back by mlx_lm.utils.load_model, then a prompt of T - --decode tokens and
+    --decode generated ones with --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size
+    and --prefill-step-size; every layer's cache bytes (nbytes) set beside `kvcalc estimate
+    --engine mlx` of that same config. Exit status 1 on any difference.
 
     The model probe builds the model's transformers implementation from its config with random
     weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
@@ -190,6 +222,28 @@ def probe(
             timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
         ), as_json)  # fmt: skip
         return
+    mlx_knobs = mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size, prefill_step_size, None)
+    mlx_given = {"--kv-bits": kv_bits, "--kv-group-size": kv_group_size,
+                 "--quantized-kv-start": quantized_kv_start, "--max-kv-size": max_kv_size,
+                 "--prefill-step-size": prefill_step_size, "--window": window}  # fmt: skip
+    if _runs_mlx(engine) and not raw:
+        dropped = [flag for flag, present in {"--max-batched-tokens": max_batched_tokens is not None,
+                   "--kv-budget": kv_budget is not None, "--block-size": block_size is not None,
+                   "--print-request": print_request, "--from-result": from_result is not None,
+                   "--tolerance": tolerance != "0", "--kv-dtype": kv_dtype is not None, "--batch": batch != "1",
+                   "--images": images is not None, "--image-tokens": image_tokens is not None,
+                   "--device": device != "auto", **llama_flags}.items() if present]  # fmt: skip
+        if dropped:
+            raise UsageError(f"{', '.join(dropped)} do not apply to the mlx-lm probe (one sequence, its own formats)")
+        show_probe(api.probe_mlx(
+            model, tokens=count(tokens, "--tokens") or 512, decode=decode,
+            options={k: v for k, v in mlx_knobs.items() if v is not None}, window=window, python=engine_python,
+            timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
+        ), as_json)  # fmt: skip
+        return
+    given = [flag for flag, value in mlx_given.items() if value is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply to --engine mlx (the mlx-lm probe)")
     vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
                   "--engine-python": engine_python}  # fmt: skip
     if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch
@@ -242,6 +296,12 @@ def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) 
     knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
     given = {name: value for name, value in knobs.items() if value is not None and value is not False}
     show_probe(api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options), as_json)
+
+
+def _runs_mlx(engine: str) -> bool:
+    from kvcalc.engines import engine_entry
+
+    return engine_entry(engine).module == "mlx"
 
 
 def _runs_sglang(engine: str) -> bool:

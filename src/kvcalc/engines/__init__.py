@@ -18,6 +18,7 @@ from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
     from kvcalc.engines.llamacpp import LlamaCpp
+    from kvcalc.engines.mlx import MLX
     from kvcalc.engines.sglang import SGLang
     from kvcalc.engines.transformers import Transformers
     from kvcalc.engines.vllm import VLLM
@@ -65,6 +66,14 @@ REGISTRY: dict[str, EngineEntry] = {
             versions=("0.5",),
             default_version="0.5.23",
         ),
+        EngineEntry(
+            name="mlx",
+            module="mlx",
+            class_name="MLX",
+            summary="mlx-lm (Apple silicon): 256-token steps, sliding rings where its model keeps them; mlx@0.32.2",
+            versions=("0.32",),
+            default_version="0.32.2",
+        ),
         EngineEntry("llama.cpp", "llamacpp", "LlamaCpp", "cells padded to 256, SWA cells", ("llamacpp", "llama-cpp")),
         EngineEntry("llama-server", "llamacpp", "LlamaServer", "a plain llama-server -c N: 4 slots, unified"),
     )
@@ -72,9 +81,28 @@ REGISTRY: dict[str, EngineEntry] = {
 ENGINE_NAMES = tuple(REGISTRY)
 
 __all__ = [
-    "ENGINE_NAMES", "REGISTRY", "THEORETICAL", "VLLM", "VLLM_VERSIONS", "Engine", "EngineEntry", "EngineOptions",
-    "LlamaCpp", "SGLang", "Target", "Theoretical", "Transformers", "cdiv", "engine_class", "engine_entry",
-    "engine_version", "make_engine", "pad", "uses_dsa", "uses_mla",
+    "ENGINE_NAMES",
+    "MLX",
+    "REGISTRY",
+    "THEORETICAL",
+    "VLLM",
+    "VLLM_VERSIONS",
+    "Engine",
+    "EngineEntry",
+    "EngineOptions",
+    "LlamaCpp",
+    "SGLang",
+    "Target",
+    "Theoretical",
+    "Transformers",
+    "cdiv",
+    "engine_class",
+    "engine_entry",
+    "engine_version",
+    "make_engine",
+    "pad",
+    "uses_dsa",
+    "uses_mla",
 ]  # fmt: skip
 
 

@@ -97,6 +97,10 @@ class Engine:
     def check_layer(self, cache: LayerCache) -> None:
         """Raise a UsageError for a layer kind this engine does not model (one line saying why)."""
 
+    def check_serving(self, kv_dtype_given: bool, quant_group: int | None, residual_tokens: int | None) -> None:
+        """Raise a UsageError for a format knob this engine has in another form (mlx-lm's
+        --kv-group-size for --quant-group); ``kv_dtype_given``: a KV format was asked for."""
+
     def check_model_type(self, model_type: str) -> None:
         """Raise a UsageError for an architecture this engine does not run at all (one line saying why)."""
 
@@ -184,6 +188,16 @@ class Engine:
         """Newest tokens a quantized cache keeps unquantized when none are asked for, and a note
         when that is not none."""
         return 0, None
+
+    def kv_remedy(self) -> tuple[str, dict[str, int]] | None:
+        """A smaller KV format in the engine's own knobs, for fit to try when a request does not
+        fit (mlx-lm's --kv-bits), as (what to tell the user, the options); None: fit tries fp8."""
+        return None
+
+    def full_precision_slots(self, kept: int, tokens: int, residual: int) -> int:
+        """Of the ``kept`` slots of a sequence of ``tokens`` in a quantized cache, how many are in
+        the model dtype: the newest ``residual`` (transformers' QuantizedCache)."""
+        return min(kept, residual)
 
     # --- fit: the engine's share of a GPU, its runtime, and how it turns a budget into tokens ------
 
