@@ -71,6 +71,8 @@ EXAMPLES = [
     StateCache("linear_attention", 8192, 4, 16 * 128 * 128),
     StateCache("mamba", 5120, 4, 5120 * 16),
     StateCache("short_conv", 2048, 3, 0),
+    StateCache("lightning_attention", 0, 1, 64 * 128 * 128),
+    StateCache("rg_lru", 2560, 4, 2560),
     SharedCache(),
     NoCache(),
     IndexerCache(128),

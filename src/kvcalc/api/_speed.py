@@ -125,7 +125,7 @@ def speed(
                          param="model")  # fmt: skip
     text, _ = text_config(raw)
     query_heads = spec.query_heads or dims.heads
-    attends = any(c.kind not in (Kind.MAMBA, Kind.LINEAR, Kind.CONV, Kind.NONE) for c in spec.caches)
+    attends = any(not c.is_state and c.kind is not Kind.NONE for c in spec.caches)
     if attends and not query_heads:
         raise UsageError(f"{spec.name}: the config gives no attention head count", param="model")
     chosen = resolve_serving(spec, Serving(engine, kv_dtype=kv_dtype))

@@ -650,6 +650,7 @@ def _compile_group(
 ) -> _GroupPlan:
     """One group's fixed costs and shape."""
     engine.check_layer(cache)
+    engine.check_state(cache)
     if cache.tokens != "encoder":
         engine.layer_tokens(cache, w.tokens, images)  # an engine refuses a layer it cannot hold here
     if cache.is_state:

@@ -185,8 +185,9 @@ def probe(
     The model probe builds the model's transformers implementation from its config with random
     weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
     prefills and decodes, counts every cache tensor and scales by the real layer counts; the
-    estimate uses transformers' semantics. No code from a model repo is run. The probe is one
-    file, kvcalc/torch_probe.py: copy it to a GPU box and run `python torch_probe.py request.json`.
+    estimate uses transformers' semantics. No code from a model repo is run. The probe is two
+    files, torch_probe.py and torch_cache.py in kvcalc/engines/transformers: copy both to a GPU box
+    and run `python torch_probe.py request.json`.
     """
     from kvcalc import api
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.dtypes import FP16, DType
+from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
 if TYPE_CHECKING:
@@ -38,6 +39,12 @@ def recurrent_dtype(cache: LayerCache) -> DType | None:
     """The format the config names for a state layer's recurrent (SSM / delta-rule) state alone
     (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``), or None."""
     return cache.recurrent_dtype if isinstance(cache, StateCache) else None
+
+
+# The state families every engine's rules cover; the transformers and theoretical engines cover
+# more (Transformers.state_families).
+_STATE_FAMILIES = frozenset({"linear_attention", "mamba", "short_conv"})
+ALL_STATE_FAMILIES = _STATE_FAMILIES | {"lightning_attention", "rg_lru"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,21 @@ class Engine:
     def check_serving(self, kv_dtype_given: bool, quant_group: int | None, residual_tokens: int | None) -> None:
         """Raise a UsageError for a format knob this engine has in another form (mlx-lm's
         --kv-group-size for --quant-group); ``kv_dtype_given``: a KV format was asked for."""
+
+    @property
+    def state_families(self) -> frozenset[str]:
+        """The state layer families (``StateCache.family``) whose layout this engine's rules are
+        checked for; a model with another is refused (``check_state``)."""
+        return _STATE_FAMILIES
+
+    def check_state(self, cache: LayerCache) -> None:
+        """Refuse a state layer of a family this engine's rules do not cover (one line)."""
+        family = cache.family if isinstance(cache, StateCache) else None
+        if family is not None and family not in self.state_families:
+            raise UsageError(
+                f"{self.name}'s {cache.kind.short} state layers ({family}) are not modelled: kvcalc has not checked "
+                "how this engine keeps them; use --engine theoretical or transformers"
+            )
 
     def check_model_type(self, model_type: str) -> None:
         """Raise a UsageError for an architecture this engine does not run at all (one line saying why)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvcalc.engines.base import Engine
+from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
 
 
 # Engine's own dataclass methods serve it (its name is Engine's default): no @dataclass of its own,
@@ -13,6 +13,10 @@ class Theoretical(Engine):
     DeepSeek-V4 one K = V row per window token, one entry (and indexer key) per ``ratio`` tokens,
     the T mod ratio tokens not yet pooled (in the KV format) and CSA's overlap state (a state, in
     the run dtype)."""
+
+    @property
+    def state_families(self) -> frozenset[str]:
+        return ALL_STATE_FAMILIES
 
 
 THEORETICAL = Theoretical()

@@ -28,6 +28,8 @@ class Kind(StrEnum):
     MLA = "mla"
     LINEAR = "linear_attention"
     MAMBA = "mamba"
+    LIGHTNING = "lightning_attention"
+    RG_LRU = "rg_lru"
     CONV = "short_conv"
     SHARED = "kv_shared"
     NONE = "no_cache"
@@ -51,12 +53,14 @@ class Kind(StrEnum):
 _SHORT = {
     Kind.FULL: "full", Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.CROSS: "cross", Kind.VISION: "image-x",
     Kind.MLA: "mla", Kind.LINEAR: "linear", Kind.MAMBA: "mamba", Kind.SHARED: "shared",
+    Kind.LIGHTNING: "lightning", Kind.RG_LRU: "rg-lru",
     Kind.CONV: "conv", Kind.NONE: "none", Kind.INDEXER: "indexer",
     Kind.KV_WINDOW: "sliding k=v", Kind.COMPRESSED: "compressed", Kind.COMPRESSOR_BUFFER: "pending",
     Kind.COMPRESSOR_OVERLAP: "overlap",
 }  # fmt: skip
 _FEATURE = {
     Kind.SLIDING: "sliding", Kind.CHUNKED: "chunked", Kind.LINEAR: "linear", Kind.MAMBA: "mamba",
+    Kind.LIGHTNING: "lightning", Kind.RG_LRU: "rg-lru",
     Kind.CONV: "short-conv", Kind.SHARED: "kv-shared", Kind.CROSS: "enc-dec", Kind.VISION: "image cross-attn",
     Kind.INDEXER: "sparse indexer", Kind.KV_WINDOW: "sliding", Kind.COMPRESSED: "compressed",
 }  # fmt: skip

@@ -14,8 +14,11 @@ from kvcalc.kinds.base import Kind, LayerKind
 class StateCache(LayerKind):
     """A recurrent state per sequence: causal-conv history plus the recurrent (SSM/delta) state.
 
-    ``family`` is ``linear_attention`` (Gated DeltaNet and similar), ``mamba``, or ``short_conv``
-    (LFM2's gated short convolution: a conv history and no recurrent state). The causal conv
+    ``family`` is ``linear_attention`` (Gated DeltaNet and similar), ``mamba``, ``short_conv``
+    (LFM2's gated short convolution: a conv history and no recurrent state),
+    ``lightning_attention`` (MiniMax's lightning attention: one head_dim x head_dim K^T V matrix per
+    head and no conv) or ``rg_lru`` (Griffin's recurrent block: a conv history over lru_width
+    channels and one lru_width-wide recurrent state). The causal conv
     runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
     past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
     when it differs from the model's (None: decided by the engine and workload).
@@ -24,7 +27,7 @@ class StateCache(LayerKind):
     whether it honours it (``state_parts``).
     """
 
-    family: Literal["linear_attention", "mamba", "short_conv"]
+    family: Literal["linear_attention", "mamba", "short_conv", "lightning_attention", "rg_lru"]
     conv_channels: int
     conv_kernel: int
     recurrent_elements: int

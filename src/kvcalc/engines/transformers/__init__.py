@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.dtypes import FP32, DType
-from kvcalc.engines.base import Engine
+from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
 from kvcalc.spec import KVWindowCache, LayerCache
 
 
@@ -35,7 +35,21 @@ class Transformers(Engine):
             return min(tokens, cache.token_bound - 1)
         return super().tokens_held(cache, tokens)
 
+    @property
+    def state_families(self) -> frozenset[str]:
+        return ALL_STATE_FAMILIES
+
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
+        family = getattr(cache, "family", None)
+        if family == "lightning_attention":
+            # MiniMaxCache.linear_cache (modeling_minimax.py): K^T V per head in the dtype of the
+            # values (the model's), no conv.
+            return ((cache.state_elements(whole_kernel=False)[1], cache.state_dtype),)
+        if family == "rg_lru":
+            # RecurrentGemmaRecurrentBlock (modeling_recurrent_gemma.py) keeps conv1d_width - 1 past
+            # inputs in the model dtype, and RecurrentGemmaRglru.recurrent_states in float32.
+            conv, recurrent = cache.state_elements(whole_kernel=False)
+            return (conv, cache.state_dtype), (recurrent, FP32)
         conv, recurrent = cache.state_elements(whole_kernel=True)
         return (conv, cache.state_dtype), (recurrent, FP32)
 

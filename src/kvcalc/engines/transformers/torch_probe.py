@@ -34,10 +34,31 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
+
+
+def _sibling() -> Any:
+    """torch_cache.py beside this file: a module of the package, or a copied file run beside it."""
+    package = "kvcalc.engines.transformers.torch_cache"
+    names = [f"{__package__}.torch_cache"] if __package__ else ["torch_cache", package]
+    for name in names[:-1]:
+        try:
+            return import_module(name)
+        except ImportError:
+            continue
+    return import_module(names[-1])
+
+
+_cache = _sibling()
+ProbeError: type[Exception] = _cache.ProbeError
+(_cache_layers, _cache_tensors, _Held, _held_elsewhere, _layer_bytes, _module_tensors, _positions, _returned_cache,
+ _storage_bytes) = (_cache._cache_layers, _cache._cache_tensors, _cache._Held, _cache._held_elsewhere,
+    _cache._layer_bytes, _cache._module_tensors, _cache._positions, _cache._returned_cache,
+    _cache._storage_bytes)  # fmt: skip
 
 # Sizes the shrunk model keeps small; attention geometry (heads, KV heads, head dims, MLA and
 # linear-attention dims, windows, chunks) is never touched.
@@ -76,10 +97,6 @@ _NOOP = "kvcalc_noop"  # the name the no-op attention is registered under in tra
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage "prefill" after each prefill pass (tokens), "decode"
 after each decoded token (steps)."""
-
-
-class ProbeError(Exception):
-    """A request the probe cannot run; the message is one line for the user."""
 
 
 def _plain(text: str, limit: int = 200) -> str:
@@ -436,19 +453,33 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
     keep = [kinds.index(kind) for kind in dict.fromkeys(kinds)]  # the first layer of each kind, in order
     if int(getattr(text, "num_kv_shared_layers", 0) or 0):
         raise ProbeError("the probe does not shrink KV-sharing models (num_kv_shared_layers)")
+    sublayers = _sublayers(text, layers)
+    if sublayers > 1:
+        # Decoder layers of several attention sublayers, each a cache layer of its own (LongCat-Flash:
+        # num_hidden_layers is derived as 2 x num_layers): keep the first decoder layer whole.
+        if len(set(kinds)) > 1:
+            raise ProbeError("the probe cannot shrink a model whose attention sublayers differ in kind")
+        keep = list(range(sublayers))
 
     data = text.to_dict()
     for key, value in list(data.items()):
         # Per-layer lists (layer_types, no_rope_layers, ...) follow the kept layers.
         if isinstance(value, list) and len(value) == layers and key not in ("eos_token_id",):
             data[key] = [value[i] for i in keep]
-    data["num_hidden_layers"] = len(keep)
+    if sublayers > 1:
+        data.pop("num_hidden_layers", None)
+        data["num_layers"] = 1
+    else:
+        data["num_hidden_layers"] = len(keep)
     per_layer = data.get("per_layer_config")
     if isinstance(per_layer, dict) and all(str(k).isdigit() for k in per_layer):
         # Heterogeneous configs (transformers' per_layer_config: Gemma 4's full layers) key their
         # overrides by layer index ("05"): follow the kept layers, as the per-layer lists do.
         by_index = {int(k): v for k, v in per_layer.items()}
         data["per_layer_config"] = {new: by_index[old] for new, old in enumerate(keep) if old in by_index}
+    pattern = data.get("block_types")
+    if isinstance(pattern, list) and pattern and len(pattern) != layers:  # repeated over the layers: RecurrentGemma
+        data["block_types"] = [pattern[i % len(pattern)] for i in keep]
     for key in ("hybrid_layer_ids", "attn_layer_indices"):
         # Layers listed by index follow the kept layers too: Zamba2's hybrid layers (Zamba2Config
         # keeps the file's list over the one it derives, and the shared blocks look their adapters
@@ -520,6 +551,15 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         reason = _plain(str(exc)) or type(exc).__name__
         raise ProbeError(f"transformers refused the shrunk {text.model_type} config: {reason}") from None
     return small, keep, kinds
+
+
+def _sublayers(text: Any, layers: int) -> int:
+    """Cache layers per decoder layer: more than one where the config counts decoder layers in
+    ``num_layers`` and derives num_hidden_layers (the cache layers) from it."""
+    blocks = getattr(text, "num_layers", None)
+    if isinstance(blocks, int) and not isinstance(blocks, bool) and 0 < blocks < layers and layers % blocks == 0:
+        return layers // blocks
+    return 1
 
 
 def _noop_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
@@ -597,66 +637,6 @@ def _prefill_chunk(req: ModelRequest, attention: str, heads: Any) -> int:
     return max(1, min(req.prompt, _PREFILL_TOKENS // req.batch))
 
 
-def _cache_layers(cache: Any, model: Any, keep: list[int]) -> list[Any]:
-    """The cache's layers, or a ProbeError when the model keeps no per-layer KV cache."""
-    layers = getattr(cache, "layers", None)
-    if not isinstance(layers, list | tuple):
-        raise ProbeError(
-            f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned no KV cache: "
-            "the probe measures decoder-only language models that cache keys and values"
-        )
-    if len(layers) != len(keep):
-        raise ProbeError(f"transformers' cache has {len(layers)} layers, the shrunk model {len(keep)}")
-    return list(layers)
-
-
-def _storage_bytes(tensors: Iterable[Any]) -> int:
-    """Bytes of the storages under ``tensors``, each storage once."""
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
-    return sum(storages.values())
-
-
-def _cache_tensors(layers: Iterable[Any], torch: Any) -> Iterator[Any]:
-    """Every tensor of every cache layer (``_layer_tensors``)."""
-    return (tensor for layer in layers for _name, tensor in _layer_tensors(layer, torch))
-
-
-def _layer_tensors(layer: Any, torch: Any) -> Iterator[tuple[str, Any]]:
-    """Every tensor a cache layer holds, named by its attribute path, but for the attributes named
-    ``_...``: bookkeeping scalars (window lengths as tensors and the like)."""
-    for name, value in vars(layer).items():
-        if not name.startswith("_"):
-            yield from _tensors(value, torch, name)
-
-
-def _tensors(obj: Any, torch: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
-    if depth > 4:
-        return
-    if torch.is_tensor(obj):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _tensors(value, torch, f"{prefix}.{key}", depth + 1)
-    elif isinstance(obj, list | tuple):
-        for i, value in enumerate(obj):
-            yield from _tensors(value, torch, f"{prefix}[{i}]", depth + 1)
-
-
-def _layer_bytes(layer: Any, torch: Any) -> dict[str, Any]:
-    """Bytes of every tensor a cache layer holds but 0-dim ones (each tensor once: by address, shape
-    and strides), and of their storages."""
-    unique: dict[tuple[int, tuple[int, ...], tuple[int, ...]], tuple[str, Any]] = {}
-    for name, tensor in _layer_tensors(layer, torch):
-        if tensor.dim():
-            unique.setdefault((tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())), (name, tensor))
-    kept = list(unique.values())
-    return {
-        "tensor_bytes": sum(t.numel() * t.element_size() for _name, t in kept),
-        "storage_bytes": _storage_bytes(t for _name, t in kept),
-        "tensors": [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")} for n, t in kept],
-    }
-
-
 def _image_states(torch: Any, req: ModelRequest, config: Any, dtype: Any, device: Any) -> dict[str, Any]:
     """The first prefill pass's image input: random projected vision states of ``image_tokens``
     per sequence for image cross-attention layers (MllamaTextCrossAttention projects K and V from
@@ -709,6 +689,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
     with _stage("building the model", req.config), torch.device(device):
         model = model_class._from_config(config, attn_implementation=implementation, dtype=dtype)
     model.eval()
+    before = _module_tensors(model, torch)
     vocab = int(config.vocab_size)
     # Only eager attention computes real scores: the cache it leaves is the reference the others match.
     no_scores = (lambda: _no_sdpa(torch)) if attention == "sdpa" else nullcontext
@@ -718,7 +699,8 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-    cache = None
+    cache: Any = None
+    positions = _positions(torch, model, batch, device)
     start = time.perf_counter()
     with torch.no_grad():
         done = 0
@@ -728,9 +710,25 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
             ids = torch.randint(0, vocab, (batch, step), device=device)
             images = _image_states(torch, req, config, dtype, device) if done == 0 else {}
             with _stage("in the prefill", req.config), no_scores():
-                cache = model(input_ids=ids, past_key_values=cache, use_cache=True, **images).past_key_values
+                where = positions(done, step)
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, **images, **where)
+                fields = set(getattr(out, "__dataclass_fields__", ("cache",)))  # 5.24 names it cache
+                if cache is None and not fields & {"cache", "past_key_values"}:
+                    # An output with no cache field: the model keeps the cache it made for itself
+                    # (RecurrentGemma): pass one in, as generate() does (DynamicCache(config=...)).
+                    cache = transformers.DynamicCache(config=model.config)
+                    out = model(input_ids=ids, past_key_values=cache, use_cache=True, **images, **where)
+                    if not any(True for _ in _cache_tensors(cache.layers, torch)) and not _held_elsewhere(
+                        cache, model, torch, before
+                    ):
+                        raise ProbeError(
+                            f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned "
+                            "no KV cache and fills none passed in: the probe measures decoder-only language models "
+                            "that cache keys and values"
+                        )
+                cache = _returned_cache(out) or cache
             if first is None:
-                _cache_layers(cache, model, keep)
+                _cache_layers(cache, model, keep, _held_elsewhere(cache, model, torch, before))
                 first = (step, _storage_bytes(_cache_tensors(cache.layers, torch)))
             elif done == first[0]:
                 # Two passes give the shrunk cache's growth per token (windows and states do not
@@ -750,17 +748,23 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         for index in range(decode):
             ids = torch.randint(0, vocab, (batch, 1), device=device)
             with _stage("in a decode step", req.config), no_scores():
-                cache = model(input_ids=ids, past_key_values=cache, use_cache=True).past_key_values
+                where = positions(prompt + index, 1)
+                cache = _returned_cache(model(input_ids=ids, past_key_values=cache, use_cache=True, **where)) or cache
             report("decode", index + 1, decode)
         if is_cuda:
             torch.cuda.synchronize(device)
         decode_seconds = time.perf_counter() - start
 
-    cache_layers = _cache_layers(cache, model, keep)
+    held = _held_elsewhere(cache, model, torch, before)
+    cache_layers = [
+        _Held(layer, held[i]) if i in held else layer for i, layer in enumerate(_cache_layers(cache, model, keep, held))
+    ]
     layers = []
     for index, layer in zip(keep, cache_layers, strict=True):
         measured = _layer_bytes(layer, torch)
-        layers.append({"index": index, "kind": kinds[index], "class": type(layer).__name__, **measured})
+        shown = layer.layer if isinstance(layer, _Held) else layer
+        name = type(shown).__name__ if shown is not None else "(state kept outside the cache's layers)"
+        layers.append({"index": index, "kind": kinds[index], "class": name, **measured})
     peak: dict[str, Any]
     if is_cuda:
         peak = {

@@ -91,6 +91,8 @@ _STATE_KINDS = ("mamba", "linear_attention", "short_conv")
 _PATTERN_KEYS = (
     "max_window_layers", "use_sliding_window", "sliding_window_pattern", "full_attention_interval",
     "attn_layer_period", "attn_layer_offset",
+    # AfmoeConfig and Cohere2MoeConfig (transformers 5.24) derive layer_types from these.
+    "global_attn_every_n_layers", "prefix_dense_sliding_window_pattern",
 )  # fmt: skip
 
 _LAYER_TYPE_ALIASES = {

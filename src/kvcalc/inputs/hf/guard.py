@@ -123,6 +123,14 @@ NOT_SHAPING: dict[str, str] = {
     # Qwen3-VL / Qwen3.5 vision_config: the vision blocks whose features are added to the language
     # model's hidden states (DeepStack): it adds to activations, not to what any layer caches.
     "deepstack_visual_indexes": "vision features merged into hidden states, not cached",
+    # Gemma 3 / PaliGemma / Gemma 4: image tokens attend both ways (Gemma3Attention.is_causal, the
+    # mask): which cached tokens a query sees, not which are cached.
+    "use_bidirectional_attention": "the attention mask, not what is cached",
+    # Doge's dynamic mask attention (modeling_doge.py prepare_dynamic_mask) masks all but
+    # keep_window_size keys per query; DogeAttention still caches every token (cache.update).
+    "keep_window_size": "a dynamic attention mask over cached keys, not what is cached",
+    # AFMoE (configuration_afmoe.py), Lfm2-MoE: the first layers' dense MLPs.
+    "num_dense_layers": "MoE placement",
 }
 
 # Name parts that mark a field as sizing weights or numerics only.
@@ -145,6 +153,12 @@ NOT_SHAPING_PARTS: dict[str, str] = {
     "vocab": "embeddings",
     "token_id": "special tokens",
     "token_index": "special tokens",
+    "audio": "the audio encoder, which caches nothing",
+    # A recurrent layer's time-step and decay parameterisation (OLMo-Hybrid's linear_dt_min,
+    # linear_a_log_max, linear_allow_neg_eigval): numerics of the update, not the state's size.
+    "dt": "the time-step parameterisation of a recurrent layer",
+    "a_log": "the decay parameterisation of a recurrent layer",
+    "eigval": "numerics of a recurrent update",
 }
 
 

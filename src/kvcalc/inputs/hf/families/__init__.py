@@ -56,6 +56,11 @@ _MODULES: dict[str, str] = {
     "falcon_mamba": "mamba",
     "mamba2": "mamba",
     "deepseek_v32": "deepseek_v32",
+    "recurrent_gemma": "recurrent_gemma",
+    "minimax": "minimax",
+    "minimax_text_01": "minimax",
+    "minimax_m1": "minimax",
+    "longcat_flash": "longcat_flash",
     **dict.fromkeys(_ENCODER_DECODER_TYPES, _ENCODER_DECODER),
 }
 
