@@ -45,6 +45,8 @@ def recurrent_dtype(cache: LayerCache) -> DType | None:
 # more (Transformers.state_families).
 _STATE_FAMILIES = frozenset({"linear_attention", "mamba", "short_conv"})
 ALL_STATE_FAMILIES = _STATE_FAMILIES | {"lightning_attention", "rg_lru"}
+# Model types that stand for a checkpoint format no serving engine loads (configs._native_format).
+NATIVE_FORMATS = frozenset({"mamba_ssm"})
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,13 @@ class Engine:
 
     def check_model_type(self, model_type: str) -> None:
         """Raise a UsageError for an architecture this engine does not run at all (one line saying why)."""
+        if model_type in NATIVE_FORMATS:
+            # A checkpoint format of its own (mamba_ssm's config, no model_type): engines load the
+            # Hugging Face conversions instead, whose configs kvcalc reads as such.
+            raise UsageError(
+                f"{self.name} does not load {model_type}'s own checkpoint format: use --engine theoretical, "
+                "or the Hugging Face conversion's config.json"
+            )
 
     def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
         """The model as this engine builds it (llama.cpp drops windows its architecture lacks), with

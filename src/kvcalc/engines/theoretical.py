@@ -18,5 +18,8 @@ class Theoretical(Engine):
     def state_families(self) -> frozenset[str]:
         return ALL_STATE_FAMILIES
 
+    def check_model_type(self, model_type: str) -> None:
+        """Any format: the theoretical figure needs no engine to load it."""
+
 
 THEORETICAL = Theoretical()

@@ -154,6 +154,7 @@ class LlamaCpp(Engine):
             raise UsageError(f"llama.cpp has no {cache.kind} cache of its own (transformers' layout): not modelled")
 
     def check_model_type(self, model_type: str) -> None:
+        super().check_model_type(model_type)
         if model_type in NO_ARCHITECTURE:
             raise UsageError(
                 f"llama.cpp has no {model_type} architecture ({NO_ARCHITECTURE[model_type]}): not modelled"

@@ -110,6 +110,7 @@ class SGLang(Engine):
             raise UsageError(f"SGLang stores the KV cache as the model dtype or fp8, not {dtype.name}")
 
     def check_model_type(self, model_type: str) -> None:
+        super().check_model_type(model_type)
         if model_type == "zamba2":
             # sgl-project/sglang has python/sglang/srt/models/falcon_h1.py but no zamba2.py.
             raise UsageError("SGLang has no zamba2 model (python/sglang/srt/models has none): not modelled")

@@ -409,6 +409,12 @@ _TEXT_ONLY_CAUSAL_LM = {"mllama_text_model": "MllamaForCausalLM"}
 _INT_TOKEN_IDS = frozenset({"mllama_text_model"})
 
 
+def _parameters(model_class: Any) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(model_class.forward).parameters)
+
+
 def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
     """The class AutoModelForCausalLM builds for this text config, or a ProbeError saying there is none."""
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
@@ -418,6 +424,14 @@ def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
     try:
         return MODEL_FOR_CAUSAL_LM_MAPPING[type(text)]
     except KeyError:
+        # The text decoder of a multimodal model with no causal LM of its own (Qwen2VLTextModel,
+        # Glm4vTextModel): its base model, which takes and returns the cache (forward's ``cache``).
+        try:
+            base = transformers.MODEL_MAPPING[type(text)]
+        except KeyError:
+            base = None
+        if base is not None and "cache" in _parameters(base):
+            return base
         inner = f" (its text model is {text.model_type!r})" if text.model_type != model_type else ""
         raise ProbeError(
             f"transformers {transformers.__version__} has no causal language model for model_type {model_type!r}"

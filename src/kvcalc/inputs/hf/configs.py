@@ -235,6 +235,9 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{name}: a model config must be a JSON object, got {type(raw).__name__}")
     top_type = _model_type(raw)
+    native = _native_format(raw)
+    if native:
+        raw, top_type = {**raw, "model_type": native}, native
     text, where = _text_config(raw)
     model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
@@ -252,6 +255,8 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
             caches = _per_layer_overrides(reader, caches, layers, heads)
 
     reader.considered("model_type", "torch_dtype", "dtype")  # read above, outside the reader
+    if native:
+        reader.notes.append(f"no 'model_type': read as {native}'s own config format")
     if not is_checked_type(model_type):
         reader.notes.append(
             f"model type {model_type!r} has no rules of its own in kvcalc: read by the generic rules (heads, KV "
@@ -326,6 +331,13 @@ def context_limit(text: Mapping[str, Any], model_type: str) -> tuple[int | None,
 def _is_count(value: Any) -> bool:
     # Past 2^40 tokens a "limit" limits nothing: read as no limit.
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**40
+
+
+def _native_format(config: Mapping[str, Any]) -> str:
+    """The name of a checkpoint format of its own that a config without model_type is in ("" for none)."""
+    from kvcalc.inputs.hf.families.mamba_ssm import MODEL_TYPE, is_mamba_ssm
+
+    return MODEL_TYPE if is_mamba_ssm(config) else ""
 
 
 def _model_type(config: Mapping[str, Any]) -> str:
@@ -671,7 +683,18 @@ def _layer_entries(
             )
         # The last `count` layers reuse the K and V of earlier layers of the same type.
         caches[layers - count :] = [SharedCache()] * count
-    return caches
+    return _cross_layer_shared(r, caches)
+
+
+def _cross_layer_shared(r: _Reader, caches: list[LayerCache]) -> list[LayerCache]:
+    """Cross-layer attention (CLA; Hunyuan-Large's remote code, modeling_hunyuan.py): with
+    ``use_cla``, a layer whose index is a multiple of ``cla_share_factor`` computes K and V, and the
+    next factor - 1 layers attend with those (``prev_kv_states``), caching nothing of their own."""
+    if not r.flag("use_cla"):
+        r.considered("cla_share_factor")
+        return caches
+    factor = r.positive_int("cla_share_factor", default=1)
+    return [c if i % factor == 0 or not c.caches_tokens else SharedCache() for i, c in enumerate(caches)]
 
 
 def _attention_entry(

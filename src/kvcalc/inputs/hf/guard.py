@@ -71,6 +71,7 @@ SHAPING_WORDS: dict[str, str] = {
     "local": "per-kind geometry",
     "cross": "cross-attention",
     "shared": "KV sharing",
+    "cla": "cross-layer KV sharing",
     "nope": "per-kind geometry",
 }
 

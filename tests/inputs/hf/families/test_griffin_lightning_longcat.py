@@ -117,3 +117,55 @@ def test_longcat_two_latents_per_layer() -> None:
     assert estimate(spec, Workload(tokens=1)).per_token_bytes == 64_512
     with pytest.raises(ConfigError, match="2 x num_layers"):
         read_config({**LONGCAT, "num_hidden_layers": 28}, name="bad")
+
+
+# Cross-layer attention (Hunyuan-Large's remote code, modeling_hunyuan.py: with use_cla, layer i
+# computes K/V when i % cla_share_factor == 0 and the next layers reuse them).
+HUNYUAN_CLA: dict[str, Any] = {
+    "model_type": "hunyuan", "torch_dtype": "bfloat16", "num_hidden_layers": 64, "hidden_size": 6400,
+    "num_attention_heads": 80, "num_key_value_heads": 8, "head_dim": 128, "use_cla": True, "cla_share_factor": 2,
+}  # fmt: skip
+
+
+def test_cross_layer_attention_caches_one_layer_in_each_group() -> None:
+    spec = read_config(HUNYUAN_CLA, name="cla")
+    # 32 of the 64 layers cache K and V: 32 x 2 x 8 x 128 x 2 B = 131,072 B per token.
+    assert sum(c.kind is Kind.SHARED for c in spec.caches) == 32
+    assert estimate(spec, Workload(tokens=1)).per_token_bytes == 131_072
+    # Without use_cla every layer caches its own: twice that, and the factor decides nothing.
+    plain = read_config({**HUNYUAN_CLA, "use_cla": False}, name="plain")
+    assert estimate(plain, Workload(tokens=1)).per_token_bytes == 262_144 and plain.warnings == ()
+
+
+def test_cla_fields_nobody_reads_are_named() -> None:
+    # A family module that does not go through the generic entries: the guard names use_cla.
+    from kvcalc.inputs.hf.guard import shaping_reason
+
+    assert shaping_reason("use_cla") == "cross-layer KV sharing"
+    assert shaping_reason("cla_share_factor") in ("cross-layer KV sharing", "KV sharing")
+
+
+# mamba_ssm's own format: state-spaces/mamba-2.8b's config.json (d_model 2560, n_layer 64, ssm_cfg {}).
+MAMBA_SSM: dict[str, Any] = {
+    "d_model": 2560, "n_layer": 64, "vocab_size": 50277, "ssm_cfg": {}, "rms_norm": True,
+    "residual_in_fp32": True, "fused_add_norm": True, "pad_vocab_size_multiple": 8,
+}  # fmt: skip
+
+
+def test_mamba_ssm_format_by_hand() -> None:
+    spec = read_config(MAMBA_SSM, name="mamba-2.8b")
+    # Mamba1 defaults: d_inner = 2 x 2560 = 5120; conv 5120 x (4 - 1) + state 5120 x 16 = 97,280
+    # elements x 2 B (fp16) = 194,560 B per layer; x 64 = 12,451,840 per sequence.
+    assert spec.model_type == "mamba_ssm" and spec.warnings == ()
+    est = estimate(spec, Workload(tokens=1000))
+    assert est.total_bytes == 64 * 97_280 * 2 == 12_451_840
+    # Mamba2 with two MHA layers: conv over 5120 + 2 x 1 x 128 = 5376 channels x 3, state 5120 x 128:
+    # 671,488 elements x 2 B per Mamba layer (62); MHA 20 heads of 128, all KV: 2 x 20 x 128 x 2 B =
+    # 10,240 B per token per layer.
+    hybrid = {**MAMBA_SSM, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [9, 18], "attn_cfg": {"num_heads": 20}}
+    est = estimate(read_config(hybrid, name="m2"), Workload(tokens=100))
+    assert est.total_bytes == 62 * (5376 * 3 + 5120 * 128) * 2 + 2 * 100 * 10_240
+    with pytest.raises(UsageError, match="own checkpoint format"):
+        estimate(spec, Workload(tokens=10), engine=make_engine("vllm")[0])
+    with pytest.raises(ConfigError, match=r"ssm_cfg\.layer"):
+        read_config({**MAMBA_SSM, "ssm_cfg": {"layer": "Mamba3"}}, name="bad")

@@ -61,6 +61,7 @@ _MODULES: dict[str, str] = {
     "minimax_text_01": "minimax",
     "minimax_m1": "minimax",
     "longcat_flash": "longcat_flash",
+    "mamba_ssm": "mamba_ssm",  # mamba_ssm's own format (no model_type; configs._native_format)
     **dict.fromkeys(_ENCODER_DECODER_TYPES, _ENCODER_DECODER),
 }
 
