@@ -80,6 +80,7 @@ def probe_request(
     tolerance: str = "0",
     images: int | None = None,
     image_tokens: int | None = None,
+    encoder_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
@@ -104,6 +105,11 @@ def probe_request(
     # The probe runs the model in its own dtype; a config without one builds in torch's float32.
     dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
     pictures = _images(spec, images, image_tokens)
+    if encoder_tokens is not None:
+        if not spec.is_encoder_decoder:
+            raise UsageError(f"encoder_tokens applies to encoder-decoder models; {spec.name} has no cross-attention",
+                             param="encoder_tokens")  # fmt: skip
+        pictures["encoder_tokens"] = encoder_tokens
     # The whole model runs in that dtype, so a state layer's conv history is kept in it too.
     run = Workload(tokens=tokens, batch=batch, kv_dtype=dtype, state_dtype=None if raw else dtype, **pictures)
     est = estimate_spec(spec, run, engine=chosen)
@@ -134,6 +140,7 @@ def probe(
     progress: Callable[[str, int, int], None] | None = None,
     images: int | None = None,
     image_tokens: int | None = None,
+    encoder_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
@@ -146,8 +153,8 @@ def probe(
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
-        engine=engine, tolerance=tolerance, images=images, image_tokens=image_tokens, revision=revision,
-        on_fetch=on_fetch, strict=strict,
+        engine=engine, tolerance=tolerance, images=images, image_tokens=image_tokens, encoder_tokens=encoder_tokens,
+        revision=revision, on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
         from kvcalc.inputs.files import RESULT_LIMIT, read_json_file

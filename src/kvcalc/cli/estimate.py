@@ -9,6 +9,7 @@ from kvcalc.cli.options import (
     BatchOpt,
     BlockOpt,
     DpOpt,
+    EncoderTokensOpt,
     EngineOpt,
     ImagesOpt,
     ImageTokensOpt,
@@ -64,15 +65,7 @@ def estimate(
         ),
     ] = None,
     output: Annotated[str | None, typer.Option("--output", metavar="O", help="Generated tokens O.")] = None,
-    encoder_tokens: Annotated[
-        str | None,
-        typer.Option(
-            "--encoder-tokens",
-            metavar="N",
-            help="Encoder length cached by cross-attention (encoder-decoder models only). "
-            "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
-        ),
-    ] = None,
+    encoder_tokens: EncoderTokensOpt = None,
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
     kv_dtype: KvDtypeOpt = None,

@@ -253,6 +253,15 @@ def mlx_flags(
             "max_kv_size": max_kv_size, "prefill_step_size": prefill_step_size, "max_tokens": max_tokens}  # fmt: skip
 
 
+EncoderTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--encoder-tokens",
+        metavar="N",
+        help="Encoder length cached by cross-attention (encoder-decoder models only). "
+        "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
+    ),
+]
 ImagesOpt = Annotated[
     str | None,
     typer.Option(

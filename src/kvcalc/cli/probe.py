@@ -9,6 +9,7 @@ from kvcalc.cli.options import (
     BatchedOpt,
     BatchOpt,
     BlockOpt,
+    EncoderTokensOpt,
     EngineOpt,
     ImagesOpt,
     ImageTokensOpt,
@@ -54,6 +55,7 @@ def probe(
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
+    encoder_tokens: EncoderTokensOpt = None,
     decode: Annotated[
         int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
     ] = 2,
@@ -198,6 +200,7 @@ def probe(
     if _runs_llama_cpp(engine) and not raw:
         ignored = {"--print-request": print_request, "--from-result": from_result is not None,
                    "--images": images is not None, "--image-tokens": image_tokens is not None,
+                   "--encoder-tokens": encoder_tokens is not None,
                    "--tolerance": tolerance != "0", "--kv-budget": kv_budget is not None,
                    "--block-size": block_size is not None, "--max-batched-tokens": max_batched_tokens is not None,
                    "--engine-python": engine_python is not None}  # fmt: skip
@@ -214,6 +217,7 @@ def probe(
     if _runs_sglang(engine) and not raw:
         dropped = [flag for flag, present in {"--max-batched-tokens": max_batched_tokens is not None,
                    "--print-request": print_request, "--from-result": from_result is not None,
+                   "--encoder-tokens": encoder_tokens is not None,
                    "--tolerance": tolerance != "0", **llama_flags}.items() if present]  # fmt: skip
         if dropped:
             raise UsageError(f"{', '.join(dropped)} do not apply to the SGLang probe (it builds SGLang's pools)")
@@ -233,6 +237,7 @@ def probe(
                    "--print-request": print_request, "--from-result": from_result is not None,
                    "--tolerance": tolerance != "0", "--kv-dtype": kv_dtype is not None, "--batch": batch != "1",
                    "--images": images is not None, "--image-tokens": image_tokens is not None,
+                   "--encoder-tokens": encoder_tokens is not None,
                    "--device": device != "auto", **llama_flags}.items() if present]  # fmt: skip
         if dropped:
             raise UsageError(f"{', '.join(dropped)} do not apply to the mlx-lm probe (one sequence, its own formats)")
@@ -248,6 +253,8 @@ def probe(
     vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
                   "--engine-python": engine_python}  # fmt: skip
     if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch
+        if encoder_tokens is not None:
+            raise UsageError("--encoder-tokens does not apply to the vLLM probe (it runs decoder-only models)")
         _probe_vllm(
             model, tokens=count(tokens, "--tokens") or 4096, kv_budget=size(kv_budget, "--kv-budget"),
             block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python,
@@ -270,6 +277,7 @@ def probe(
         "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
         "revision": revision, "on_fetch": say_fetching, "strict": strict,
         "images": count_or_zero(images, "--images"), "image_tokens": count(image_tokens, "--image-tokens"),
+        "encoder_tokens": count(encoder_tokens, "--encoder-tokens"),
     }  # fmt: skip
     if print_request:
         print_json(api.probe_request(model, **shape)[2])

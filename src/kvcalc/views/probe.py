@@ -53,6 +53,7 @@ def probe_lines(name: str, check: CrossCheck, result: dict[str, Any], allowed: i
         f"Probe of {name} on {result['device']} ({result['dtype']}, transformers {result['transformers']}, "
         f"torch {result['torch']}): batch {result['batch']} x {result['prompt_tokens']:,} prompt + "
         f"{result['decode_tokens']} decoded tokens"
+        + (f", {result['encoder_tokens']:,} encoder tokens" if result.get("encoder_tokens") else "")
     )
     headers = ("layer type", "layers", "estimated", "measured", "difference", "%")
     columns = tuple(Column(h, right=h != "layer type") for h in headers)

@@ -53,6 +53,23 @@ def test_llama_figure_by_hand(run_cli) -> None:
     assert data["dtype"] == "bfloat16"
 
 
+def test_encoder_decoder_self_and_cross_attention_by_hand(run_cli) -> None:
+    # t5-small (fp32, 6 decoder layers, 8 heads x d_kv 64): 40 decoder tokens self-attention,
+    # 2 x 6 x 40 x 512 x 4 B = 983,040; cross-attention over 100 encoder tokens 2,457,600.
+    data = run_cli("probe", "t5-small", "--tokens", "40", "--encoder-tokens", "100", "--device", "cpu",
+                   "--json").json()  # fmt: skip
+    kinds = {k["kind"]: k for k in data["kinds"]}
+    assert kinds["full_attention"]["measured_bytes"] == 2 * 6 * 40 * 512 * 4 == 983_040
+    assert kinds["cross_attention"]["measured_bytes"] == 2 * 6 * 100 * 512 * 4 == 2_457_600
+    assert data["match"] is True
+    # Whisper large-v3 (fp16, 32 decoder layers, 20 heads x 64): cross-attention over its 1,500
+    # encoder frames (max_source_positions), 2 x 32 x 1500 x 1280 x 2 B = 245,760,000.
+    data = run_cli("probe", "whisper-large-v3", "--tokens", "40", "--device", "cpu", "--json").json()
+    kinds = {k["kind"]: k for k in data["kinds"]}
+    assert kinds["cross_attention"]["measured_bytes"] == 2 * 32 * 1500 * 1280 * 2 == 245_760_000
+    assert kinds["full_attention"]["measured_bytes"] == 2 * 32 * 40 * 1280 * 2 == 6_553_600
+
+
 def test_sliding_layers_hold_w_minus_1_in_a_w_buffer(run_cli) -> None:
     # gpt-oss-20b, fp16 is not given so the probe runs fp32 (the file names no dtype): a sliding
     # layer's view is 127 tokens x 8 heads x (64 + 64) x 4 B = 520,192 bytes, its storage 128 tokens.
@@ -106,7 +123,7 @@ def test_standalone_file_reads_json_and_prints_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("t5-small",), "decoder-only"),
+        (("llama-3.1-8b", "--encoder-tokens", "100"), "has no cross-attention"),
         (("gemma-3n-e4b",), "num_kv_shared_layers"),
         (("llama-3.1-8b", "--kv-dtype", "fp8"), "fp32, bf16 or fp16"),
         (("llama-3.1-8b", "--decode", "600"), "leaves no prompt"),

@@ -32,8 +32,6 @@ def model_request(
     w = est.workload
     if decode >= w.tokens:
         raise UsageError(f"--decode {decode} leaves no prompt in {w.tokens} tokens")
-    if est.model.is_encoder_decoder:
-        raise UsageError("the model probe measures decoder-only language models")
     # The shrunk model keeps one layer of each kind: its cache is about one layer per group.
     expected = sum(g.bytes // max(1, g.layers) for g in est.groups)
     request: dict[str, Any] = {
@@ -47,6 +45,8 @@ def model_request(
         "expected_bytes": expected,
         "max_bytes": max_bytes,
     }
+    if est.model.is_encoder_decoder:  # random encoder output of the length the estimate took
+        request["encoder_tokens"] = w.encoder_tokens or est.model.encoder_tokens or w.tokens
     if w.images:  # Llama 3.2 Vision: images x tokens per image, fed once as cross-attention states
         request["image_tokens"] = w.images * (w.image_tokens or est.model.image_tokens or 0)
     return request
@@ -328,6 +328,9 @@ def validate_result(
     _same(r, "batch", out["batch"], request["batch"])
     _same(r, "prompt_tokens", out["prompt_tokens"], request["prompt_tokens"])
     _same(r, "decode_tokens", out["decode_tokens"], request["decode_tokens"])
+    if request.get("encoder_tokens"):  # an encoder-decoder's cross-attention length
+        out["encoder_tokens"] = r.count(data, "encoder_tokens")
+        _same(r, "encoder_tokens", out["encoder_tokens"], request["encoder_tokens"])
     # On CPU the probe runs float16 as bfloat16 (same element size) and says so in its notes.
     allowed_dtypes = {request["dtype"], *(("bfloat16",) if request["dtype"] == "float16" else ())}
     if out["dtype"] not in allowed_dtypes:

@@ -1,5 +1,6 @@
 """Read the cache a transformers model keeps, for torch_probe.py (beside it): the tensors of each
-cache layer, and the state transformers keeps for a layer outside the cache's layers.
+cache layer, the state transformers keeps for a layer outside the cache's layers, and the two
+caches of an encoder-decoder model.
 
 Like torch_probe.py it imports nothing from kvcalc, only the standard library (torch and the model
 come in as arguments), so the two files can be copied to a GPU machine together.
@@ -43,17 +44,104 @@ def _positions(torch: Any, model: Any, batch: int, device: Any) -> Callable[[int
     return lambda start, count: {"position_ids": torch.arange(start, start + count, device=device).expand(batch, -1)}
 
 
+def _layer_kinds(text: Any) -> list[str]:
+    """Each layer's kind as transformers derives it."""
+    count = text.num_hidden_layers
+    kinds = getattr(text, "layer_types", None)
+    if kinds:
+        return _with_indexer_types(text, [str(k) for k in kinds])
+    blocks = getattr(text, "layers_block_type", None)  # Jamba-style hybrids
+    if blocks:
+        return [str(k) for k in blocks]
+    cross = getattr(text, "cross_attention_layers", None)
+    if isinstance(cross, list) and cross:  # Llama 3.2 Vision: cross-attention layers over images
+        return ["cross_attention" if i in cross else "full_attention" for i in range(count)]
+    return ["full_attention"] * count
+
+
+def _with_indexer_types(text: Any, kinds: list[str]) -> list[str]:
+    """GLM-5's ``indexer_types`` (transformers 5.24 GlmMoeDsaConfig): a "shared" layer has no
+    indexer and caches no indexer keys, so it is a kind of its own and the shrunk model keeps one.
+    Only GLM-5's DSA layers (``indexed_attention``) are split; other models' kinds stay as they are."""
+    modes = getattr(text, "indexer_types", None)
+    if not isinstance(modes, list) or len(modes) != len(kinds):
+        return kinds
+    return [
+        f"{kind} (shared indexer)" if kind == "indexed_attention" and mode == "shared" else kind
+        for kind, mode in zip(kinds, modes, strict=True)
+    ]
+
+
+def _sublayers(text: Any, layers: int) -> int:
+    """Cache layers per decoder layer: more than one where the config counts decoder layers in
+    ``num_layers`` and derives num_hidden_layers (the cache layers) from it."""
+    blocks = getattr(text, "num_layers", None)
+    if isinstance(blocks, int) and not isinstance(blocks, bool) and 0 < blocks < layers and layers % blocks == 0:
+        return layers // blocks
+    return 1
+
+
+def _layers(cache: Any) -> list[Any] | None:
+    """A cache's layers: an EncoderDecoderCache's self-attention layers, then its cross-attention
+    layers (transformers' cache_utils.py keeps them in two caches); None when there are none."""
+    own, cross = getattr(cache, "self_attention_cache", None), getattr(cache, "cross_attention_cache", None)
+    if own is not None and cross is not None:
+        return [*(_layers(own) or []), *(_layers(cross) or [])]
+    layers = getattr(cache, "layers", None)
+    return list(layers) if isinstance(layers, list | tuple) else None
+
+
+# Layer counts by side of an encoder-decoder config (BART, Whisper, Marian: decoder_layers and
+# encoder_layers; T5: num_decoder_layers and num_layers), the decoder's first.
+_DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")
+_ENCODER_LAYERS = ("encoder_layers", "num_layers", "num_hidden_layers")
+
+
+def _decoder_layers(config: Any) -> int:
+    """An encoder-decoder config's decoder layers (T5 without num_decoder_layers: the encoder's count)."""
+    for key in (*_DECODER_LAYERS, *_ENCODER_LAYERS):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    raise ProbeError("the encoder-decoder config gives no decoder layer count (decoder_layers, num_decoder_layers)")
+
+
+def _one_layer_a_side(data: dict[str, Any]) -> None:
+    """Shrink both sides of an encoder-decoder config to one layer each, in place."""
+    for key in (*_DECODER_LAYERS, *_ENCODER_LAYERS):
+        if isinstance(data.get(key), int) and not isinstance(data[key], bool):
+            data[key] = 1
+
+
+def _inputs(
+    torch: Any, transformers: Any, config: Any, shape: tuple[int, int], dtype: Any, device: Any
+) -> Callable[[Any], dict[str, Any]]:
+    """``inputs(ids)``: a forward pass's token inputs. An encoder-decoder's decoder takes them as
+    decoder_input_ids beside a random encoder output of ``shape`` (batch, encoder tokens): the
+    encoder caches nothing, so the probe need not run it (nor make its inputs: Whisper's mel frames)."""
+    if not config.is_encoder_decoder:
+        if shape[1]:
+            raise ProbeError("request key 'encoder_tokens' needs an encoder-decoder model")
+        return lambda ids: {"input_ids": ids}
+    if not shape[1]:
+        raise ProbeError("request key 'encoder_tokens' is needed for an encoder-decoder model")
+    width = getattr(config, "d_model", None) or config.hidden_size
+    states = torch.randn(*shape, int(width), dtype=dtype, device=device)
+    encoded = transformers.modeling_outputs.BaseModelOutput(last_hidden_state=states)
+    return lambda ids: {"decoder_input_ids": ids, "encoder_outputs": encoded}
+
+
 def _cache_layers(
     cache: Any, model: Any, keep: list[int], held: dict[int, list[tuple[str, Any]]] | None = None
 ) -> list[Any]:
     """The cache's layers, or a ProbeError when the model keeps no per-layer KV cache. A layer the
     cache never built is None where tensors held elsewhere (``held``) stand for it (MiniMax's
     lightning layers keep their state only in MiniMaxCache.linear_cache)."""
-    layers = getattr(cache, "layers", None)
-    if not isinstance(layers, list | tuple):
+    layers = _layers(cache)
+    if layers is None:
         raise ProbeError(
             f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned no KV cache: "
-            "the probe measures decoder-only language models that cache keys and values"
+            "the probe measures language models that cache keys and values"
         )
     found = list(layers)
     if held and len(found) < len(keep) and all(i in held for i in range(len(found), len(keep))):

@@ -259,6 +259,8 @@ class ModelRequest:
     chunk: int | None
     # Image tokens per sequence fed to image cross-attention layers (Llama 3.2 Vision), 0: none.
     image_tokens: int = 0
+    # Encoder output tokens per sequence for an encoder-decoder's cross-attention, 0: none.
+    encoder_tokens: int = 0
 
 
 def check_model_request(request: Any) -> ModelRequest:
@@ -281,6 +283,7 @@ def check_model_request(request: Any) -> ModelRequest:
         attention=_choice(request, "attention", _ATTENTIONS, "auto"),
         chunk=None if request.get("prefill_chunk") is None else _key(request, "prefill_chunk", 1, _MAX_TOKENS),
         image_tokens=_key(request, "image_tokens", 0, _MAX_TOKENS, default=0),
+        encoder_tokens=_key(request, "encoder_tokens", 0, _MAX_TOKENS, default=0),
     )
 
 
@@ -372,36 +375,6 @@ def _guard(
 # --- model probe ---------------------------------------------------------------------------------
 
 
-def _layer_kinds(text: Any) -> list[str]:
-    """Each layer's kind as transformers derives it."""
-    count = text.num_hidden_layers
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_LAYERS:
-        raise ProbeError(f"the config's num_hidden_layers must be from 1 to {_MAX_LAYERS:,}, got {_show(count)}")
-    kinds = getattr(text, "layer_types", None)
-    if kinds:
-        return _with_indexer_types(text, [str(k) for k in kinds])
-    blocks = getattr(text, "layers_block_type", None)  # Jamba-style hybrids
-    if blocks:
-        return [str(k) for k in blocks]
-    cross = getattr(text, "cross_attention_layers", None)
-    if isinstance(cross, list) and cross:  # Llama 3.2 Vision: cross-attention layers over images
-        return ["cross_attention" if i in cross else "full_attention" for i in range(count)]
-    return ["full_attention"] * count
-
-
-def _with_indexer_types(text: Any, kinds: list[str]) -> list[str]:
-    """GLM-5's ``indexer_types`` (transformers 5.24 GlmMoeDsaConfig): a "shared" layer has no
-    indexer and caches no indexer keys, so it is a kind of its own and the shrunk model keeps one.
-    Only GLM-5's DSA layers (``indexed_attention``) are split; other models' kinds stay as they are."""
-    modes = getattr(text, "indexer_types", None)
-    if not isinstance(modes, list) or len(modes) != len(kinds):
-        return kinds
-    return [
-        f"{kind} (shared indexer)" if kind == "indexed_attention" and mode == "shared" else kind
-        for kind, mode in zip(kinds, modes, strict=True)
-    ]
-
-
 # Text configs AutoModelForCausalLM reaches only through their wrapper's config: transformers 5.24
 # maps MllamaConfig, not MllamaTextConfig, to MllamaForCausalLM (models/auto/modeling_auto.py).
 _TEXT_ONLY_CAUSAL_LM = {"mllama_text_model": "MllamaForCausalLM"}
@@ -416,9 +389,16 @@ def _parameters(model_class: Any) -> set[str]:
 
 
 def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
-    """The class AutoModelForCausalLM builds for this text config, or a ProbeError saying there is none."""
+    """The class AutoModelForCausalLM (AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq for an
+    encoder-decoder) builds for this text config, or a ProbeError saying there is none."""
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
 
+    if getattr(text, "is_encoder_decoder", False):
+        seq2seq = (transformers.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING, transformers.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING)
+        for mapping in seq2seq:
+            if type(text) in mapping:
+                return mapping[type(text)]
+        raise ProbeError(f"transformers {transformers.__version__} has no generating model for {model_type!r}")
     if text.model_type in _TEXT_ONLY_CAUSAL_LM:  # mapped by its wrapper's config class only
         return getattr(transformers, _TEXT_ONLY_CAUSAL_LM[text.model_type])
     try:
@@ -458,16 +438,23 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
             raise
         reason = _plain(str(exc).split(". Should contain")[0]) or type(exc).__name__
         raise ProbeError(f"transformers cannot build a {model_type} config: {reason}") from None
-    text = full.get_text_config(decoder=True)
-    if getattr(text, "is_encoder_decoder", False):
-        raise ProbeError("the probe measures decoder-only language models")
+    seq2seq = bool(getattr(full, "is_encoder_decoder", False))
+    # An encoder-decoder whose config holds both sides is shrunk whole (its decoder view is a copy).
+    text = full if seq2seq else full.get_text_config(decoder=True)
     _causal_lm_class(transformers, text, model_type)
-    kinds = _layer_kinds(text)
-    layers = int(text.num_hidden_layers)
-    keep = [kinds.index(kind) for kind in dict.fromkeys(kinds)]  # the first layer of each kind, in order
-    if int(getattr(text, "num_kv_shared_layers", 0) or 0):
-        raise ProbeError("the probe does not shrink KV-sharing models (num_kv_shared_layers)")
-    sublayers = _sublayers(text, layers)
+    if seq2seq:
+        # Each decoder layer's self-attention, then its cross-attention (an EncoderDecoderCache).
+        layers = _cache._decoder_layers(text)
+        kinds, keep, sublayers = ["full_attention"] * layers + ["cross_attention"] * layers, [0, layers], 1
+    else:
+        count = text.num_hidden_layers
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_LAYERS:
+            raise ProbeError(f"the config's num_hidden_layers must be from 1 to {_MAX_LAYERS:,}, got {_show(count)}")
+        kinds, layers = _cache._layer_kinds(text), count
+        keep = [kinds.index(kind) for kind in dict.fromkeys(kinds)]  # the first layer of each kind, in order
+        if int(getattr(text, "num_kv_shared_layers", 0) or 0):
+            raise ProbeError("the probe does not shrink KV-sharing models (num_kv_shared_layers)")
+        sublayers = _cache._sublayers(text, layers)
     if sublayers > 1:
         # Decoder layers of several attention sublayers, each a cache layer of its own (LongCat-Flash:
         # num_hidden_layers is derived as 2 x num_layers): keep the first decoder layer whole.
@@ -480,7 +467,9 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # Per-layer lists (layer_types, no_rope_layers, ...) follow the kept layers.
         if isinstance(value, list) and len(value) == layers and key not in ("eos_token_id",):
             data[key] = [value[i] for i in keep]
-    if sublayers > 1:
+    if seq2seq:
+        _cache._one_layer_a_side(data)
+    elif sublayers > 1:
         data.pop("num_hidden_layers", None)
         data["num_layers"] = 1
     else:
@@ -540,7 +529,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # Head dims are explicit, so the width is free; some configs still want it a multiple of heads.
         data["hidden_size"] = min(data["hidden_size"], heads * max(2, 256 // heads))
     vocab = data.get("vocab_size", _SMALL["vocab_size"])
-    outside = vocab - 1 if text.model_type in _INT_TOKEN_IDS else None  # what a token id outside the vocabulary becomes
+    # What a token id outside the vocabulary becomes (an encoder-decoder's decoder_start_token_id stays an int).
+    outside = vocab - 1 if text.model_type in _INT_TOKEN_IDS or seq2seq else None
     for key in _TOKEN_IDS:
         value = data.get(key)
         if isinstance(value, list):
@@ -565,15 +555,6 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         reason = _plain(str(exc)) or type(exc).__name__
         raise ProbeError(f"transformers refused the shrunk {text.model_type} config: {reason}") from None
     return small, keep, kinds
-
-
-def _sublayers(text: Any, layers: int) -> int:
-    """Cache layers per decoder layer: more than one where the config counts decoder layers in
-    ``num_layers`` and derives num_hidden_layers (the cache layers) from it."""
-    blocks = getattr(text, "num_layers", None)
-    if isinstance(blocks, int) and not isinstance(blocks, bool) and 0 < blocks < layers and layers % blocks == 0:
-        return layers // blocks
-    return 1
 
 
 def _noop_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
@@ -715,6 +696,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         base = torch.cuda.memory_allocated(device)
     cache: Any = None
     positions = _positions(torch, model, batch, device)
+    inputs = _cache._inputs(torch, transformers, config, (batch, req.encoder_tokens), dtype, device)
     start = time.perf_counter()
     with torch.no_grad():
         done = 0
@@ -725,14 +707,15 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
             images = _image_states(torch, req, config, dtype, device) if done == 0 else {}
             with _stage("in the prefill", req.config), no_scores():
                 where = positions(done, step)
-                out = model(input_ids=ids, past_key_values=cache, use_cache=True, **images, **where)
+                out = model(**inputs(ids), past_key_values=cache, use_cache=True, **images, **where)
                 fields = set(getattr(out, "__dataclass_fields__", ("cache",)))  # 5.24 names it cache
                 if cache is None and not fields & {"cache", "past_key_values"}:
                     # An output with no cache field: the model keeps the cache it made for itself
                     # (RecurrentGemma): pass one in, as generate() does (DynamicCache(config=...)).
                     cache = transformers.DynamicCache(config=model.config)
-                    out = model(input_ids=ids, past_key_values=cache, use_cache=True, **images, **where)
-                    if not any(True for _ in _cache_tensors(cache.layers, torch)) and not _held_elsewhere(
+                    out = model(**inputs(ids), past_key_values=cache, use_cache=True, **images, **where)
+                    layers_now = _cache._layers(cache) or []
+                    if not any(True for _ in _cache_tensors(layers_now, torch)) and not _held_elsewhere(
                         cache, model, torch, before
                     ):
                         raise ProbeError(
@@ -743,12 +726,12 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
                 cache = _returned_cache(out) or cache
             if first is None:
                 _cache_layers(cache, model, keep, _held_elsewhere(cache, model, torch, before))
-                first = (step, _storage_bytes(_cache_tensors(cache.layers, torch)))
+                first = (step, _storage_bytes(_cache_tensors(_cache._layers(cache) or [], torch)))
             elif done == first[0]:
                 # Two passes give the shrunk cache's growth per token (windows and states do not
                 # grow): refuse now rather than run out of memory later. Growth by torch.cat holds
                 # the old and the new tensor at once, hence x 2.
-                grown = _storage_bytes(_cache_tensors(cache.layers, torch))
+                grown = _storage_bytes(_cache_tensors(_cache._layers(cache) or [], torch))
                 per_token = max(0, grown - first[1]) / step
                 projected = int(grown + per_token * (prompt + decode - done - step)) * 2
                 _guard(torch, device, projected, req.common.max_bytes)
@@ -763,7 +746,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
             ids = torch.randint(0, vocab, (batch, 1), device=device)
             with _stage("in a decode step", req.config), no_scores():
                 where = positions(prompt + index, 1)
-                cache = _returned_cache(model(input_ids=ids, past_key_values=cache, use_cache=True, **where)) or cache
+                cache = _returned_cache(model(**inputs(ids), past_key_values=cache, use_cache=True, **where)) or cache
             report("decode", index + 1, decode)
         if is_cuda:
             torch.cuda.synchronize(device)
@@ -802,6 +785,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
         "prompt_tokens": prompt,
         "decode_tokens": decode,
         "image_tokens": req.image_tokens,
+        "encoder_tokens": req.encoder_tokens,
         "attention": attention,
         "prefill_chunk": chunk,
         "prefill_passes": math.ceil(prompt / chunk),
