@@ -92,9 +92,17 @@ def _layers(cache: Any) -> list[Any] | None:
 
 
 # Layer counts by side of an encoder-decoder config (BART, Whisper, Marian: decoder_layers and
-# encoder_layers; T5: num_decoder_layers and num_layers), the decoder's first.
-_DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")
-_ENCODER_LAYERS = ("encoder_layers", "num_layers", "num_hidden_layers")
+# encoder_layers; T5: num_decoder_layers and num_layers; ProphetNet: num_decoder_layers and
+# num_encoder_layers; Moonshine: decoder_num_hidden_layers and encoder_num_hidden_layers), the
+# decoder's first.
+_DECODER_LAYERS = ("decoder_layers", "num_decoder_layers", "decoder_num_hidden_layers")
+_ENCODER_LAYERS = (
+    "encoder_layers",
+    "num_layers",
+    "num_encoder_layers",
+    "encoder_num_hidden_layers",
+    "num_hidden_layers",
+)
 
 
 def _decoder_layers(config: Any) -> int:
@@ -125,9 +133,12 @@ def _inputs(
         return lambda ids: {"input_ids": ids}
     if not shape[1]:
         raise ProbeError("request key 'encoder_tokens' is needed for an encoder-decoder model")
-    width = getattr(config, "d_model", None) or config.hidden_size
+    # The encoder's own width where its config is nested (Cohere ASR projects it in the decoder).
+    encoder = getattr(config, "encoder_config", None)
+    width = getattr(encoder, "hidden_size", None) or getattr(config, "d_model", None) or config.hidden_size
     states = torch.randn(*shape, int(width), dtype=dtype, device=device)
     encoded = transformers.modeling_outputs.BaseModelOutput(last_hidden_state=states)
+    encoded.attention_mask = None  # read by Moonshine and Cohere ASR: their encoders return one (None: no padding)
     return lambda ids: {"decoder_input_ids": ids, "encoder_outputs": encoded}
 
 

@@ -415,7 +415,7 @@ def _causal_lm_class(transformers: Any, text: Any, model_type: str) -> Any:
         inner = f" (its text model is {text.model_type!r})" if text.model_type != model_type else ""
         raise ProbeError(
             f"transformers {transformers.__version__} has no causal language model for model_type {model_type!r}"
-            f"{inner}: the probe measures decoder-only language models"
+            f"{inner}: the probe builds causal and encoder-decoder language models"
         ) from None
 
 
@@ -720,7 +720,7 @@ def probe_model(request: Any, progress: Progress | None = None) -> dict[str, Any
                     ):
                         raise ProbeError(
                             f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned "
-                            "no KV cache and fills none passed in: the probe measures decoder-only language models "
+                            "no KV cache and fills none passed in: the probe measures language models "
                             "that cache keys and values"
                         )
                 cache = _returned_cache(out) or cache

@@ -34,9 +34,10 @@ _MAX_LAYERS = MAX_LAYERS
 _NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
 
 # transformers' attribute_map aliases: the first key present wins.
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
-_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "layers")
+# The last of each: Kosmos-2's layers, XGLM's attention_heads, XLM's emb_dim, Kosmos-2's embed_dim.
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
+_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim", "emb_dim", "embed_dim")
 _KV_HEAD_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "n_head_kv")
 
 # Config-class defaults for fields that nested or trimmed configs often omit. Only families whose
@@ -239,6 +240,8 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     if native:
         raw, top_type = {**raw, "model_type": native}, native
     text, where = _text_config(raw)
+    if text is raw:
+        _refuse_nested_decoder(raw, name)
     model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
@@ -360,6 +363,24 @@ def text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     """The mapping that describes the language model, like ``get_text_config(decoder=True)``, and
     the prefix that names its fields in messages."""
     return _text_config(raw)
+
+
+# Keys under which a composite config nests the model that caches (transformers 5.24: T5Gemma's
+# decoder, Dia's and Canary's decoder_config, MusicGen's decoder, EncoderDecoderConfig's decoder,
+# PI0's vlm_config).
+_NESTED_DECODER_KEYS = ("decoder", "decoder_config", "vlm_config")
+
+
+def _refuse_nested_decoder(raw: Mapping[str, Any], name: str) -> None:
+    """A config whose caching model is a nested config kvcalc does not read is refused naming it."""
+    for key in _NESTED_DECODER_KEYS:
+        nested = raw.get(key)
+        if isinstance(nested, Mapping) and not any(k in raw for k in (*_LAYER_KEYS, "decoder_layers")):
+            kind = nested.get("model_type") if isinstance(nested.get("model_type"), str) else "a model"
+            raise ConfigError(
+                f"{name}: config field '{key}' nests the model that caches ({kind}) inside a composite config: "
+                "kvcalc does not model a decoder nested this way"
+            )
 
 
 def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:

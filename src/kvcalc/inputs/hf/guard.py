@@ -77,6 +77,8 @@ SHAPING_WORDS: dict[str, str] = {
 
 # Exact names that contain a shaping word but do not shape the cache, and why.
 NOT_SHAPING: dict[str, str] = {
+    # XLM's special token ids (configuration_xlm.py): "index" here is a vocabulary position.
+    **dict.fromkeys(("bos_index", "eos_index", "pad_index", "unk_index", "mask_index"), "a special token id"),
     "attention_bias": "a bias on projections",
     "attention_dropout": "training only",
     "attn_pdrop": "training only",
@@ -246,10 +248,10 @@ def _excluded(key: str) -> bool:
 # published configs and other engines use for the same quantity (mamba_num_groups, mamba_state_dim,
 # ...), so that a second spelling is judged by its value (the module's docstring).
 ALIASES: dict[str, tuple[str, ...]] = {
-    "the layer count": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
-    "the attention head count": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "the layer count": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "layers"),
+    "the attention head count": ("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads"),
     "the KV head count": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "n_head_kv"),
-    "the hidden size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "the hidden size": ("hidden_size", "n_embd", "d_model", "dim", "emb_dim", "embed_dim"),
     "the attention head width": ("head_dim", "attention_head_dim", "d_kv", "kv_channels", "attention_head_size"),
     "the attention window": ("sliding_window", "sliding_window_size", "attention_window_size"),
     "the per-layer kinds": ("layer_types", "layers_block_type"),

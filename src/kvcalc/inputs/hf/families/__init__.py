@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _ENCODER_DECODER_TYPES = (
     "t5", "mt5", "umt5", "longt5", "bart", "mbart", "whisper", "marian", "pegasus",
     "m2m_100", "nllb_moe", "blenderbot", "blenderbot-small", "plbart", "fsmt", "led",
-    "prophetnet", "switch_transformers", "bigbird_pegasus",
+    "prophetnet", "switch_transformers", "bigbird_pegasus", "moonshine",
 )  # fmt: skip
 _ENCODER_DECODER = "encoder_decoder"
 

@@ -20,9 +20,18 @@ if TYPE_CHECKING:
 def read(r: Reader) -> Layout:
     """Decoder self-attention per generated token plus cross-attention over the encoder output; the
     encoder's length, where the config gives one, goes to ``r.encoder_tokens``."""
-    # The encoder caches nothing: its layer count (num_hidden_layers in BART/Whisper) sizes nothing.
-    r.considered("num_hidden_layers", "encoder_layers", "num_layers")
-    layer_key = r.first_key(("decoder_layers", "num_decoder_layers"))
+    # The encoder caches nothing: its layer and head counts (num_hidden_layers in BART/Whisper) size
+    # nothing. Configs name them per side: BART's encoder_/decoder_layers, T5's num_layers and
+    # num_decoder_layers, ProphetNet's num_encoder_/num_decoder_..., Moonshine's encoder_num_/decoder_num_...
+    r.considered("num_hidden_layers", "encoder_layers", "num_layers", "num_encoder_layers", "encoder_num_hidden_layers",
+                 "encoder_attention_heads", "num_encoder_attention_heads", "encoder_num_attention_heads",
+                 "encoder_num_key_value_heads")  # fmt: skip
+    # Moonshine pads head_dim after the cache update (modeling_moonshine.py MoonshineAttention.forward,
+    # transformers 5.24): the cache keeps the unpadded heads.
+    r.considered("pad_head_dim_to_multiple_of")
+    # Every decoder layer of an encoder-decoder attends to the encoder (ProphetNet states it).
+    r.considered("add_cross_attention")
+    layer_key = r.first_key(("decoder_layers", "num_decoder_layers", "decoder_num_hidden_layers"))
     if layer_key is not None:
         layers = r.check_positive(layer_key, r.raw[layer_key])
     else:
@@ -30,18 +39,21 @@ def read(r: Reader) -> Layout:
         if r.has("num_layers"):
             r.notes.append(f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder")
     layers = checked_layers(r, layers)
-    head_key = r.first_key(("decoder_attention_heads", *HEAD_KEYS))
+    head_key = r.first_key(
+        ("decoder_attention_heads", "num_decoder_attention_heads", "decoder_num_attention_heads", *HEAD_KEYS)
+    )
     if head_key is None:
         raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
     heads = r.check_positive(head_key, r.raw[head_key])
-    if r.has("d_kv"):
-        head_dim = r.check_positive("d_kv", r.raw["d_kv"])
+    dim_key = r.first_key(("d_kv", "head_dim"))  # T5's d_kv; Cohere ASR's and Moonshine Streaming's head_dim
+    if dim_key is not None:
+        head_dim = r.check_positive(dim_key, r.raw[dim_key])
     else:
         hidden = r.positive_int(HIDDEN_KEYS)
         if hidden % heads:
             raise ConfigError(f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads")
         head_dim = hidden // heads
-    kv_key = r.first_key(("decoder_key_value_heads", *KV_HEAD_KEYS))
+    kv_key = r.first_key(("decoder_key_value_heads", "decoder_num_key_value_heads", *KV_HEAD_KEYS))
     kv = r.check_positive(kv_key, r.raw[kv_key]) if kv_key else heads
     if heads % kv:
         raise ConfigError(f"config field '{r.where}{kv_key}' ({kv}) must divide {heads} heads")
