@@ -522,7 +522,8 @@ def shrink_config(config: dict[str, Any], positions: int = 0) -> tuple[Any, list
         # the whole latent for every head at every step: fewer heads keep the probe fast.
         data["num_attention_heads"] = min(data["num_attention_heads"], 8)
         data["num_key_value_heads"] = data["num_attention_heads"]
-    mamba = any(k.startswith("mamba") or k in ("expand", "state_size") for k in data)
+    # A state over hidden_size channels (Mamba; LFM's short conv, conv_L_cache) keeps the width.
+    mamba = any(k.startswith(("mamba", "conv_L")) or k in ("expand", "state_size") for k in data)
     explicit_heads = isinstance(data.get("head_dim"), int) or isinstance(data.get("kv_lora_rank"), int)
     heads = data.get("num_attention_heads")
     if not mamba and explicit_heads and isinstance(data.get("hidden_size"), int) and isinstance(heads, int):

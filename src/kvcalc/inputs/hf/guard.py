@@ -80,6 +80,7 @@ NOT_SHAPING: dict[str, str] = {
     # XLM's special token ids (configuration_xlm.py): "index" here is a vocabulary position.
     **dict.fromkeys(("bos_index", "eos_index", "pad_index", "unk_index", "mask_index"), "a special token id"),
     "attention_bias": "a bias on projections",
+    "use_attention_gate": "a gate on the attention output (LFM3)",
     "attention_dropout": "training only",
     "attn_pdrop": "training only",
     "attn_logit_softcapping": "numerics of scores",

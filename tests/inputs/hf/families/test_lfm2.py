@@ -150,3 +150,26 @@ def test_probe_lfm2_matches_byte_for_byte(run_cli) -> None:
         "short_conv": (10, 122_880, 122_880),
         "full_attention": (6, 3_686_400, 3_686_400),
     }
+
+
+def test_lfm3_default_pattern_and_widths_by_hand() -> None:
+    # Lfm3Config (transformers 5.24 models/lfm3/configuration_lfm3.py): 24 layers; full at i % 4 == 2,
+    # sliding (256 tokens) at i % 4 == 0 and i > 0, conv (kernel 7 over hidden 2048) elsewhere;
+    # head_dim 128 explicit (2048 / 16 heads would give the same, so 4 KV heads are the check below).
+    spec = read_config({"model_type": "lfm3", "torch_dtype": "bfloat16", "num_key_value_heads": 4}, name="lfm3")
+    full = [i for i, c in enumerate(spec.caches) if c.kind is Kind.FULL]
+    sliding = [i for i, c in enumerate(spec.caches) if c.kind is Kind.SLIDING]
+    assert full == [2, 6, 10, 14, 18, 22] and sliding == [4, 8, 12, 16, 20]
+    conv = spec.caches[0]
+    assert isinstance(conv, StateCache) and (conv.conv_channels, conv.conv_kernel) == (2048, 7)
+    # 1,000 tokens, bf16, theoretical: full 6 x 1000 x 2 x 4 x 128 x 2 B = 12,288,000; sliding keeps
+    # 256: 5 x 256 x 2,048 B = 2,621,440; conv keeps kernel - 1 = 6 inputs: 13 x 2048 x 6 x 2 B = 319,488.
+    est = estimate(spec, Workload(tokens=1000), engine=make_engine("theoretical")[0])
+    assert est.total_bytes == 12_288_000 + 2_621_440 + 319_488
+    assert not spec.warnings
+
+
+def test_lfm3_layer_types_listed() -> None:
+    config = {"model_type": "lfm3", "num_hidden_layers": 3, "layer_types": ["conv", "sliding_attention",
+              "full_attention"], "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2}  # fmt: skip
+    assert [c.kind for c in read_config(config, name="lfm3").caches] == [Kind.CONV, Kind.SLIDING, Kind.FULL]

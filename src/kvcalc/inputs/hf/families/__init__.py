@@ -52,6 +52,7 @@ _MODULES: dict[str, str] = {
     "gemma4_text": "gemma4",
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
+    "lfm3": "lfm2",
     "mamba": "mamba",
     "falcon_mamba": "mamba",
     "mamba2": "mamba",
