@@ -245,6 +245,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
+    _refuse_looped(text, where)
     reader = _Reader(_Recorded(text), where, model_type, outer=raw if text is not raw else None)
     if text is not raw and not _model_type(text):
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
@@ -380,6 +381,22 @@ def _refuse_nested_decoder(raw: Mapping[str, Any], name: str) -> None:
             raise ConfigError(
                 f"{name}: config field '{key}' nests the model that caches ({kind}) inside a composite config: "
                 "kvcalc does not model a decoder nested this way"
+            )
+
+
+# Fields that run some layers more than once per token (transformers 5.24: Dory's n_recurrent_loops,
+# each pass writing K/V of its own under recurrent_kv_cache_mode "per_loop", modeling_dory.py
+# DoryModel.forward; Inkling2-Loop's loop_num_passes over loop_layer_index_start..end).
+_LOOP_KEYS = ("n_recurrent_loops", "loop_num_passes")
+
+
+def _refuse_looped(text: Mapping[str, Any], where: str) -> None:
+    for key in _LOOP_KEYS:
+        value = text.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            raise ConfigError(
+                f"config field '{where}{key}' ({value}) runs layers more than once per token (looped depth; "
+                "Dory caches K/V per pass): kvcalc does not model the cache of looped layers"
             )
 
 

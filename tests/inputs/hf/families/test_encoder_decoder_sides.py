@@ -1,5 +1,5 @@
 """Encoder-decoder configs that name their counts per side, composite configs that nest the decoder,
-and the older spellings of heads and widths: each figure derived by hand beside it.
+looped layers, and the older spellings of heads and widths: each figure derived by hand beside it.
 
 Sources (transformers 5.24): models/moonshine/configuration_moonshine.py (encoder_num_hidden_layers,
 decoder_num_hidden_layers, decoder_num_attention_heads, decoder_num_key_value_heads; head_dim =
@@ -81,3 +81,12 @@ def test_older_spellings_of_heads_and_width() -> None:
     # 2048 / 16 = 128; the *_index fields are token ids, so nothing is warned.
     assert {(c.kv_heads, c.k_head_dim) for c in xlm.caches} == {(16, 128)}
     assert not xlm.warnings
+
+
+@pytest.mark.parametrize("field", ["n_recurrent_loops", "loop_num_passes"])
+def test_looped_layers_are_refused_naming_the_loop_count(field: str) -> None:
+    config = {"model_type": "dory", "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512, field: 2}
+    with pytest.raises(ConfigError, match=f"'{field}' \\(2\\) runs layers more than once"):
+        read_config(config, name="looped")
+    # One pass is an ordinary decoder.
+    assert read_config({**config, field: 1}, name="once").layers == 4
