@@ -90,3 +90,8 @@ def test_looped_layers_are_refused_naming_the_loop_count(field: str) -> None:
         read_config(config, name="looped")
     # One pass is an ordinary decoder.
     assert read_config({**config, field: 1}, name="once").layers == 4
+
+
+def test_rwkv_is_refused_naming_its_state() -> None:
+    with pytest.raises(ConfigError, match=r"RWKV's recurrent state .*'hidden_size'"):
+        read_config({"model_type": "rwkv", "hidden_size": 768, "num_hidden_layers": 12}, name="rwkv")

@@ -53,6 +53,7 @@ _MODULES: dict[str, str] = {
     "lfm2": "lfm2",
     "lfm2_moe": "lfm2",
     "lfm3": "lfm2",
+    "rwkv": "rwkv",
     "mamba": "mamba",
     "falcon_mamba": "mamba",
     "mamba2": "mamba",
