@@ -39,6 +39,11 @@ FIXTURE_OF = {
     "llama-4-scout": "Llama-4-Scout-17B-16E-Instruct-FP8-dynamic.json",
     "gpt2": "gpt2.json",
     "t5-small": "t5-small.json",
+    "glm-4.5-air": "GLM-4.5-Air.json",
+    "hunyuan-a13b": "Hunyuan-A13B-Instruct.json",
+    "minimax-m1-80k": "MiniMax-M1-80k.json",
+    "falcon-mamba-7b": "falcon-mamba-7b.json",
+    "recurrentgemma-2b": "recurrentgemma-2b.json",
 }
 
 
@@ -67,7 +72,14 @@ def test_preset_agrees_with_real_config(name: str, fixture: str) -> None:
     assert from_preset.caches == from_file.caches
     assert from_preset.layers == from_file.layers
     assert from_preset.query_heads == from_file.query_heads
-    assert from_preset.dtype == from_file.dtype
+    if name in DTYPE_ADDED:  # the file names no dtype; the preset's comes from its source
+        assert from_file.dtype is None and from_preset.dtype is not None
+    else:
+        assert from_preset.dtype == from_file.dtype
+
+
+# Presets whose config file names no dtype and whose source documents the one added.
+DTYPE_ADDED = {"minimax-m1-80k"}
 
 
 def test_unknown_preset_suggests_close_names() -> None:
@@ -149,12 +161,18 @@ def test_machine_path_check_catches_paths(source: str) -> None:
 PLAIN_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
+# Presets whose checkpoint size no source gives; fit asks for --weights. recurrentgemma-2b: its only
+# config copy names no dtype, and no index or file size of the gated repo was found.
+NO_WEIGHTS = {"recurrentgemma-2b"}
+
+
 def test_every_preset_has_its_weights() -> None:
     """fit works offline for every preset: each carries its checkpoint's bytes with a source."""
-    missing = [p.name for p in load_presets().values() if p.weights is None]
+    missing = [p.name for p in load_presets().values() if p.weights is None and p.name not in NO_WEIGHTS]
     assert not missing, f"presets without weights: {missing}"
     for preset in load_presets().values():
-        assert preset.weights is not None and preset.weights.source.strip()
+        assert preset.name in NO_WEIGHTS or (preset.weights is not None and preset.weights.source.strip())
+    assert all(load_presets()[name].weights is None for name in NO_WEIGHTS)
 
 
 @pytest.mark.parametrize("preset", sorted(load_presets().values(), key=lambda p: p.name), ids=lambda p: p.name)

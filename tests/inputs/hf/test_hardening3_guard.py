@@ -156,7 +156,8 @@ EXPECTED_WARNINGS: dict[str, list[str]] = {
         "Ornith-1.0-35B-Qwen3.5-MoE.json", "Qwen2.5-7B.json", "Qwen3-8B.json", "Qwen3-Next-80B-A3B.json",
         "Qwen3.5-0.8B.json", "falcon-7b-instruct.json", "gemma-2-9b.json", "gemma-4-31B-it.json",
         "gemma-4-31B-it.saved-by-transformers-5.24.json", "gpt-oss-20b.json", "gpt2.json",
-        "granite-4.0-h-micro.json", "llava-1.5-7b-hf.json", "t5-small.json",
+        "granite-4.0-h-micro.json", "llava-1.5-7b-hf.json", "t5-small.json", "GLM-4.5-Air.json",
+        "Hunyuan-A13B-Instruct.json", "MiniMax-M1-80k.json", "falcon-mamba-7b.json", "recurrentgemma-2b.json",
     )
 }  # fmt: skip
 REAL_CONFIGS = sorted(p.name for p in FIXTURES.glob("*.json"))

@@ -442,7 +442,9 @@ def _heads_and_head_dim(r: _Reader, head_dim_keys: tuple[str, ...] | None = None
     heads = r.positive_int(_HEAD_KEYS)
     if head_dim_keys is not None:
         return heads, r.positive_int(head_dim_keys)
-    explicit = r.first_key(("head_dim", "d_kv", "kv_channels", "attention_head_size"))
+    # attention_head_dim: Hunyuan's remote modeling_hunyuan.py (head_dim = config.attention_head_dim)
+    # and vLLM's hunyuan_v1.py (head_dim, else attention_head_dim, else hidden_size / heads).
+    explicit = r.first_key(("head_dim", "attention_head_dim", "d_kv", "kv_channels", "attention_head_size"))
     if explicit is not None:
         return heads, r.check_positive(explicit, r.raw[explicit])
     hidden_key = r.first_key(_HIDDEN_KEYS) or _HIDDEN_KEYS[0]

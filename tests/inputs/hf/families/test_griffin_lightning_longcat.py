@@ -23,6 +23,7 @@ from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import Kind, StateCache
+from tests.conftest import fixture_config
 
 # RecurrentGemma-2B's geometry (google/recurrentgemma-2b): 26 layers, hidden 2560, 10 heads, 1 KV head.
 GRIFFIN: dict[str, Any] = {
@@ -169,3 +170,15 @@ def test_mamba_ssm_format_by_hand() -> None:
         estimate(spec, Workload(tokens=10), engine=make_engine("vllm")[0])
     with pytest.raises(ConfigError, match=r"ssm_cfg\.layer"):
         read_config({**MAMBA_SSM, "ssm_cfg": {"layer": "Mamba3"}}, name="bad")
+
+
+def test_griffin_pattern_saved_as_underscored_block_types() -> None:
+    # transformers 4.40-4.4x saved RecurrentGemmaConfig's pattern as "_block_types" (the published
+    # google/recurrentgemma-2b config.json, tests/fixtures/recurrentgemma-2b.json): it is read, so a
+    # pattern unlike the default changes the layers.
+    config = {k: v for k, v in GRIFFIN.items() if k != "block_types"}
+    spec = read_config({**config, "_block_types": ["attention", "recurrent"]}, name="saved")
+    assert [i for i, c in enumerate(spec.caches) if c.kind is Kind.SLIDING] == list(range(0, 26, 2))
+    assert not spec.notes or all("block_types" not in n for n in spec.notes)
+    real = read_config(fixture_config("recurrentgemma-2b.json"), name="real")
+    assert [i for i, c in enumerate(real.caches) if c.kind is Kind.SLIDING] == list(range(2, 26, 3))

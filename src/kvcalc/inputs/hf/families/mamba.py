@@ -44,6 +44,11 @@ def _inner(r: Reader) -> int:
     spelling, which the generic reading takes first), else the generic expand x hidden_size."""
     granite = r.has("mamba_n_heads") and r.has("mamba_d_head")
     d_inner = r.positive_int("intermediate_size") if not granite and r.has("intermediate_size") else mamba_inner(r)
+    if not granite and r.has("intermediate_size"):
+        # The file's intermediate_size overrides the expand x hidden_size the config class derives
+        # (FalconMambaConfig with tiiuae/falcon-mamba-7b's expand 16 and intermediate_size 8192:
+        # 8192, transformers 5.24), so expand, in any spelling, sizes nothing.
+        r.considered("expand", "mamba_expand")
     if r.model_type == "mamba2":
         _mamba2_heads(r, d_inner)
     return d_inner

@@ -51,12 +51,16 @@ def read(r: Reader) -> Layout:
 
 
 def _layer_kinds(r: Reader, layers: int) -> list[str]:
-    pattern = r.raw.get("block_types")
+    # Checkpoints saved by transformers 4.40-4.4x (google/recurrentgemma-*) store the pattern as
+    # "_block_types", the attribute behind that release's block_types property.
+    key = "block_types" if r.raw.get("block_types") is not None else "_block_types"
+    pattern = r.raw.get(key)
     if pattern is None:
         pattern = _PATTERN
         r.notes.append(f"'{r.where}block_types' not in config; used the recurrent_gemma default {_PATTERN}")
     if not isinstance(pattern, list) or not pattern or any(b not in _BLOCKS for b in pattern):
-        raise ConfigError(f"config field '{r.where}block_types' must list 'recurrent' and 'attention' blocks")
+        raise ConfigError(f"config field '{r.where}{key}' must list 'recurrent' and 'attention' blocks")
+    r.considered("block_types", "_block_types")
     r.considered("layer_types", "layers_block_type")  # derived from block_types by the config class
     return [_BLOCKS[pattern[i % len(pattern)]] for i in range(layers)]
 
