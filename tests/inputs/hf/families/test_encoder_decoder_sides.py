@@ -95,3 +95,13 @@ def test_looped_layers_are_refused_naming_the_loop_count(field: str) -> None:
 def test_rwkv_is_refused_naming_its_state() -> None:
     with pytest.raises(ConfigError, match=r"RWKV's recurrent state .*'hidden_size'"):
         read_config({"model_type": "rwkv", "hidden_size": 768, "num_hidden_layers": 12}, name="rwkv")
+
+
+def test_encoder_only_fields_are_silent_for_their_own_model_type_only() -> None:
+    # LED's attention_window sizes LEDEncoderSelfAttention's local window; the decoder caches every
+    # token (modeling_led.py): no warning for LED, but the same field on BART is not known to be
+    # encoder-only, so it is still named.
+    base = {"d_model": 1024, "encoder_layers": 12, "decoder_layers": 12, "decoder_attention_heads": 16,
+            "encoder_attention_heads": 16, "attention_window": 512}  # fmt: skip
+    assert not read_config({"model_type": "led", **base}, name="led").warnings
+    assert any("attention_window" in w for w in read_config({"model_type": "bart", **base}, name="bart").warnings)

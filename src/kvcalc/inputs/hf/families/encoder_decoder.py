@@ -17,6 +17,33 @@ if TYPE_CHECKING:
     from kvcalc.spec import LayerCache
 
 
+# Fields that shape no decoder cache, by model type (transformers 5.24 modeling files): LED's
+# attention_window (LEDEncoderSelfAttention), LongT5's local/transient-global encoder attention,
+# PEGASUS-X's global-local encoder attention, BigBirdPegasus's block-sparse encoder attention, the
+# convolutional front ends, feature extractors and adapters of the speech encoders (Speech2Text,
+# SpeechT5, SeamlessM4T), SpeechT5's speech pre/post nets and training-only guided-attention loss,
+# and SwitchTransformers' choice of which MLPs are sparse.
+_SPEECH_ENCODER = (
+    "conv_dim", "conv_kernel", "conv_stride", "conv_bias", "num_conv_pos_embedding_groups", "num_conv_pos_embeddings",
+)  # fmt: skip
+_SEAMLESS = ("conv_depthwise_kernel_size", "num_adapter_layers", "adapter_kernel_size", "adapter_stride", "add_adapter")
+_NOT_THE_DECODER_CACHE: dict[str, tuple[str, ...]] = {
+    "led": ("attention_window",),
+    "longt5": ("local_radius", "global_block_size", "encoder_attention_type"),
+    "pegasus_x": ("num_global_tokens", "stagger_local_blocks", "block_size"),
+    "bigbird_pegasus": ("attention_type", "num_random_blocks", "block_size"),
+    "speech_to_text": ("conv_channels", "conv_kernel_sizes", "num_conv_layers"),
+    "speecht5": (
+        *_SPEECH_ENCODER, "num_feat_extract_layers", "speech_decoder_postnet_layers", "speech_decoder_prenet_layers",
+        "use_guided_attention_loss", "guided_attention_loss_num_heads", "guided_attention_loss_scale",
+        "guided_attention_loss_sigma",
+    ),
+    "seamless_m4t": (*_SPEECH_ENCODER, *_SEAMLESS),
+    "seamless_m4t_v2": (*_SPEECH_ENCODER, *_SEAMLESS),
+    "switch_transformers": ("num_sparse_decoder_layers", "num_sparse_encoder_layers"),
+}  # fmt: skip
+
+
 def read(r: Reader) -> Layout:
     """Decoder self-attention per generated token plus cross-attention over the encoder output; the
     encoder's length, where the config gives one, goes to ``r.encoder_tokens``."""
@@ -31,6 +58,7 @@ def read(r: Reader) -> Layout:
     r.considered("pad_head_dim_to_multiple_of")
     # Every decoder layer of an encoder-decoder attends to the encoder (ProphetNet states it).
     r.considered("add_cross_attention")
+    r.considered(*_NOT_THE_DECODER_CACHE.get(r.model_type, ()))
     layer_key = r.first_key(("decoder_layers", "num_decoder_layers", "decoder_num_hidden_layers"))
     if layer_key is not None:
         layers = r.check_positive(layer_key, r.raw[layer_key])
