@@ -81,12 +81,14 @@ def _sublayers(text: Any, layers: int) -> int:
     return 1
 
 
-def _layers(cache: Any) -> list[Any] | None:
-    """A cache's layers: an EncoderDecoderCache's self-attention layers, then its cross-attention
-    layers (transformers' cache_utils.py keeps them in two caches); None when there are none."""
-    own, cross = getattr(cache, "self_attention_cache", None), getattr(cache, "cross_attention_cache", None)
-    if own is not None and cross is not None:
-        return [*(_layers(own) or []), *(_layers(cross) or [])]
+def _layers(cache: Any, cross: bool = True) -> list[Any] | None:
+    """A cache's layers: an EncoderDecoderCache's self-attention layers, then (``cross``) its
+    cross-attention layers (transformers' cache_utils.py keeps them in two caches); None when there
+    are none. A BERT-style decoder (RemBERT, MegatronBERT) returns an EncoderDecoderCache whose
+    cross-attention side stays empty without an encoder: ``cross=False`` leaves it out."""
+    own, other = getattr(cache, "self_attention_cache", None), getattr(cache, "cross_attention_cache", None)
+    if own is not None and other is not None:
+        return [*(_layers(own) or []), *((_layers(other) or []) if cross else [])]
     layers = getattr(cache, "layers", None)
     return list(layers) if isinstance(layers, list | tuple) else None
 
@@ -139,6 +141,7 @@ def _inputs(
     states = torch.randn(*shape, int(width), dtype=dtype, device=device)
     encoded = transformers.modeling_outputs.BaseModelOutput(last_hidden_state=states)
     encoded.attention_mask = None  # read by Moonshine and Cohere ASR: their encoders return one (None: no padding)
+    encoded.router_logits = None  # read by SwitchTransformers and NLLB-MoE (their encoders' router outputs)
     return lambda ids: {"decoder_input_ids": ids, "encoder_outputs": encoded}
 
 
@@ -148,7 +151,7 @@ def _cache_layers(
     """The cache's layers, or a ProbeError when the model keeps no per-layer KV cache. A layer the
     cache never built is None where tensors held elsewhere (``held``) stand for it (MiniMax's
     lightning layers keep their state only in MiniMaxCache.linear_cache)."""
-    layers = _layers(cache)
+    layers = _layers(cache, cross=bool(getattr(model.config, "is_encoder_decoder", False)))
     if layers is None:
         raise ProbeError(
             f"transformers' {type(model).__name__} (model_type {model.config.model_type!r}) returned no KV cache: "
