@@ -22,7 +22,7 @@ compares the cache it measured with the estimate of the same config. Each case e
 
 ``--check`` compares every outcome with the record (docs/transformers-coverage.json) and fails
 on any mismatch and on any outcome that changed (a new false alarm among them); ``--write``
-rewrites the record and the table in docs/transformers-coverage.md. It takes about three minutes on two cores:
+rewrites the record and the table in docs/transformers-coverage.md. It takes about five minutes on two cores:
 
     python scripts/transformers_sweep.py --check
 """

@@ -58,7 +58,7 @@ def _layer_kinds(r: Reader, layers: int) -> list[str]:
     if pattern is None:
         pattern = _PATTERN
         r.notes.append(f"'{r.where}block_types' not in config; used the recurrent_gemma default {_PATTERN}")
-    if not isinstance(pattern, list) or not pattern or any(b not in _BLOCKS for b in pattern):
+    if not isinstance(pattern, list) or not pattern or any(not isinstance(b, str) or b not in _BLOCKS for b in pattern):
         raise ConfigError(f"config field '{r.where}{key}' must list 'recurrent' and 'attention' blocks")
     r.considered("block_types", "_block_types")
     r.considered("layer_types", "layers_block_type")  # derived from block_types by the config class
