@@ -151,6 +151,11 @@ def run_case(config: dict[str, Any], folder: Path, label: str) -> dict[str, Any]
     return {"outcome": "exact" if report.match else "mismatch", "detail": figures}
 
 
+def _portable(case: dict[str, Any]) -> dict[str, Any]:
+    """The case with this checkout's path (in a traceback's module path) written as "."."""
+    return {k: v.replace(str(ROOT), ".") if isinstance(v, str) else v for k, v in case.items()}
+
+
 def sweep(only: set[str]) -> dict[str, dict[str, Any]]:
     """Every case's outcome, keyed "model_type" (its defaults) or "model_type <- file"."""
     folder = Path(tempfile.mkdtemp(prefix="kvcalc-sweep-"))
@@ -163,7 +168,7 @@ def sweep(only: set[str]) -> dict[str, dict[str, Any]]:
         if isinstance(config, str):
             cases[model_type] = {"role": role, "outcome": "unmeasured", "detail": config}
         else:
-            cases[model_type] = {"role": role, **run_case(tiny(config, role), folder, model_type)}
+            cases[model_type] = {"role": role, **_portable(run_case(tiny(config, role), folder, model_type))}
         print(f"{cases[model_type]['outcome']:<11} {model_type}", file=sys.stderr, flush=True)
     for label, config in real_configs():
         model_type = config["model_type"]
@@ -171,7 +176,7 @@ def sweep(only: set[str]) -> dict[str, dict[str, Any]]:
             continue
         role = types.get(model_type, "remote code")
         key = f"{model_type} <- {label}"
-        cases[key] = {"role": role, **run_case(tiny(config, role), folder, label)}
+        cases[key] = {"role": role, **_portable(run_case(tiny(config, role), folder, label))}
         print(f"{cases[key]['outcome']:<11} {key}", file=sys.stderr, flush=True)
     return cases
 

@@ -54,6 +54,10 @@ class StateCache(LayerKind):
         return "state", "-"
 
     def explain(self) -> str:
+        if not self.conv_channels:  # MiniMax's lightning attention: K^T V per head only
+            return "fixed state per sequence, whatever T: a recurrent state, no conv history"
+        if not self.recurrent_elements:  # LFM2's short convolution
+            return "fixed state per sequence, whatever T: a conv history, no recurrent state"
         return "fixed state per sequence, whatever T: a conv history and a recurrent state"
 
     def fields(self) -> dict[str, Any]:

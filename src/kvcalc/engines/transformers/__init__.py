@@ -43,8 +43,8 @@ class Transformers(Engine):
         family = getattr(cache, "family", None)
         if family == "lightning_attention":
             # MiniMaxCache.linear_cache (modeling_minimax.py): K^T V per head in the dtype of the
-            # values (the model's), no conv.
-            return ((cache.state_elements(whole_kernel=False)[1], cache.state_dtype),)
+            # values (the model's), no conv (an empty conv part: parts pair with state_part_names).
+            return (0, cache.state_dtype), (cache.state_elements(whole_kernel=False)[1], cache.state_dtype)
         if family == "rg_lru":
             # RecurrentGemmaRecurrentBlock (modeling_recurrent_gemma.py) keeps conv1d_width - 1 past
             # inputs in the model dtype, and RecurrentGemmaRglru.recurrent_states in float32.

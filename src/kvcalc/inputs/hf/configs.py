@@ -78,7 +78,7 @@ _CHECKED_TYPES = frozenset({
     "arcee", "bart", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4",
     "ernie4_5", "ernie4_5_moe", "exaone", "exaone4", "falcon", "falcon_h1", "gemma", "gemma2", "gemma3",
     "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "glm4", "glm4_moe", "glm_moe_dsa", "gpt2",
-    "gpt_bigcode", "gpt_oss", "granite", "granitemoe", "granitemoehybrid", "internlm2", "jamba", "kimi_k2",
+    "gpt_bigcode", "gpt_oss", "granite", "granitemoe", "granitemoehybrid", "hunyuan", "internlm2", "jamba", "kimi_k2",
     "kimi_linear", "lfm2", "lfm2_moe", "llama", "llama4", "llama4_text", "llava", "mamba", "mamba2", "mimo_v2",
     "mimo_v2_flash", "minicpm", "minimax_m2", "minimax_m3_vl", "minimax_m3_vl_text", "ministral3", "mistral",
     "mixtral", "mllama", "mllama_text_model", "nemotron-nas", "nemotron_h", "olmo", "olmo2", "olmoe", "phi",
