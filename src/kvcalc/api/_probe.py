@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import fit
 from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
-from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, resolve_serving
+from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,7 @@ def probe_request(
     dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
     pictures = _images(spec, images, image_tokens)
     if encoder_tokens is not None:
-        if not spec.is_encoder_decoder:
-            raise UsageError(f"encoder_tokens applies to encoder-decoder models; {spec.name} has no cross-attention",
-                             param="encoder_tokens")  # fmt: skip
+        _tokens(spec, tokens, None, None, encoder_tokens)  # refuses it for a model without cross-attention
         pictures["encoder_tokens"] = encoder_tokens
     # The whole model runs in that dtype, so a state layer's conv history is kept in it too.
     run = Workload(tokens=tokens, batch=batch, kv_dtype=dtype, state_dtype=None if raw else dtype, **pictures)
