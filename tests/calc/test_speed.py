@@ -96,12 +96,17 @@ def test_tensor_parallel_splits_weights_flops_and_kv() -> None:
     assert four.kv_bytes == 1000 * 80 * 2 * 2 * 128 * 2 == one.kv_bytes // 4
 
 
-def test_efficiency_turns_the_bound_into_an_estimate() -> None:
-    bound = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm")
+def test_efficiency_sets_the_estimates_share_and_leaves_the_bound() -> None:
+    """--bandwidth-efficiency 0.5: the estimate streams the first decode step's bytes at half of
+    3.35 TB/s; the bound is untouched (still bytes / peak)."""
+    plain = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm")
     half = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm", bandwidth_efficiency=0.5)
-    assert half.result.decode.first.memory_s == pytest.approx(2 * bound.result.decode.first.memory_s, rel=1e-12)
-    assert bound.result.hardware.is_bound and not half.result.hardware.is_bound
-    assert any("estimates, not bounds" in n for n in half.notes)
+    step_bytes = WEIGHTS_READ + 1024 * PER_TOKEN
+    assert half.result.decode.first.memory_s == plain.result.decode.first.memory_s == step_bytes / H100_BW
+    assert half.estimate is not None
+    assert half.estimate.decode.memory_s == pytest.approx(step_bytes / (H100_BW * 0.5), rel=1e-12)
+    assert half.result.hardware.is_bound
+    assert any("given in place of the fitted shares" in n for n in half.notes)
 
 
 def test_given_peaks_equal_the_preset() -> None:

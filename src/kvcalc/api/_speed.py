@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.calc.estimate import Plan, Workload, compile_plan
@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from fractions import Fraction
 
     from kvcalc.calc.speed import Speed
+    from kvcalc.calc.step_cost import Layout, SpeedEstimate
     from kvcalc.engines import Engine
 
 from kvcalc.api._fit import _weights
@@ -24,6 +25,8 @@ from kvcalc.api._offload import _gguf_headers
 from kvcalc.api._serving import Serving, _merge, _past_limit, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
+# --weights-format: what the estimate's matmuls run at follows from it (Engine.matmul_dtype).
+WEIGHT_FORMATS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4", "nvfp4", "gguf")
 DEFAULT_SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -37,6 +40,8 @@ class SpeedReport:
     kv_dtype: DType
     weights_label: str
     notes: tuple[str, ...] = ()
+    estimate: SpeedEstimate | None = None
+    layout: Layout | None = None
 
 
 def speed(
@@ -47,6 +52,10 @@ def speed(
     batch: int = 1,
     gpu: str | None = None,
     tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    dp_attention: int = 1,
+    eager: bool = False,
     bandwidth: int | None = None,
     flops: int | None = None,
     compute_dtype: str | None = None,
@@ -55,6 +64,7 @@ def speed(
     engine: str | Engine = "theoretical",
     kv_dtype: DTypeLike = None,
     weights: int | None = None,
+    weights_format: str | None = None,
     sweep: Sequence[int] | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -63,20 +73,41 @@ def speed(
     """Lower bounds on time to first token and time per output token for ``batch`` sequences of a
     ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or ``bandwidth``
     bytes/s and ``flops`` FLOP/s per GPU) with ``tp``-way tensor parallelism (kvcalc.calc.speed).
-    ``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1] scale the peaks to turn the bounds into
-    estimates. ``sweep``: the batch sizes of the throughput table (None: powers of two to 256)."""
+    Beside each bound, an estimate with its range (kvcalc.calc.step_cost): the kernels at the
+    shares of peak a fitted table gives (``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1]
+    replace its memory and GEMM shares), TP / PP / EP / attention-DP communication over the GPU's
+    link, the engine's own per-step time (``eager``: decode without CUDA graphs) and MoE routing.
+    ``pp`` pipeline stages, ``ep`` expert-parallel GPUs of the ``tp``, ``dp_attention`` groups
+    running attention on their own requests (SGLang's --enable-dp-attention --dp N; vLLM's
+    --data-parallel-size N with --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0:
+    decode only. ``weights_format`` names a given checkpoint's format (None: from the config or
+    the bytes per parameter). ``sweep``: the batch sizes of the throughput table (None: powers of
+    two to 256)."""
     from fractions import Fraction
     from functools import lru_cache
 
     from kvcalc.calc import speed as core
+    from kvcalc.calc.step_cost import Layout
     from kvcalc.gpus import find_gpu
     from kvcalc.inputs.hf.configs import text_config
     from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.spec import Kind
 
-    for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UsageError(f"{param} must be a positive whole number, got {value!r}", param=param)
+    for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp), ("pp", pp), ("ep", ep),
+                         ("dp_attention", dp_attention)):  # fmt: skip
+        least = 0 if param == "prompt" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            what = "zero or a positive whole number" if least == 0 else "a positive whole number"
+            raise UsageError(f"{param} must be {what}, got {value!r}", param=param)
+    if tp % ep:
+        raise UsageError(f"ep {ep} must divide tp {tp}: the experts are split over ep of the tp GPUs",
+                         param=("ep", "tp"))  # fmt: skip
+    if tp % dp_attention:
+        raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
+                         "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
+    if weights_format is not None and weights_format not in WEIGHT_FORMATS:
+        raise UsageError(f"weights format must be one of {', '.join(WEIGHT_FORMATS)}, got {weights_format!r}",
+                         param="weights_format")  # fmt: skip
     if weights is not None and (isinstance(weights, bool) or weights <= 0):
         raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
     if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
@@ -90,7 +121,8 @@ def speed(
         factor = Fraction(1) if given is None else Fraction(str(given)) if isinstance(given, float) else Fraction(given)
         if not 0 < factor <= 1:
             raise UsageError(f"{param} must be in (0, 1], got {given}", param=param)
-        efficiency[param] = factor
+        if given is not None:
+            efficiency[param] = factor
     notes: list[str] = []
     peaks = None
     label = "given peaks"
@@ -163,12 +195,25 @@ def speed(
     if tied is None:
         notes.append("the config does not say whether the head is tied to the embeddings: taken as untied (the "
                      "input embedding is read by rows only; a lower bound either way)")  # fmt: skip
+    from kvcalc.calc.params import count_parameters
+
+    counted, uncounted = count_parameters(dims, text, frozenset(c.kind for c in spec.caches),
+                                          model_type=spec.model_type, tied=bool(tied))  # fmt: skip
+    if parameters is None and counted is not None:
+        # The config's widths, whatever the checkpoint's bytes: an FP8 checkpoint's given size
+        # is not half its parameters.
+        parameters = counted.total
+        notes.append(f"parameters counted from the config's widths: {parameters:,} (biases left out)")
+    elif parameters is None and weights is not None:
+        notes.append(f"parameters not counted from the config ({uncounted}): taken from the given weights' bytes")
     split = core.split_weights(dims, text, total_bytes=total, parameters=parameters, bytes_per_param=dtype_bytes,
                                tied=bool(tied), stored=stored)  # fmt: skip
+    compute_asked = compute_dtype
     if compute_dtype is None:
         fmt = preset.weights.format if preset is not None and preset.weights is not None and weights is None else ""
         compute_dtype, why = _compute_dtype(fmt, headers is not None and spec.dtype is None, split, peaks)
         notes.append(f"compute dtype {compute_dtype}: {why} (--compute-dtype to choose)")
+    flops_given = flops
     if flops is None:
         assert peaks is not None
         peak = peaks.flops(compute_dtype)
@@ -176,13 +221,18 @@ def speed(
             raise UsageError(f"{label} has no dense {compute_dtype} tensor peak: give flops or another compute dtype",
                              param="flops")  # fmt: skip
         flops = peak
-    hw = core.Hardware(label, bandwidth, flops, compute_dtype, efficiency["bandwidth_efficiency"],
-                       efficiency["flops_efficiency"])  # fmt: skip
-    if not hw.is_bound:
-        notes.append(
-            f"efficiency factors applied (bandwidth x{float(hw.bandwidth_efficiency):g}, FLOPs "
-            f"x{float(hw.flops_efficiency):g}): these are estimates, not bounds"
-        )
+    hw = core.Hardware(label, bandwidth, flops, compute_dtype)
+    if dp_attention > 1:
+        if counted is None:
+            raise UsageError(f"{spec.name}: attention-DP needs the attention weights' size, and {uncounted}",
+                             param="dp_attention")  # fmt: skip
+        # Each attention group of tp / dp_attention GPUs holds the attention weights whole between
+        # them: (dp_attention - 1) / tp of them per GPU beyond an even TP share.
+        attention_bytes = int(counted.attention * split.bytes_per_param)
+        split = replace(split, replicated_per_gpu=attention_bytes * (dp_attention - 1) // tp)
+        notes.append(f"attention-DP: {dp_attention} groups of {tp // dp_attention} GPU(s) each run attention on "
+                     f"their own requests (KV of ceil(batch / {dp_attention}) sequences per GPU); each GPU also holds "
+                     f"{split.replicated_per_gpu:,} B of attention weights beyond a TP share")  # fmt: skip
     if stored is None and split.experts:
         notes.append("the experts' bytes are taken at the checkpoint's mean bytes per parameter (a GGUF gives them "
                      "exactly); where experts are stored smaller than the rest, the dense bytes err low")  # fmt: skip
@@ -203,17 +253,22 @@ def speed(
         notes.append(f"sparse attention: each query reads the latent of at most index_topk {shape.index_topk:,} "
                      "tokens, and the indexer's keys of all of them")  # fmt: skip
 
+    attention_tp = tp // dp_attention
+
     @lru_cache(maxsize=1)
     def plan() -> Plan:  # compiled at the first step's read, where an estimate used to be made
-        return compile_plan(spec, Workload(tokens=1, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, tp=tp),
-                            chosen.engine)  # fmt: skip
+        return compile_plan(spec, Workload(tokens=1, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
+                                           tp=attention_tp), chosen.engine)  # fmt: skip
 
     @lru_cache(maxsize=4096)
     def kv(context: int, seqs: int) -> int:
-        est = plan().at(context, seqs)
+        if context == 0:  # decode from an empty context (--prompt 0)
+            return 0
+        # Attention-DP: the busiest group's share of the sequences, its heads over tp / dp_attention.
+        est = plan().at(context, -(-seqs // dp_attention))
         read = 0
         for g in est.groups:
-            share = g.bytes // tp
+            share = g.bytes // attention_tp
             if sparse and g.kind is Kind.MLA and shape.index_topk is not None and g.tokens_kept > shape.index_topk:
                 share = share * shape.index_topk // g.tokens_kept
             read += share
@@ -226,15 +281,29 @@ def speed(
         notes.append(f"'fit' in the sweep: weights / TP + the cache at prompt + output within the GPU's "
                      f"{gpu_memory:,} bytes, before activations and the engine's reserve (kvcalc fit derives "
                      "those)")  # fmt: skip
-    notes.append("not counted: activations, kernel launch gaps, sampling, and TP communication (all-reduce): "
-                 "real steps only take longer")  # fmt: skip
+    notes.append("the bounds leave out activations, kernel launch gaps, sampling and communication: real steps "
+                 "only take longer; the estimates add them")  # fmt: skip
     if tp > 1:
         notes.append(f"weights and FLOPs split evenly over the {tp} GPUs; KV per GPU as the engine shards it")
+    if pp > 1:
+        notes.append(f"{pp} pipeline stages run one after another for a step: the bounds are one stage group's; "
+                     "the estimate adds the hand-offs (pipelining several batches is not modelled)")  # fmt: skip
+    if prompt == 0:
+        notes.append("prompt 0: decode only, every output token a decode step from an empty context (no TTFT)")
     result = core.speed(
         hw, spec, split, shape, kv, prompt=prompt, output=output, batch=batch, tp=tp,
         sweep=tuple(sorted(set(DEFAULT_SWEEP if sweep is None else sweep) | {batch})),
-        memory_per_gpu=gpu_memory, context_limit=limit, notes=(),
+        # Stages hold a share of the layers each: weights / TP and the cache fit pp GPUs' memory.
+        memory_per_gpu=gpu_memory * pp if gpu_memory is not None else None, context_limit=limit, notes=(),
     )  # fmt: skip
+    est, est_notes = _estimate(
+        result, chosen.engine, spec, dims, text, split, peaks, raw=raw, bandwidth=bandwidth, flops_given=flops_given,
+        layout=Layout(tp, pp, ep, dp_attention), eager=eager, format_given=weights_format,
+        compute_given=compute_asked,
+        preset_format=preset.weights.format if preset is not None and preset.weights is not None and weights is None
+        else "", gguf=headers is not None, efficiency=efficiency,
+    )  # fmt: skip
+    notes += est_notes
     asked = next(r for r in result.sweep if r.batch == batch)
     if asked.fits is False:
         notes.insert(0, f"the weights / TP and the cache of batch {batch} do not fit the GPU's {gpu_memory:,} bytes: "
@@ -242,9 +311,10 @@ def speed(
     if result.decode.sampled < result.decode.steps:
         notes.append(f"the mean TPOT is over {result.decode.sampled} evenly spaced of the {result.decode.steps:,} "
                      "decode steps")  # fmt: skip
-    first = plan().at(prompt, batch)
-    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, weights_label,
-                       _merge(spec.notes, chosen.notes, first.notes, notes))  # fmt: skip
+    first = plan().at(max(prompt, 1), batch)
+    merged = _merge(spec.notes, chosen.notes, first.notes, notes)
+    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, weights_label, merged, est,
+                       Layout(tp, pp, ep, dp_attention))  # fmt: skip
 
 
 def _compute_dtype(fmt: str, quantized_gguf: bool, split: Any, peaks: Any) -> tuple[str, str]:
@@ -265,7 +335,112 @@ def _compute_dtype(fmt: str, quantized_gguf: bool, split: Any, peaks: Any) -> tu
     if ("fp8" in fmt or "fp4" in fmt) and has("fp8"):
         return "fp8", f"the checkpoint stores {fmt}"
     if quantized_gguf:
+        if peaks is not None and (peaks.flops("int8") or 0) < peaks.bf16:  # Blackwell Ultra cut int8
+            return "bf16", "llama.cpp may dequantize GGUF blocks for 16-bit GEMMs, the faster path on this GPU"
         return "int8", "llama.cpp runs quantized GGUF matmuls on int8 tensor cores"
     if not fmt and per_param < Fraction(3, 2) and has("fp8"):
         return "fp8", f"{float(per_param):.2f} bytes a parameter: an 8-bit (or smaller) checkpoint"
     return "bf16", "a 16-bit checkpoint"
+
+
+def _weight_format(given: str | None, preset_format: str, raw: Mapping[str, Any], gguf: bool,
+                   spec_dtype: DType | None, per_param: Fraction) -> tuple[str, str]:  # fmt: skip
+    """The checkpoint's format as an engine's kernels see it: given, the preset's, a GGUF's, the
+    config's quantization_config, else from its bytes per parameter (said so)."""
+    from fractions import Fraction
+
+    if given is not None:
+        return given, "--weights-format"
+    if gguf:
+        return ("gguf", "a quantized GGUF") if spec_dtype is None else ("bf16", "a 16-bit GGUF")
+    fmt = preset_format.lower()
+    for name in ("mxfp4", "nvfp4", "fp8"):
+        if fmt.startswith(name) or (name != "fp8" and name in fmt):
+            return name, "the checkpoint stores " + name
+    quant = raw.get("quantization_config")
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    methods = {"fp8": "fp8", "mxfp4": "mxfp4", "modelopt": "nvfp4", "awq": "int4", "gptq": "int4",
+               "bitsandbytes": "int4", "w8a8_int8": "int8"}  # fmt: skip
+    if method in methods:
+        return methods[method], f"quantization_config.quant_method {method}"
+    if fmt:
+        return "bf16", f"the checkpoint stores {fmt}"
+    if per_param >= Fraction(7, 4):
+        return "bf16", f"{float(per_param):.2f} bytes a parameter"
+    if per_param >= Fraction(9, 10):
+        return "fp8", f"{float(per_param):.2f} bytes a parameter: taken as FP8 (--weights-format to choose)"
+    return "int4", f"{float(per_param):.2f} bytes a parameter: taken as 4-bit (--weights-format to choose)"
+
+
+def _estimate(
+    bound: Speed, engine: Engine, spec: ModelSpec, dims: Any, text: Mapping[str, Any], split: Any, peaks: Any, *,
+    raw: Mapping[str, Any], bandwidth: int, flops_given: int | None, layout: Layout, eager: bool,
+    format_given: str | None, compute_given: str | None, preset_format: str, gguf: bool,
+    efficiency: dict[str, Fraction],
+) -> tuple[SpeedEstimate, list[str]]:  # fmt: skip
+    """The estimate beside the bound (kvcalc.calc.step_cost), with what it took as notes."""
+    from dataclasses import replace as change
+
+    from kvcalc.calc import speed as core
+    from kvcalc.calc import step_cost as sc
+
+    notes: list[str] = []
+    overhead = engine.step_overhead()
+    if eager and not engine.has_cuda_graphs:
+        raise UsageError(f"{engine.name} has no CUDA graphs to turn off: eager changes nothing", param="eager")
+    graphs = overhead.cuda_graphs and not eager
+    fmt, why = _weight_format(format_given, preset_format, raw, gguf, spec.dtype,
+                              split.bytes_per_param)  # fmt: skip
+    arch = peaks.arch if peaks is not None else ""
+    dtype, dtype_why = engine.matmul_dtype(fmt, arch)
+    if compute_given is not None:
+        dtype, dtype_why = compute_given, "--compute-dtype"
+    if flops_given is not None:
+        flops = flops16 = flops_given
+        notes.append(f"estimate: matmuls at the given {flops_given:,} FLOP/s")
+    else:
+        flops16 = peaks.flops("bf16")
+        flops = peaks.flops(dtype)
+        if flops is None:
+            notes.append(f"estimate: {peaks.source.split(':')[0]} has no {dtype} tensor path: matmuls at bf16")
+            dtype, flops = "bf16", flops16
+        notes.append(f"estimate: {engine.name}'s matmuls at {dtype} for {fmt} weights on {arch or 'this GPU'}: "
+                     f"{dtype_why} (the format: {why})")  # fmt: skip
+    if arch not in sc.COSTS.fitted_archs:
+        notes.append(f"estimate: no measurement on {arch or 'these'} GPUs is in the fit: their shares of peak are "
+                     "assumed")  # fmt: skip
+    link = peaks.link if peaks is not None else None
+    device = sc.Device(bandwidth, flops, flops16, dtype, arch,
+                       link.kind if link is not None else "", link.bandwidth if link is not None else 0)  # fmt: skip
+    if layout.tp * layout.pp > 1:
+        if link is None:
+            notes.append("estimate: no link known for these peaks: each collective costs a PCIe latency only")
+        else:
+            notes.append(f"estimate: collectives over {link.label}, {link.bandwidth / 1e9:,.0f} GB/s a direction")
+    moe_layers = core.moe_layer_count(text, dims.layers)[0] if split.experts else 0
+    expert_share = split.top_k * split.expert_params / split.params_per_token if split.experts else 0.0
+    model = sc.Model(dims.layers, dims.hidden, moe_layers, split.top_k, experts=split.experts,
+                     expert_flops_share=expert_share)  # fmt: skip
+    costs = sc.COSTS
+    if efficiency:
+        memory = efficiency.get("bandwidth_efficiency")
+        gemm = efficiency.get("flops_efficiency")
+        costs = change(
+            costs,
+            memory={k: float(memory) for k in costs.memory} if memory is not None else costs.memory,
+            gemm={k: float(gemm) for k in costs.gemm} if gemm is not None else costs.gemm,
+        )
+        notes.append("estimate: " + ", ".join(f"{k.replace('_', ' ')} x{float(v):g}" for k, v in efficiency.items())
+                     + " given in place of the fitted shares")  # fmt: skip
+    tp = layout.tp
+
+    def chunk_weights(tokens: int) -> int:
+        return int(split.read_bytes(tokens) // tp + split.replicated_per_gpu)
+
+    result = sc.estimate(bound, sc.Setting(device, model, layout, graphs, chunk_weights), overhead, costs)
+    graphs_text = "CUDA graphs" if graphs else "no CUDA graphs"
+    notes.append(f"estimate: {engine.name}'s own time a step and a layer, {graphs_text}: {overhead.source}; the "
+                 "ranges are the fit's 10th-90th percentile residuals (benchmarks/speed.py)")  # fmt: skip
+    if engine.name == "theoretical":
+        notes.append("estimate: --engine vllm, sglang or llama.cpp for that engine's step costs and prefill chunks")
+    return result, notes

@@ -74,6 +74,9 @@ class WeightSplit:
     head_params: int
     notes: tuple[str, ...] = ()
     parameters: int = 0  # all of them, each embedding and the head counted once
+    # Attention-DP: the attention weights each GPU holds beyond an even TP share (they are split
+    # over tp / dp_attention GPUs only).
+    replicated_per_gpu: int = 0
 
     @property
     def bytes_per_param(self) -> Fraction:
@@ -256,6 +259,7 @@ class Decode:
     steps: int
     sampled: int  # steps evaluated (all of them up to MAX_STEPS)
     memory_bound_steps: int  # of those evaluated
+    evaluated: tuple[Step, ...] = ()  # the steps evaluated, in order (the estimate reads them)
 
     @property
     def tokens_per_s(self) -> float:
@@ -300,9 +304,12 @@ class Speed:
 KvBytes = Callable[[int, int], int]  # (context tokens per sequence, batch) -> KV bytes per GPU
 
 
-def step(hw: Hardware, *, weight_bytes: int, kv_bytes: int, dense_flops: int, attention_flops: int, tp: int) -> Step:
-    """A step's bytes and FLOPs per GPU: weights and FLOPs split evenly over the TP group."""
-    w, f, a = weight_bytes // tp, (dense_flops + attention_flops) // tp, attention_flops // tp
+def step(
+    hw: Hardware, *, weight_bytes: int, kv_bytes: int, dense_flops: int, attention_flops: int, tp: int, extra: int = 0
+) -> Step:
+    """A step's bytes and FLOPs per GPU: weights and FLOPs split evenly over the TP group (``extra``:
+    weight bytes a GPU holds beyond its share, attention-DP's replicated attention)."""
+    w, f, a = weight_bytes // tp + extra, (dense_flops + attention_flops) // tp, attention_flops // tp
     return Step(w, kv_bytes, f, hw.memory_seconds(w + kv_bytes), hw.compute_seconds(f), a)
 
 
@@ -315,6 +322,7 @@ def decode_step(
         hw, weight_bytes=weights.read_bytes(batch), kv_bytes=kv(context, batch),
         dense_flops=batch * 2 * weights.params_per_token,
         attention_flops=batch * attention_flops(spec, shape, context=context), tp=tp,
+        extra=weights.replicated_per_gpu,
     )  # fmt: skip
 
 
@@ -325,11 +333,14 @@ def prefill_step(
     """The prompts of ``batch`` sequences in one pass: every prompt token through the body, the
     head for the last position of each sequence only (engines compute no other logits), and the
     cache written once (its bytes counted as moved)."""
+    if prompt == 0:  # decode only: no prefill pass
+        return Step(0, 0, 0, 0.0, 0.0)
     body = weights.params_per_token - weights.head_params
     return step(
         hw, weight_bytes=weights.read_bytes(batch * prompt), kv_bytes=kv(prompt, batch),
         dense_flops=batch * (2 * body * prompt + 2 * weights.head_params),
         attention_flops=batch * attention_flops(spec, shape, context=0, prefill=prompt), tp=tp,
+        extra=weights.replicated_per_gpu,
     )  # fmt: skip
 
 
@@ -338,9 +349,12 @@ def ttft_mean(hw: Hardware, weights: WeightSplit, one: Step, *, prompt: int, bat
     and chunks them: the i-th to get its first token waits at least for i prompts' FLOPs (``one``:
     a single prompt's prefill) and for the weights those i x prompt tokens read; the mean over i of
     the larger is the bound (the last request's is the whole batch's prefill)."""
+    if prompt == 0:
+        return 0.0
     return (
         sum(
-            max(i * one.compute_s, hw.memory_seconds(weights.read_bytes(i * prompt) // tp)) for i in range(1, batch + 1)
+            max(i * one.compute_s, hw.memory_seconds(weights.read_bytes(i * prompt) // tp + weights.replicated_per_gpu))
+            for i in range(1, batch + 1)
         )
         / batch
     )
@@ -351,16 +365,17 @@ def decode_phase(
     prompt: int, output: int, batch: int, tp: int,
 ) -> Decode:  # fmt: skip
     """Every decode step of ``output`` tokens after a prompt of ``prompt`` (the first output token
-    comes from the prefill, so output - 1 decode steps, at contexts prompt .. prompt + output - 2);
-    past MAX_STEPS steps, MAX_STEPS evenly spaced ones stand for them."""
-    steps = max(output - 1, 1)
+    comes from the prefill, so output - 1 decode steps, at contexts prompt .. prompt + output - 2;
+    with no prompt every output token is a decode step, from an empty context); past MAX_STEPS
+    steps, MAX_STEPS evenly spaced ones stand for them."""
+    steps = output if prompt == 0 else max(output - 1, 1)
     contexts = [prompt + i for i in _spread(steps)]
     done = [
         decode_step(hw, spec, weights, shape, kv, context=c, batch=batch, tp=tp) for c in contexts
     ]  # fmt: skip
     mean = sum(s.seconds for s in done) / len(done)
     memory = sum(s.bound_by == "memory" for s in done)
-    return Decode(done[0], done[-1], mean, steps, len(done), memory)
+    return Decode(done[0], done[-1], mean, steps, len(done), memory, tuple(done))
 
 
 def _spread(steps: int) -> list[int]:
@@ -407,7 +422,7 @@ def speed(
         return prefill_step(hw, spec, weights, shape, kv, prompt=p, batch=batch, tp=tp).bound_by == "compute"
 
     def kv_ahead(t: int) -> bool:
-        return kv(t, batch) >= weights.read_bytes(batch) // tp
+        return kv(t, batch) >= weights.read_bytes(batch) // tp + weights.replicated_per_gpu
 
     rows = []
     for b in sweep:
@@ -415,7 +430,7 @@ def speed(
         p = prefill_step(hw, spec, weights, shape, kv, prompt=prompt, batch=b, tp=tp)
         fits = None
         if memory_per_gpu is not None:
-            fits = weights.total_bytes // tp + kv(prompt + output, b) <= memory_per_gpu
+            fits = weights.total_bytes // tp + weights.replicated_per_gpu + kv(prompt + output, b) <= memory_per_gpu
         rows.append(SweepRow(b, d, p, fits, ttft_mean(hw, weights, single, prompt=prompt, batch=b, tp=tp)))
     return Speed(
         hw, weights, prompt, output, batch, tp, prefill, decode,

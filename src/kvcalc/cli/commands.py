@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "probe": ("probe", "probe",
               "Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte."),
     "speed": ("speed", "speed",
-              "How fast at best: prefill (TTFT) and decode (TPOT) bounds from the bytes and FLOPs each step moves."),
+              "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
 }  # fmt: skip
 

@@ -160,6 +160,16 @@ PpOpt = Annotated[
 DpOpt = Annotated[
     int, typer.Option("--dp", metavar="N", min=1, help="Data-parallel replicas; the batch is split across them.")
 ]
+DpAttentionOpt = Annotated[
+    int,
+    typer.Option(
+        "--dp-attention",
+        metavar="N",
+        min=1,
+        help="Attention data-parallel groups of the --tp GPUs, each caching and attending to its own requests "
+        "(SGLang's --enable-dp-attention --dp N; vLLM's --data-parallel-size N with expert parallel).",
+    ),
+]
 BlockOpt = Annotated[
     int | None,
     typer.Option(

@@ -6,6 +6,7 @@ import typer
 
 from kvcalc.cli.options import (
     BatchOpt,
+    DpAttentionOpt,
     EngineOpt,
     JsonOpt,
     KvDtypeOpt,
@@ -14,6 +15,7 @@ from kvcalc.cli.options import (
     StrictOpt,
     complete_gpu,
     count,
+    count_or_zero,
     echo,
     gpu_names,
     print_json,
@@ -38,7 +40,8 @@ def speed(
         ),
     ] = None,
     prompt: Annotated[
-        str, typer.Option("--prompt", "-p", metavar="P", help="Prompt tokens per sequence (k = 1024).")
+        str,
+        typer.Option("--prompt", "-p", metavar="P", help="Prompt tokens per sequence (k = 1024); 0: decode only."),
     ] = "1024",
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="O", help="Generated tokens per sequence (k = 1024).")
@@ -47,6 +50,24 @@ def speed(
     tp: Annotated[
         int, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel GPUs: weights and FLOPs split evenly.")
     ] = 1,
+    pp: Annotated[
+        int,
+        typer.Option("--pp", metavar="N", min=1, help="Pipeline stages: the estimate adds the hand-offs between them."),
+    ] = 1,
+    ep: Annotated[
+        int,
+        typer.Option(
+            "--ep", metavar="N", min=1, help="Expert-parallel GPUs of the --tp: the estimate adds the all-to-alls."
+        ),
+    ] = 1,
+    dp_attention: DpAttentionOpt = 1,
+    eager: Annotated[
+        bool,
+        typer.Option(
+            "--eager",
+            help="Estimate decode without CUDA graphs (vLLM's --enforce-eager, SGLang's --disable-cuda-graph).",
+        ),
+    ] = False,
     engine: EngineOpt = "theoretical",
     kv_dtype: KvDtypeOpt = None,
     compute_dtype: Annotated[
@@ -54,9 +75,10 @@ def speed(
         typer.Option(
             "--compute-dtype",
             metavar="DTYPE",
-            help="Whose dense tensor peak bounds the FLOPs: bf16 (= fp16), fp8, fp4 or int8. Default: the "
-            "fastest path an engine may take for the checkpoint (fp8 for FP8 weights, fp4 for FP4 where the GPU "
-            "has it, int8 for a quantized GGUF, else bf16), said in a note.",
+            help="Whose dense tensor peak times the FLOPs, bound and estimate: bf16 (= fp16), fp8, fp4 or int8. "
+            "Default: for the bound the fastest path an engine may take for the checkpoint (fp8 for FP8 weights, "
+            "fp4 for FP4 where the GPU has it, int8 for a quantized GGUF, else bf16); for the estimate the "
+            "engine's own kernel for the weights' format on this GPU generation. Both said in notes.",
         ),
     ] = None,
     bandwidth: Annotated[
@@ -82,7 +104,7 @@ def speed(
         typer.Option(
             "--bandwidth-efficiency",
             metavar="F",
-            help="Share of peak bandwidth reached, in (0, 1]: turns the bounds into estimates (off by default).",
+            help="Share of peak bandwidth the estimate takes, in (0, 1], instead of the fitted table's.",
         ),
     ] = None,
     flops_efficiency: Annotated[
@@ -90,7 +112,7 @@ def speed(
         typer.Option(
             "--flops-efficiency",
             metavar="F",
-            help="Share of peak FLOPs reached, in (0, 1]: turns the bounds into estimates (off by default).",
+            help="Share of the dense peak the estimate's matmuls take, in (0, 1], instead of the fitted table's.",
         ),
     ] = None,
     weights: Annotated[
@@ -102,6 +124,15 @@ def speed(
             "index, the Hub, a GGUF's tensors, the preset); SIZE gives them, e.g. 70GB for an FP8 70B.",
         ),
     ] = "auto",
+    weights_format: Annotated[
+        str | None,
+        typer.Option(
+            "--weights-format",
+            metavar="FMT",
+            help="The checkpoint's format, which decides the estimate's matmul dtype: bf16, fp16, fp32, fp8, int8, "
+            "int4 (AWQ, GPTQ), mxfp4, nvfp4 or gguf (quantized). Default: from the config or bytes per parameter.",
+        ),
+    ] = None,
     sweep: Annotated[
         str | None,
         typer.Option(
@@ -129,13 +160,15 @@ def speed(
     revision: RevisionOpt = None,
     strict: StrictOpt = False,
 ) -> None:
-    """How fast at best: prefill (TTFT) and decode (TPOT) bounds from the bytes and FLOPs each step moves.
+    """How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them.
 
     A decode step reads the active weights (MoE: the routed experts) and every sequence's KV cache
     as kvcalc's per-layer model keeps it (windows, latents, states, per engine); prefill runs the
     prompt's FLOPs (dense and causal attention). Each step takes at least max(bytes / bandwidth,
-    FLOPs / peak): real engines are slower, never faster. Also: where prefill turns compute-bound,
-    where the KV read overtakes the weights, and a batch sweep of per-request TPOT vs tokens/s.
+    FLOPs / peak): real engines are slower, never faster. Beside each bound, an estimate with a
+    range: the kernels at fitted shares of peak, TP/EP/PP communication over the GPU's link, the
+    engine's own per-step time and MoE routing. Also: where prefill turns compute-bound, where the
+    KV read overtakes the weights, and a batch sweep of per-request TPOT vs tokens/s.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError
@@ -149,8 +182,9 @@ def speed(
     if sweep is not None:
         batches = [count(b, "--sweep") or 1 for b in split_list(sweep, "--sweep")]
     report = api.speed(
-        model, prompt=count(prompt, "--prompt") or 1, output=count(output, "--output") or 1,
-        batch=count(batch, "--batch") or 1, gpu=gpu, tp=tp,
+        model, prompt=count_or_zero(prompt, "--prompt") or 0, output=count(output, "--output") or 1,
+        batch=count(batch, "--batch") or 1, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp_attention, eager=eager,
+        weights_format=(weights_format or "").strip().lower() or None,
         bandwidth=parse_rate(bandwidth, what="--bandwidth") if bandwidth is not None else None,
         flops=parse_rate(flops, what="--flops") if flops is not None else None,
         compute_dtype=(compute_dtype or '').strip().lower() or None, bandwidth_efficiency=bandwidth_efficiency,
@@ -169,7 +203,7 @@ def speed(
 
         s = report.result
         save_speed_plot(s.sweep, plot, f"{report.model.name} on {s.hardware.label}: prompt {s.prompt:,}, "
-                        f"output {s.output:,} ({'bounds' if s.hardware.is_bound else 'estimates'})")  # fmt: skip
+                        f"output {s.output:,} (bounds)")  # fmt: skip
     from kvcalc.views.speed import speed_view
 
     print_view(speed_view(report, explain=explain, chart=chart))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate, Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.inputs.hf.dims import ModelDims
 
 
@@ -288,6 +289,46 @@ class Engine:
     def device_context_bytes(self) -> int:
         """What each GPU needs before any layer (CUDA context, workspaces), assumed."""
         return 0
+
+    # --- speed: what a step costs besides its kernels (kvcalc.calc.step_cost) ----------------------
+
+    def step_overhead(self) -> StepOverhead:
+        """The theoretical engine stands for a C++ server that captures CUDA graphs and runs each
+        batch's prompts in one pass (TensorRT-LLM's gptSessionBenchmark, NIM): its times are
+        fitted on those engines' published measurements (benchmarks/speed.py)."""
+        from kvcalc.calc.step_cost import StepOverhead
+
+        return StepOverhead(self.name, step_s=0.26e-3, layer_graphs_s=4e-6, layer_eager_s=28e-6, request_s=1.1e-3,
+                            cuda_graphs=True, prefill_chunk=None,
+                            source="a CUDA-graph C++ server like TensorRT-LLM, fitted on its measurements")  # fmt: skip
+
+    @property
+    def has_cuda_graphs(self) -> bool:
+        """Whether this engine's decode can run with or without CUDA graphs (``--eager``)."""
+        return True
+
+    def matmul_dtype(self, weight_format: str, arch: str) -> tuple[str, str]:
+        """The dtype a checkpoint's matmuls run at by this engine's default on a GPU generation
+        (vLLM's kernel choice, model_executor/layers/quantization): FP8 weights W8A8 on GPUs with
+        FP8 tensor cores (Ada, Hopper, Blackwell, CDNA3) and W8A16 (Marlin: bf16 compute) before
+        them; MXFP4 / NVFP4 at FP4 on Blackwell, else W4A16 (Marlin, Triton: bf16 compute); int4
+        (AWQ, GPTQ) W4A16; int8 (W8A8) on int8 tensor cores; the rest bf16."""
+        fp8 = arch in ("ada", "hopper", "blackwell", "cdna3")
+        if weight_format in ("mxfp4", "nvfp4", "fp4"):
+            if arch == "blackwell":
+                return "fp4", f"{weight_format} weights run FP4 matmuls on Blackwell"
+            return "bf16", f"{weight_format} weights are dequantized to bf16 on {arch or 'this GPU'} (W4A16)"
+        if weight_format == "fp8":
+            if fp8:
+                return "fp8", "FP8 weights run W8A8 on FP8 tensor cores"
+            return "bf16", f"FP8 weights run W8A16 (bf16 compute) on {arch or 'this GPU'}: no FP8 tensor cores"
+        if weight_format == "int8":
+            return "int8", "int8 weights run W8A8 on int8 tensor cores"
+        if weight_format == "gguf":  # ggml-cuda's mmq.cu: quantized blocks against int8 activations
+            return "int8", "llama.cpp's MMQ kernels multiply quantized GGUF blocks on int8 tensor cores"
+        if weight_format == "int4":
+            return "bf16", "4-bit weights run W4A16: dequantized to bf16 in the matmul"
+        return "bf16", "16-bit weights"
 
 
 # Formats a float-only paged engine stores.

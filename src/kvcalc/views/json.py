@@ -383,5 +383,36 @@ def speed_json(report: SpeedReport) -> dict[str, Any]:
             }
             for r in s.sweep
         ],
+        "estimate": _estimate_json(report),
         "notes": list(report.notes),
+    }  # fmt: skip
+
+
+def _estimate_json(report: SpeedReport) -> dict[str, Any] | None:
+    """The estimate under the bound's field names, with ``low`` / ``high`` and its terms."""
+    est = report.estimate
+    if est is None:
+        return None
+
+    def figures(p: Any) -> dict[str, Any]:
+        return {"batch": p.batch, "ttft_seconds": p.ttft_s, "ttft_mean_seconds": p.ttft_mean_s,
+                "tpot_mean_seconds": p.tpot_mean_s, "e2e_seconds": p.e2e_s,
+                "output_tokens_per_s": p.output_tokens_per_s, "low": dict(p.low), "high": dict(p.high)}  # fmt: skip
+
+    def terms(t: Any) -> dict[str, Any]:
+        return {"tokens": t.tokens, "memory_seconds": t.memory_s, "matmul_seconds": t.gemm_s,
+                "attention_seconds": t.attention_s, "kernels_seconds": t.kernels_s,
+                "communication_seconds": t.communication_s, "routing_seconds": t.routing_s,
+                "engine_seconds": t.overhead_s, "seconds": t.seconds}  # fmt: skip
+
+    o, lay, dev = est.overhead, est.setting.layout, est.setting.device
+    return {
+        **figures(est.at),
+        "compute_dtype": dev.compute_dtype, "cuda_graphs": est.setting.graphs,
+        "layout": {"tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp_attention": lay.dp_attention},
+        "prefill_passes": est.prefill_passes, "prefill": terms(est.prefill), "decode_first": terms(est.decode),
+        "engine_costs": {"engine": o.engine, "step_seconds": o.step_s, "layer_graphs_seconds": o.layer_graphs_s,
+                         "layer_eager_seconds": o.layer_eager_s, "request_seconds": o.request_s,
+                         "prefill_chunk": o.prefill_chunk, "source": o.source},
+        "sweep": [figures(p) for p in est.sweep],
     }  # fmt: skip

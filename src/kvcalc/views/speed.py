@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc.units import format_binary
@@ -11,6 +12,7 @@ from kvcalc.views.table import Column, Grid
 if TYPE_CHECKING:
     from kvcalc.api import SpeedReport
     from kvcalc.calc.speed import Speed, Step, SweepRow
+    from kvcalc.calc.step_cost import SpeedEstimate, Terms
 
 CHART_WIDTH = 40
 MIN_CHART_WIDTH = 10
@@ -28,15 +30,18 @@ def _rate(per_s: float) -> str:
 
 def speed_view(report: SpeedReport, *, explain: bool = False, chart: bool = False) -> list[Block]:
     s = report.result
-    what = "bound" if s.hardware.is_bound else "estimate"
     tp = f" x {s.tp} (TP {s.tp})" if s.tp > 1 else ""
+    layout = _layout(report)
     lines: list[Block] = [
-        f"Speed {what}s for {report.model.name} on {s.hardware.label}{tp}: batch {s.batch}, prompt {s.prompt:,}, "
-        f"output {s.output:,} tokens ({report.engine}, KV {report.kv_dtype.name}, compute {s.hardware.compute_dtype})",
+        f"Speed for {report.model.name} on {s.hardware.label}{tp}: batch {s.batch}, prompt {s.prompt:,}, "
+        f"output {s.output:,} tokens ({report.engine}, KV {report.kv_dtype.name}, compute {s.hardware.compute_dtype})"
+        + layout,
         f"peaks per GPU  {s.hardware.bandwidth / 1e12:,.4g} TB/s, {s.hardware.flops / 1e12:,.5g} TFLOP/s dense "
         f"{s.hardware.compute_dtype}",
         f"weights        {s.weights.total_bytes:,} B ({format_binary(s.weights.total_bytes)}; {report.weights_label})",
     ]
+    if report.estimate is not None:
+        lines.append(_estimates(s, report.estimate))
     lines.append(_phases(s))
     crossover = (
         f"prefill turns compute-bound from a prompt of {s.compute_bound_prompt:,} tokens at batch {s.batch}"
@@ -52,8 +57,10 @@ def speed_view(report: SpeedReport, *, explain: bool = False, chart: bool = Fals
     lines += [f"crossover      {crossover}", f"               {kv}"]
     if explain:
         lines += explain_lines(s)
+        if report.estimate is not None:
+            lines += estimate_lines(s, report.estimate)
     if s.sweep:
-        lines.append(_sweep(s))
+        lines.append(_sweep(s, report.estimate))
     if chart and s.sweep:
         lines.append(SweepChart(s.sweep))
     lines += [Note(n) for n in report.notes]
@@ -76,29 +83,71 @@ def _phases(s: Speed) -> Grid:
         Column("phase", right=False), Column("weights read"), Column("KV read / written"), Column("FLOPs"),
         Column("bound by", right=False), Column("time"), Column("tokens/s"),
     )  # fmt: skip
-    what = "bounds" if s.hardware.is_bound else "estimates"
-    return Grid(f"Per step, per GPU ({what}: time = max(bytes / bandwidth, FLOPs / peak))", columns, tuple(rows))
+    return Grid("Bounds per step, per GPU (time = max(bytes / bandwidth, FLOPs / peak))", columns, tuple(rows))
 
 
 def _step_cells(step: Step) -> tuple[str, str, str, str]:
     return (format_binary(step.weight_bytes), format_binary(step.kv_bytes), f"{step.flops:.4g}", step.bound_by)
 
 
-def _sweep(s: Speed) -> Grid:
+def _sweep(s: Speed, est: SpeedEstimate | None) -> Grid:
     rows = []
+    estimates = {p.batch: p for p in est.sweep} if est is not None else {}
     for r in s.sweep:
         fits = "" if r.fits is None else ("yes" if r.fits else "no")
+        e = estimates.get(r.batch)
         rows.append(
-            (f"{r.batch:,}", ms(r.ttft_mean_s), ms(r.prefill.seconds), ms(r.decode.mean_s), _rate(r.throughput),
+            (f"{r.batch:,}", ms(r.ttft_mean_s), ms(r.decode.mean_s), _rate(r.throughput),
+             ms(e.tpot_mean_s) if e else "", _rate(e.output_tokens_per_s) if e else "",
              f"{r.decode.memory_bound_steps * 100 // r.decode.sampled}%",
              format_binary(r.decode.first.kv_bytes), fits)
         )  # fmt: skip
     columns = (
-        Column("batch"), Column("TTFT (mean)"), Column("TTFT (last)"), Column("TPOT (mean)"), Column("output tokens/s"),
-        Column("memory-bound steps"), Column("KV read at first step"), Column("weights + KV fit"),
+        Column("batch"), Column("TTFT mean (bound)"), Column("TPOT (bound)"), Column("tokens/s (bound)"),
+        Column("TPOT (estimate)"), Column("tokens/s (estimate)"), Column("memory-bound steps"),
+        Column("KV read at first step"), Column("weights + KV fit"),
     )  # fmt: skip
     title = "Batch sweep: each request waits longer per token as the batch grows, while the batch's tokens/s rises"
     return Grid(title, columns, tuple(rows))
+
+
+def _layout(report: SpeedReport) -> str:
+    lay = report.layout
+    if lay is None:
+        return ""
+    parts = [f"PP {lay.pp}" if lay.pp > 1 else "", f"EP {lay.ep}" if lay.ep > 1 else "",
+             f"attention-DP {lay.dp_attention}" if lay.dp_attention > 1 else ""]  # fmt: skip
+    given = ", ".join(p for p in parts if p)
+    return f"; {given}" if given else ""
+
+
+def _span(low: float, high: float, fmt: Callable[[float], str]) -> str:
+    return f"{fmt(low)} - {fmt(high)}"
+
+
+def _estimates(s: Speed, est: SpeedEstimate) -> Grid:
+    """The estimates beside the bounds: TTFT, TPOT, end to end and throughput."""
+    a = est.at
+    steps = s.output if s.prompt == 0 else s.output - 1
+    bound_e2e = s.prefill.seconds + steps * s.decode.mean_s
+    rows: list[tuple[str, ...]] = []
+    if s.prompt:
+        rows.append(("TTFT" if s.batch == 1 else f"TTFT (last of {s.batch})", ms(s.prefill.seconds), ms(a.ttft_s),
+                     _span(a.low["ttft_seconds"], a.high["ttft_seconds"], ms)))  # fmt: skip
+        if s.batch > 1:
+            rows.append((f"TTFT (mean of {s.batch})", ms(s.ttft_mean_s), ms(a.ttft_mean_s),
+                         _span(a.low["ttft_mean_seconds"], a.high["ttft_mean_seconds"], ms)))  # fmt: skip
+    rows += [
+        ("TPOT (mean)", ms(s.decode.mean_s), ms(a.tpot_mean_s),
+         _span(a.low["tpot_mean_seconds"], a.high["tpot_mean_seconds"], ms)),
+        ("end to end", ms(bound_e2e), ms(a.e2e_s), _span(a.low["e2e_seconds"], a.high["e2e_seconds"], ms)),
+        ("output tokens/s", _rate(s.decode.tokens_per_s * s.batch), _rate(a.output_tokens_per_s),
+         _span(a.low["output_tokens_per_s"], a.high["output_tokens_per_s"], _rate)),
+    ]  # fmt: skip
+    columns = (Column("", right=False), Column("bound"), Column("estimate"), Column("estimate range"))
+    fitted = est.setting.device.arch in est.costs.fitted_archs and "assumed" not in est.overhead.source
+    how = "fitted on published measurements" if fitted else "partly assumed: see the notes"
+    return Grid(f"Bound (never beaten) and estimate ({how})", columns, tuple(rows))
 
 
 def explain_lines(s: Speed) -> list[Block]:
@@ -130,6 +179,43 @@ def explain_lines(s: Speed) -> list[Block]:
         f"  bytes         = weights {p.weight_bytes:,} B + KV written {p.kv_bytes:,} B = {p.bytes:,} B",
         f"  TTFT >= max({ms(p.memory_s)}, {ms(p.compute_s)}) = {ms(p.seconds)} ({p.bound_by}-bound)",
     ]
+    return lines
+
+
+def estimate_lines(s: Speed, est: SpeedEstimate) -> list[Block]:
+    """The estimate's terms, first decode step and first prefill pass, per GPU."""
+    costs, device, model, overhead = est.costs, est.setting.device, est.setting.model, est.overhead
+    share = costs.memory.get(device.arch, costs.memory[""])
+    gemm = costs.gemm.get(f"{device.arch}/{device.compute_dtype}",
+                          costs.gemm.get(device.compute_dtype, costs.gemm["bf16"]))  # fmt: skip
+    graphs = "CUDA graphs" if est.setting.graphs else "no CUDA graphs"
+    layer_s = overhead.layer_graphs_s if est.setting.graphs else overhead.layer_eager_s
+
+    def terms(t: Terms, label: str, graphs_text: str, per_layer: float, prefill: bool) -> list[Block]:
+        short = f" x {t.tokens:,} / ({t.tokens:,} + {costs.gemm_half_tokens}) tokens" if prefill else ""
+        return [
+            f"  memory        = bytes / ({device.bandwidth / 1e12:,.4g} TB/s x {share:.2f} of peak) = {ms(t.memory_s)}",
+            f"  matmuls       = FLOPs / ({device.flops / 1e12:,.5g} TFLOP/s {device.compute_dtype} x {gemm:.2f}"
+            f"{short}) = {ms(t.gemm_s)}",
+            f"  attention     = attention FLOPs / ({device.flops_16bit / 1e12:,.5g} TFLOP/s x {costs.attention:.2f}) "
+            f"= {ms(t.attention_s)}",
+            f"  kernels       = max(memory, matmuls + attention) = {ms(t.kernels_s)}",
+            f"  communication = all-reduces (2 a layer), EP / PP exchanges = {ms(t.communication_s)}",
+            f"  MoE routing   = {model.moe_layers} MoE layers x {costs.route_s * 1e6:,.3g} us = {ms(t.routing_s)}",
+            f"  engine        = {overhead.step_s * 1e3:,.3g} ms a step + {model.layers} layers x "
+            f"{per_layer * 1e6:,.3g} us ({graphs_text}) = {ms(t.overhead_s)}",
+            f"  {label} = {ms(t.seconds)}",
+        ]
+
+    lines: list[Block] = [f"estimate (first decode step, per GPU, {overhead.engine}):"]
+    lines += terms(est.decode, "step        ", graphs, layer_s, False)
+    lines.append(f"  TPOT (mean over the decode steps) ~ {ms(est.at.tpot_mean_s)}")
+    if s.prompt:
+        passes = est.prefill_passes
+        lines.append(f"estimate (prefill: {passes:,} pass(es) of up to {est.prefill.tokens:,} tokens, per GPU):")
+        lines += terms(est.prefill, "one pass    ", "launched eagerly", overhead.layer_eager_s, True)
+        lines.append(f"  TTFT ~ {passes:,} x {ms(est.prefill.seconds)} + request handling "
+                     f"{overhead.request_s * 1e3:,.3g} ms = {ms(est.at.ttft_s)}")  # fmt: skip
     return lines
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from kvcalc.calc.estimate import Estimate
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.inputs.hf.dims import ModelDims
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
@@ -79,6 +80,27 @@ class LlamaCpp(Engine):
     swa_full: bool = False
     mla: bool = False
     options_type: ClassVar[type[EngineOptions]] = LlamaCppOptions
+
+    def matmul_dtype(self, weight_format: str, arch: str) -> tuple[str, str]:
+        """llama.cpp loads GGUFs only: every quantized type (Q4_0 .. Q8_0, K-quants, MXFP4) is
+        multiplied by its MMQ kernels against int8-quantized activations (ggml-cuda/mmq.cu), 16-bit
+        weights by cuBLAS in 16 bits."""
+        if weight_format in ("bf16", "fp16", "fp32"):
+            return "bf16", "16-bit GGUF weights run cuBLAS 16-bit GEMMs"
+        return "int8", "llama.cpp's MMQ kernels multiply quantized GGUF blocks on int8 tensor cores"
+
+    def step_overhead(self) -> StepOverhead:
+        """llama.cpp (CUDA): one ggml graph per ubatch, replayed as a CUDA graph for single-token
+        decode (ggml-cuda.cu, GGML_CUDA_USE_GRAPHS); prompts in passes of n_ubatch tokens
+        (llama-bench's pp512 is one 512-token pass). Fitted on published llama-bench tables;
+        ``llama-server`` adds its HTTP request handling before the first token (2 ms,
+        assumed: no llama-server measurement is in the benchmark)."""
+        from kvcalc.calc.step_cost import StepOverhead
+
+        serving = 2e-3 if self.name == "llama-server" else 0.0
+        return StepOverhead(self.name, step_s=0.15e-3, layer_graphs_s=3e-6, layer_eager_s=19.5e-6, request_s=serving,
+                            cuda_graphs=True, prefill_chunk=self.n_ubatch,
+                            source="llama.cpp's CUDA backend, fitted on llama-bench tables")  # fmt: skip
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:

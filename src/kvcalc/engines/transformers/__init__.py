@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import FP32, DType
 from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
 from kvcalc.spec import KVWindowCache, LayerCache
+
+if TYPE_CHECKING:
+    from kvcalc.calc.step_cost import StepOverhead
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,20 @@ class Transformers(Engine):
         return False
 
     name: str = "transformers"
+
+    def step_overhead(self) -> StepOverhead:
+        """transformers' generate() runs eager PyTorch: each layer's dozen kernels are launched
+        from Python (tens of microseconds each), and the prompt is one pass. Assumed from the
+        launch cost of eager PyTorch; no published measurement fits it here."""
+        from kvcalc.calc.step_cost import StepOverhead
+
+        return StepOverhead(self.name, step_s=1e-3, layer_graphs_s=150e-6, layer_eager_s=150e-6, request_s=0.0,
+                            cuda_graphs=False, prefill_chunk=None,
+                            source="eager PyTorch launch costs, assumed (not fitted)")  # fmt: skip
+
+    @property
+    def has_cuda_graphs(self) -> bool:
+        return False
 
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         if cache.tokens == "decoder" and cache.token_bound is not None:
