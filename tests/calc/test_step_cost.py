@@ -193,6 +193,26 @@ def test_dp_attention_caches_each_groups_requests() -> None:
         api.speed("deepseek-v3", prompt=10, output=2, gpu="h200", tp=8, dp_attention=3, sweep=[])
 
 
+def test_fit_with_dp_attention_holds_each_groups_requests() -> None:
+    """The same layout in fit: the budget loses the attention weights a GPU holds beyond its TP
+    share, and each of the 8 GPUs caches its own requests, so the TP group holds 8 x as many
+    requests per byte of budget."""
+    base = api.fit("deepseek-v3", gpu="h200", tp=8, engine="sglang", tokens=32_768)
+    dp = api.fit("deepseek-v3", gpu="h200", tp=8, engine="sglang", tokens=32_768, dp_attention=8)
+    extra = next(line for line in dp.budget.lines if line.label == "- attention weights beyond a TP share")
+    preset = api.open_model("deepseek-v3").source.preset  # type: ignore[union-attr]
+    assert preset is not None and preset.weights is not None
+    weights = next(line for line in base.budget.lines if line.label == "- weights")
+    assert weights.detail is not None
+    loaded = int(weights.detail.split(" B / ")[0].replace(",", ""))
+    attention = 61 * DSV3_ATTENTION * loaded // preset.parameters  # type: ignore[operator]
+    assert extra.bytes == attention * 7 // 8
+    assert dp.budget.kv_bytes == base.budget.kv_bytes - extra.bytes
+    per_gpu_requests = dp.result.max_concurrency / 8
+    assert per_gpu_requests == pytest.approx(base.result.max_concurrency * dp.budget.kv_bytes / base.budget.kv_bytes,
+                                             rel=0.02)  # fmt: skip
+
+
 def test_the_json_estimate_keeps_the_bounds_names() -> None:
     from kvcalc.views.json import speed_json
 

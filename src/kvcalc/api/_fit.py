@@ -40,6 +40,9 @@ class FitReport:
     context_limit: int | None = None
     verdict: Verdict | None = None
     engine: Engine | None = None  # the engine the answers follow, with its options
+    # Attention-DP groups within the TP GPUs; the workload is then the KV's: tp / dp_attention
+    # GPUs a group, dp x dp_attention groups, each caching its own requests.
+    dp_attention: int = 1
 
 
 def fit(
@@ -64,6 +67,7 @@ def fit(
     pp: int = 1,
     dp: int = 1,
     layout: Layout | None = None,
+    dp_attention: int = 1,
     max_model_len: int | None = None,
     context_cap: bool = True,
     images: int | None = None,
@@ -76,7 +80,11 @@ def fit(
     """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
     GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
     ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
-    from the model's safetensors, the Hub or the preset)."""
+    from the model's safetensors, the Hub or the preset). ``dp_attention`` groups of tp /
+    dp_attention GPUs each attend to their own requests (SGLang's --enable-dp-attention --dp N,
+    vLLM's data parallel with expert parallel): each GPU caches only its group's requests, with
+    the KV heads over tp / dp_attention GPUs, and holds the attention weights split that many
+    ways."""
     call = dict(locals())  # the request as given, to try the remedies of the verdict with
     from kvcalc.calc.fit import Budget, BudgetLine, derive_budget
     from kvcalc.calc.fit import fit as run_fit
@@ -109,6 +117,11 @@ def fit(
         tp = gpus // (pp * dp) if gpus is not None else 1
         if tp < 1:
             raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
+    if isinstance(dp_attention, bool) or not isinstance(dp_attention, int) or dp_attention < 1:
+        raise UsageError(f"dp_attention must be a positive whole number, got {dp_attention!r}", param="dp_attention")
+    if tp % dp_attention:
+        raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
+                         "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
     if gpus is not None and gpus != tp * pp * dp:
         raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
     chosen = resolve_serving(spec, asked)
@@ -127,6 +140,13 @@ def fit(
         tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
         residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **_images(spec, images, image_tokens),
     )  # fmt: skip
+    if dp_attention > 1:
+        # The cache as dp x dp_attention groups of tp / dp_attention GPUs hold it; with fewer
+        # requests than groups the busiest GPU holds one, as with one request a group.
+        groups = dp * dp_attention
+        workload = replace(workload, tp=tp // dp_attention, dp=groups, batch=max(batch, groups))
+        notes.append(f"attention-DP: {dp_attention} groups of {tp // dp_attention} GPU(s) within each TP {tp}, each "
+                     "caching its own requests (the answers are per GPU of a group)")  # fmt: skip
     gpu_label = None
     if kv_budget is not None:
         if gpu is not None or gpu_memory is not None:
@@ -172,14 +192,15 @@ def fit(
             weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
         runtime, engine_now, runtime_notes = _runtime(
             opened, chosen.engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=share, overhead=overhead,
-            n_ctx=tokens * cdiv_int(batch, dp), n_seq=cdiv_int(batch, dp), k_dtype=chosen.k_dtype,
+            n_ctx=tokens * cdiv_int(batch, workload.dp), n_seq=cdiv_int(batch, workload.dp), k_dtype=chosen.k_dtype,
             v_dtype=chosen.v_dtype,
         )  # fmt: skip
         chosen = replace(chosen, engine=engine_now)
         notes += runtime_notes
+        replicated = _replicated_attention(opened, weights_bytes, tp, dp_attention) if dp_attention > 1 else None
         budget = derive_budget(
             gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
-            runtime=runtime,
+            runtime=runtime, replicated=replicated,
         )  # fmt: skip
     if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
         from kvcalc.calc.fit import Fit
@@ -187,6 +208,7 @@ def fit(
         result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, chosen.engine.name)
     else:
         result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
+    result = replace(result, batch=batch)
     if context_limit is not None and max_model_len is None and result.max_context == context_limit:
         notes.append(
             f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
@@ -194,7 +216,7 @@ def fit(
         )
     report = FitReport(
         opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes), context_limit,
-        engine=chosen.engine,
+        engine=chosen.engine, dp_attention=dp_attention,
     )  # fmt: skip
     if verdict:
         report = replace(report, verdict=_verdict(report, {**call, "model": opened}))
@@ -254,7 +276,7 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
         memory = Remedy("past the limit anyway (--no-context-cap)", fits_memory,
                         f"headroom {result.kv_budget - needed:,} B per GPU")  # fmt: skip
         shorter = Remedy("shorter context (--tokens)", True, f"up to {min(limit, result.max_context or limit):,} "
-                         f"tokens at batch {w.batch:,}")  # fmt: skip
+                         f"tokens at batch {result.batch:,}")  # fmt: skip
         return Verdict(False, needed, result.kv_budget, (shorter, memory), reason)
     if needed <= result.kv_budget:
         return Verdict(True, needed, result.kv_budget)
@@ -272,7 +294,7 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
     remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
     if result.max_context:
         remedies.append(
-            Remedy("shorter context (--tokens)", True, f"up to {result.max_context:,} tokens at batch {w.batch:,}")
+            Remedy("shorter context (--tokens)", True, f"up to {result.max_context:,} tokens at batch {result.batch:,}")
         )
     if result.max_concurrency:
         remedies.append(
@@ -316,6 +338,34 @@ def _context_limit(
         notes.append(f"context not capped at the model's limit ({spec.max_context_key}): --no-context-cap")
         return None, notes
     return limit, notes
+
+
+def _replicated_attention(model: Model, weights_bytes: int, tp: int, dp_attention: int) -> tuple[int, str]:
+    """Attention-DP: the attention weights (counted from the config's widths, at the checkpoint's
+    mean bytes per parameter) each GPU holds beyond an even share of tp: (dp_attention - 1) / tp
+    of them, since a group of tp / dp_attention GPUs splits them."""
+    from kvcalc.calc.params import count_parameters
+    from kvcalc.inputs.hf.configs import text_config
+    from kvcalc.inputs.hf.dims import read_dims
+
+    source = model.source
+    raw = source.config if source is not None and isinstance(source.config, dict) else None
+    dims = read_dims(raw) if raw is not None else None
+    if raw is None or dims is None:
+        raise UsageError(f"{model.name}: attention-DP needs the attention widths from the config", param="dp_attention")
+    text, _ = text_config(raw)
+    tied = bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings")))
+    counted, why = count_parameters(dims, text, frozenset(c.kind for c in model.spec.caches),
+                                    model_type=model.spec.model_type, tied=tied)  # fmt: skip
+    if counted is None:
+        raise UsageError(f"{model.name}: attention-DP needs the attention weights' size, and {why}",
+                         param="dp_attention")  # fmt: skip
+    preset = source.preset if source is not None else None
+    parameters = (preset.parameters if preset is not None else None) or counted.total
+    attention = counted.attention * weights_bytes // parameters
+    extra = attention * (dp_attention - 1) // tp
+    return extra, (f"{counted.attention:,} attention parameters x {weights_bytes:,} B / {parameters:,} = "
+                   f"{attention:,} B, x ({dp_attention} - 1) / tp {tp}")  # fmt: skip
 
 
 def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFetch) -> tuple[int, str, list[str]]:

@@ -72,8 +72,12 @@ def kv_budget(
     return budget
 
 
-def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_label: str, runtime: Runtime) -> Budget:
-    """The engine's share of a GPU minus weights / shards minus its runtime terms, per GPU, as
+def derive_budget(
+    *, gpu_bytes: int, weights_bytes: int, shards: int, weights_label: str, runtime: Runtime,
+    replicated: tuple[int, str] | None = None,
+) -> Budget:  # fmt: skip
+    """The engine's share of a GPU minus weights / shards (and ``replicated`` bytes a GPU holds
+    beyond its share, with their derivation) minus its runtime terms, per GPU, as
     vLLM's worker computes it (vllm/v1/worker/gpu_worker.py determine_available_memory: requested
     memory minus weights, peak activations and non-torch memory) or SGLang's model runner
     (free memory x mem_fraction_static minus weights)."""
@@ -90,6 +94,9 @@ def derive_budget(*, gpu_bytes: int, weights_bytes: int, shards: int, weights_la
     weights = cdiv(weights_bytes, shards)
     split = f"{weights_bytes:,} B / {shards} GPUs; " if shards > 1 else ""
     lines.append(BudgetLine("- weights", weights, f"{split}{weights_label}"))
+    if replicated is not None:  # attention-DP: attention weights split over fewer GPUs than the rest
+        weights += replicated[0]
+        lines.append(BudgetLine("- attention weights beyond a TP share", replicated[0], replicated[1]))
     for term in runtime.terms:
         low, high = term.range
         lines.append(BudgetLine(f"- {term.label}", term.bytes, term.detail, low, high))

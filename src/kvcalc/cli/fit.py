@@ -8,6 +8,7 @@ from kvcalc.cli.options import (
     BatchedOpt,
     BatchOpt,
     BlockOpt,
+    DpAttentionOpt,
     DpOpt,
     EngineOpt,
     ImagesOpt,
@@ -141,6 +142,7 @@ def fit(
     tp: Annotated[int | None, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.")] = None,
     pp: PpOpt = 1,
     dp: DpOpt = 1,
+    dp_attention: DpAttentionOpt = 1,
     block_size: BlockOpt = None,
     max_batched_tokens: BatchedOpt = None,
     ubatch: UbatchOpt = None,
@@ -235,6 +237,7 @@ def fit(
         model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
         gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
         tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
+        dp_attention=dp_attention,
         max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap, revision=revision,
         on_fetch=say_fetching, strict=strict,
         images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
@@ -251,7 +254,7 @@ def fit(
 
         data = fit_json(
             report.result, report.budget, report.gpu_label, list(report.notes), report.workload,
-            verdict=report.verdict, context_limit=report.context_limit,
+            verdict=report.verdict, context_limit=report.context_limit, dp_attention=report.dp_attention,
         )  # fmt: skip
         print_json(with_warnings(data, report.model.spec.warnings))
         return

@@ -15,7 +15,11 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     """Budget lines, vLLM's block layout when it applies, the answers, the notes. The budget
     shows exact bytes with binary sizes beside them whatever ``units`` says (as it always has)."""
     result, budget, w = report.result, report.budget, report.workload
-    lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): tp {w.tp} x pp {w.pp} x dp {w.dp}"]
+    a = report.dp_attention
+    layout = f"tp {w.tp} x pp {w.pp} x dp {w.dp}"
+    if a > 1:  # the workload is the KV's: groups of tp / a GPUs
+        layout = f"tp {w.tp * a} x pp {w.pp} x dp {w.dp // a}, attention-DP {a} (KV heads over {w.tp} GPU(s))"
+    lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): {layout}"]
     if report.gpu_label:
         lines.append(f"GPU: {report.gpu_label}")
     width = max(len(line.label) for line in budget.lines)
@@ -74,7 +78,8 @@ def _verdict_lines(report: FitReport) -> list[Block]:
     v, w = report.verdict, report.workload
     if v is None:
         return []
-    ask = f"{w.batch:,} request(s) of {w.tokens:,} tokens need {v.needed_bytes:,} B ({format_binary(v.needed_bytes)})"
+    need = f"{v.needed_bytes:,} B ({format_binary(v.needed_bytes)})"
+    ask = f"{report.result.batch:,} request(s) of {w.tokens:,} tokens need {need}"
     if v.fits:
         return [f"verdict        fits: {ask} of KV per GPU; headroom {v.headroom_bytes:,} B "
                 f"({format_binary(v.headroom_bytes)})"]  # fmt: skip

@@ -200,14 +200,17 @@ def fit_json(
     *,
     verdict: Verdict | None = None,
     context_limit: int | None = None,
+    dp_attention: int = 1,
 ) -> dict[str, Any]:
     plan = result.vllm
     return {
         "engine": result.engine,
         "gpu": gpu_label,
-        "tp": workload.tp,
+        # Attention-DP: the workload is the KV's (groups of tp / dp_attention GPUs).
+        "tp": workload.tp * dp_attention,
         "pp": workload.pp,
-        "dp": workload.dp,
+        "dp": workload.dp // dp_attention,
+        "dp_attention": dp_attention,
         "budget": [
             {
                 "label": line.label,
