@@ -441,6 +441,4 @@ def _estimate(
     graphs_text = "CUDA graphs" if graphs else "no CUDA graphs"
     notes.append(f"estimate: {engine.name}'s own time a step and a layer, {graphs_text}: {overhead.source}; the "
                  "ranges are the fit's 10th-90th percentile residuals (benchmarks/speed.py)")  # fmt: skip
-    if engine.name == "theoretical":
-        notes.append("estimate: --engine vllm, sglang or llama.cpp for that engine's step costs and prefill chunks")
     return result, notes

@@ -300,7 +300,8 @@ class Engine:
 
         return StepOverhead(self.name, step_s=0.26e-3, layer_graphs_s=4e-6, layer_eager_s=28e-6, request_s=1.1e-3,
                             cuda_graphs=True, prefill_chunk=None,
-                            source="a CUDA-graph C++ server like TensorRT-LLM, fitted on its measurements")  # fmt: skip
+                            source="a CUDA-graph C++ server like TensorRT-LLM, fitted on its measurements (--engine "
+                            "vllm, sglang or llama.cpp for theirs)")  # fmt: skip
 
     @property
     def has_cuda_graphs(self) -> bool:

@@ -92,13 +92,10 @@ class LlamaCpp(Engine):
     def step_overhead(self) -> StepOverhead:
         """llama.cpp (CUDA): one ggml graph per ubatch, replayed as a CUDA graph for single-token
         decode (ggml-cuda.cu, GGML_CUDA_USE_GRAPHS); prompts in passes of n_ubatch tokens
-        (llama-bench's pp512 is one 512-token pass). Fitted on published llama-bench tables;
-        ``llama-server`` adds its HTTP request handling before the first token (2 ms,
-        assumed: no llama-server measurement is in the benchmark)."""
+        (llama-bench's pp512 is one 512-token pass). Fitted on published llama-bench tables."""
         from kvcalc.calc.step_cost import StepOverhead
 
-        serving = 2e-3 if self.name == "llama-server" else 0.0
-        return StepOverhead(self.name, step_s=0.15e-3, layer_graphs_s=3e-6, layer_eager_s=19.5e-6, request_s=serving,
+        return StepOverhead(self.name, step_s=0.15e-3, layer_graphs_s=3e-6, layer_eager_s=19.5e-6, request_s=0.0,
                             cuda_graphs=True, prefill_chunk=self.n_ubatch,
                             source="llama.cpp's CUDA backend, fitted on llama-bench tables")  # fmt: skip
 
@@ -311,6 +308,12 @@ class LlamaServer(LlamaCpp):
     name: str = "llama-server"
     unified: bool = True
     options_type = LlamaServerOptions
+
+    def step_overhead(self) -> StepOverhead:
+        """llama.cpp's, plus the server's HTTP request handling before the first token (2 ms,
+        assumed: no llama-server measurement is in the benchmark)."""
+        base = super().step_overhead()
+        return replace(base, request_s=2e-3, source=base.source + "; the server's request handling assumed")
 
 
 @dataclass(frozen=True)
