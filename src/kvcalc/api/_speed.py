@@ -106,7 +106,7 @@ def speed(
         raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
                          "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
     if weights_format is not None and weights_format not in WEIGHT_FORMATS:
-        raise UsageError(f"weights format must be one of {', '.join(WEIGHT_FORMATS)}, got {weights_format!r}",
+        raise UsageError(f"weights_format must be one of {', '.join(WEIGHT_FORMATS)}, got {weights_format!r}",
                          param="weights_format")  # fmt: skip
     if weights is not None and (isinstance(weights, bool) or weights <= 0):
         raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
