@@ -59,12 +59,10 @@ def test_llama2_parameters_counted_from_the_config() -> None:
 
 
 def test_mla_attention_parameters_by_hand() -> None:
-    raw, text = _config(FIXTURES / "DeepSeek-V3.json") if (FIXTURES / "DeepSeek-V3.json").exists() else (None, None)
-    if raw is None:
-        opened = api.open_model("deepseek-v3")
-        assert opened.source is not None
-        raw = opened.source.config
-        text = dict(text_config(raw)[0])
+    opened = api.open_model("deepseek-v3")
+    assert opened.source is not None and isinstance(opened.source.config, dict)
+    raw = opened.source.config
+    text = dict(text_config(raw)[0])
     dims = read_dims(raw)
     assert dims is not None
     assert attention_params(dims, text) == DSV3_ATTENTION
@@ -114,6 +112,13 @@ def test_the_engine_term_by_hand() -> None:
     assert eager.estimate.decode.overhead_s == pytest.approx(o.step_s + 32 * o.layer_eager_s, rel=1e-12)
     assert eager.estimate.at.tpot_mean_s > graphs.estimate.at.tpot_mean_s
     assert graphs.result.decode.mean_s == eager.result.decode.mean_s  # the bound is the same
+
+
+def test_expert_parallel_is_refused_for_a_dense_model() -> None:
+    with pytest.raises(UsageError, match="routes to no experts"):
+        api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, ep=2, sweep=[])
+    moe = api.speed("mixtral-8x7b", prompt=16, output=2, gpu="h100-sxm", tp=2, ep=2, sweep=[])
+    assert moe.estimate is not None and moe.estimate.setting.layout.ep == 2
 
 
 @pytest.mark.parametrize("engine", ["transformers", "mlx"])

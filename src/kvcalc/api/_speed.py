@@ -221,6 +221,9 @@ def speed(
             raise UsageError(f"{label} has no dense {compute_dtype} tensor peak: give flops or another compute dtype",
                              param="flops")  # fmt: skip
         flops = peak
+    if ep > 1 and not split.experts:
+        raise UsageError(f"ep {ep}: {spec.name} routes to no experts, so expert parallelism changes nothing",
+                         param="ep")  # fmt: skip
     hw = core.Hardware(label, bandwidth, flops, compute_dtype)
     if dp_attention > 1:
         if counted is None:
