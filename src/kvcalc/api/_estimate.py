@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -211,11 +211,20 @@ def compare(
         if not m.spec.is_encoder_decoder:
             notes += _past_limit(m.spec, max(tokens), f"{m.name}: " if len(opened) > 1 else "")
     if isinstance(engine, EngineBase):
-        chosen = engine
+        chosen: Engine | Callable[[ModelSpec], Engine] = engine
     else:
-        chosen, engine_notes = make_engine(engine, uses_mla=any(x.is_latent for c in candidates for x in c.spec.caches),
-                                            uses_dsa=any(uses_dsa(c.spec.caches) for c in candidates))  # fmt: skip
-        notes += engine_notes
+        # Each candidate served as estimate would serve it: the engine configured for its own
+        # layers (an MLA variant must not move the model's own row to MLA's blocks).
+        configured: dict[tuple[bool, bool], Engine] = {}
+        for c in candidates:
+            key = (any(x.is_latent for x in c.spec.caches), uses_dsa(c.spec.caches))
+            if key not in configured:
+                configured[key], engine_notes = make_engine(engine, uses_mla=key[0], uses_dsa=key[1])
+                notes += [n for n in engine_notes if n not in notes]
+
+        def chosen(spec: ModelSpec) -> Engine:
+            return configured[(any(x.is_latent for x in spec.caches), uses_dsa(spec.caches))]
+
     return run_compare(
         candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
         notes=notes,

@@ -286,7 +286,7 @@ def probe_vllm(
         "block_size": block_size, "max_num_batched_tokens": max_batched_tokens, "dtype": "auto", "seed": 0,
     }  # fmt: skip
     result = run_probe(vllm_python(python), request, timeout)
-    platform = "vllm-cpu" if result.get("device") == "cpu" else "vllm"
+    platform = "vllm" if result.get("device") != "cpu" else "vllm-cpu-amx" if result.get("cpu_amx") else "vllm-cpu"
     # "0.32.0", "0.33.0+cu129", "0.19.1rc1.dev301+g60995c05b": the release's major.minor.patch.
     release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
     engine = f"{platform}@{release.group(0) if release else result.get('vllm_version')}"

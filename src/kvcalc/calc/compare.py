@@ -111,13 +111,19 @@ def attention_variants(
     """
     heads = spec.query_heads
     first = _attention_of(spec)
+    asked = bool(kv_heads) or latent_dim is not None or rope_dim is not None
+    why = None
     if heads is None or first is None:
-        raise UsageError(f"{spec.name} has no attention heads to vary (give --heads or a model with attention)")
-    if any(c.is_compressed_attention for c in spec.caches):
-        raise UsageError(
-            f"{spec.name} uses DeepSeek-V4 compressed attention (one K=V head, compressed entries): "
-            "it has no MHA/GQA/MQA variants to compare; compare it with other models instead"
-        )
+        why = f"{spec.name} has no attention heads to vary"
+    elif any(c.is_compressed_attention for c in spec.caches):
+        why = (f"{spec.name} uses DeepSeek-V4 compressed attention (one K=V head, compressed entries): it has no "
+               "MHA/GQA/MQA variants")  # fmt: skip
+    if why is not None and asked:
+        raise UsageError(f"{why}: --kv-heads, --latent-dim and --rope-dim change nothing")
+    if why is not None:
+        # The model's own cache alone, as estimate gives it: a comparison of its lengths and formats.
+        return [candidate_for(spec, own=mark_own)], [f"{why}: its own cache alone (compare it with other models)"]
+    assert heads is not None and first is not None
     k_dim, v_dim = first.head_dims
     if k_dim is None or v_dim is None:  # only MLA entries can lack them
         raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")
@@ -136,8 +142,11 @@ def attention_variants(
     notes: list[str] = []
     candidates = []
     for kv in wanted:
-        variant = _with_caches(spec, lambda c: c.vary_heads(kv, k_dim, v_dim))  # noqa: B023  # called at once
         own = mark_own and kv == own_kv
+        # The model's own row is the model itself, not a rebuilt variant: layers whose heads or
+        # dims differ from the first attention layer's (Gemma 4's global layers, MiMo's) keep them,
+        # so this row and estimate give one answer.
+        variant = spec if own else _with_caches(spec, lambda c: c.vary_heads(kv, k_dim, v_dim))  # noqa: B023
         candidates.append(candidate_for(variant, variant_label(kv, heads), own=own))
 
     mla_latent = latent_dim
@@ -152,11 +161,18 @@ def attention_variants(
         latent = LatentCache(mla_latent, mla_rope, k_head_dim=k_dim, v_head_dim=v_dim)
         if any(c.token_bound is not None for c in spec.caches):
             notes.append("the MLA variant caches every token: sliding windows and chunks are dropped")
-        variant = _with_caches(spec, lambda c: latent if c.caches_tokens else c)
         own = own_latent == (mla_latent, mla_rope)
+        # Only attention layers become latents: an indexer's keys (DeepSeek-V3.2's DSA) stay as
+        # they are, as do states and shared layers.
+        variant = spec if own else _with_caches(spec, lambda c: latent if _has_heads(c) else c)
         candidates.append(candidate_for(variant, "MLA", own=own))
     notes.append("variants change the model's quality and need (re)training: this compares memory only")
     return candidates, notes
+
+
+def _has_heads(cache: LayerCache) -> bool:
+    """Whether a layer caches attention heads (plain K/V or an MLA latent of them)."""
+    return cache.head_dims != (None, None)
 
 
 def _with_caches(spec: ModelSpec, change: Callable[[LayerCache], LayerCache]) -> ModelSpec:
@@ -183,10 +199,13 @@ def compare(
     batch: int = 1,
     baseline: str | None = None,
     notes: Sequence[str] = (),
-    engine: Engine = THEORETICAL,
+    engine: Engine | Callable[[ModelSpec], Engine] = THEORETICAL,
 ) -> Comparison:
     """Estimate every candidate x dtype x length; ratios are to the baseline candidate at the
-    first dtype and the same length. ``None`` in ``dtypes`` means each model's own dtype."""
+    first dtype and the same length. ``None`` in ``dtypes`` means each model's own dtype.
+    ``engine``: one for every candidate, or the engine each candidate's spec is served by (an
+    engine configures itself by the model: vLLM's MLA backends take larger blocks, and only the MLA
+    variant may be served by one)."""
     if not candidates or not tokens or not dtypes:
         raise UsageError("nothing to compare: every list needs at least one value")
     if baseline is None:
@@ -200,7 +219,8 @@ def compare(
 
     # One plan per candidate and format, evaluated at each length.
     def plan(c: Candidate, dtype: DType | None) -> Plan:
-        return compile_plan(c.spec, Workload(tokens=tokens[0], batch=batch, kv_dtype=dtype), engine)
+        served = engine if isinstance(engine, Engine) else engine(c.spec)
+        return compile_plan(c.spec, Workload(tokens=tokens[0], batch=batch, kv_dtype=dtype), served)
 
     base_plan = plan(base, dtypes[0])
     base_totals = dict(zip(tokens, base_plan.totals(tokens, batch), strict=True))

@@ -114,6 +114,9 @@ class GroupEstimate:
     state_parts: tuple[tuple[int, DType], ...] = ()
     # The V rows' format where it differs from K's (``dtype``): llama.cpp's -ctk / -ctv apart.
     v_dtype: DType | None = None
+    # Empty layer slots the engine's pool pads a group of this kind with (vLLM's layer groups):
+    # ``layers`` counts slots, each costing as one layer of the kind.
+    padding: bool = False
 
     @property
     def dtype_label(self) -> str:
@@ -316,6 +319,7 @@ class _GroupPlan:
     __slots__ = (
         "bound",
         "cache",
+        "engine",
         "layers",
         "meta_per_slot",
         "per_slot",
@@ -341,8 +345,10 @@ class _GroupPlan:
         residual_extra: int = 0,
         plain: bool = False,
         bound: int | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.cache = cache
+        self.engine = engine  # the engine holding this group where it differs from the plan's (larger blocks)
         self.layers = layers
         self.shape = shape  # the group's fixed fields; the token-dependent ones are filled in
         self.state_bytes = state_bytes
@@ -420,7 +426,7 @@ class Plan:
         encoder = self.encoder_tokens if encoder_tokens is None else encoder_tokens
         if encoder is None and self.encoder_decoder:
             encoder = tokens
-            assumed = (self._assumed(encoder),)
+            assumed = (self.assumed_encoder_note(encoder),)
         notes: list[str] = []  # what the windows and chunks drop at this length
         batches = replica_batches(batch, w.dp) if w.dp > 1 else [(batch, 1)]
         busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
@@ -508,11 +514,12 @@ class Plan:
     def fixed_notes(self, tokens: int) -> tuple[str, ...]:
         """The estimate's notes at ``tokens`` but what windows and chunks drop (a note per length)."""
         if self.encoder_tokens is None and self.encoder_decoder:
-            return tuple(dict.fromkeys((*self.lead_notes, self._assumed(tokens), *self.tail_notes)))
+            return tuple(dict.fromkeys((*self.lead_notes, self.assumed_encoder_note(tokens), *self.tail_notes)))
         return self.static_notes
 
     @staticmethod
-    def _assumed(encoder: int) -> str:
+    def assumed_encoder_note(encoder: int) -> str:
+        """The note an estimate gives when it assumes the encoder length (fit's engine plans too)."""
         return (
             f"encoder length not given: cross-attention assumed to cache {encoder:,} encoder tokens "
             "(set --encoder-tokens)"
@@ -574,7 +581,7 @@ class Plan:
     def _slots(self, g: _GroupPlan, tokens: int, batch: int, prefix: int, encoder: int | None) -> tuple[int, int, int]:
         """(slots kept per sequence, slots of the batch, tokens the layer is given) as the engine
         lays them out."""
-        cache, engine = g.cache, self.engine
+        cache, engine = g.cache, g.engine or self.engine
         if cache.tokens == "encoder":
             assert encoder is not None
             held = encoder
@@ -616,15 +623,15 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
         for cache, layers in spec.groups
     )
     index = {g.cache: i for i, g in enumerate(groups)}
-    stages: tuple[tuple[tuple[int, int], ...], ...] = (tuple((i, g.layers) for i, g in enumerate(groups)),)
-    if w.pp > 1:
-        staged = []
-        for stage in stage_entries(spec, w.pp):
-            counted: dict[int, int] = {}
-            for i in stage:
-                counted[index[spec.caches[i]]] = counted.get(index[spec.caches[i]], 0) + 1
-            staged.append(tuple(counted.items()))
-        stages = tuple(staged)
+    stage_layers = stage_entries(spec, w.pp)
+    staged = []
+    for stage in stage_layers:
+        counted: dict[int, int] = {}
+        for i in stage:
+            counted[index[spec.caches[i]]] = counted.get(index[spec.caches[i]], 0) + 1
+        staged.append(counted)
+    groups = _arranged(spec, engine, groups, stage_layers, staged, notes)
+    stages = tuple(tuple(counted.items()) for counted in staged)
     per_gpu_token = max(
         sum(groups[i].cache.token_share(groups[i].shape.bytes_per_token) * n for i, n in stage
             if groups[i].shape.grows_per_token)
@@ -635,6 +642,58 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
         engine=engine.name, per_gpu_token_bytes=per_gpu_token,
     )  # fmt: skip
     return Plan(spec, engine, w, groups, stages, fixed, lead, tuple(notes), encoder_tokens, images, per_gpu_token)
+
+
+def _arranged(
+    spec: ModelSpec,
+    engine: Engine,
+    groups: tuple[_GroupPlan, ...],
+    stage_layers: list[list[int]],
+    staged: list[dict[int, int]],
+    notes: list[str],
+) -> tuple[_GroupPlan, ...]:
+    """The groups as the engine's pool holds them (``Engine.arrange``, per pipeline stage: each
+    worker groups its own layers): a group held with larger blocks, a state padded to the page, and
+    a group of empty layer slots per padded kind, added to ``staged`` (group index -> layers)."""
+    index = {g.cache: i for i, g in enumerate(groups)}
+    arranged = list(groups)
+    padding_groups: dict[LayerCache, int] = {}
+    busiest = max(range(len(stage_layers)), key=lambda n: len(stage_layers[n]))
+    for n, stage in enumerate(stage_layers):
+        layers = [(spec.caches[i], groups[index[spec.caches[i]]].per_slot, groups[index[spec.caches[i]]].state_bytes)
+                  for i in stage]  # fmt: skip
+        arrangement = engine.arrange(layers)
+        if arrangement is None:
+            continue
+        if n == busiest:
+            notes += [note for note in arrangement.notes if note not in notes]
+            for cache, held_by in arrangement.engines.items():
+                g = arranged[index[cache]]
+                arranged[index[cache]] = _GroupPlan(
+                    g.cache, g.layers, g.shape, state_bytes=g.state_bytes, rows=g.rows, per_slot=g.per_slot,
+                    meta_per_slot=g.meta_per_slot, residual=g.residual, residual_extra=g.residual_extra, plain=False,
+                    bound=g.bound, engine=held_by,
+                )  # fmt: skip
+            for cache, state in arrangement.state_bytes.items():
+                g = arranged[index[cache]]
+                g.state_bytes = state
+                g.shape = copy_with(g.shape, {"state_bytes": state, "state_parts": ()})
+        for cache, slots in arrangement.padding.items():
+            if cache not in padding_groups:
+                padding_groups[cache] = len(arranged)
+                like = arranged[index[cache]]
+                arranged.append(like)  # replaced below, once the slots of every stage are counted
+            i = padding_groups[cache]
+            staged[n][i] = staged[n].get(i, 0) + slots
+    for cache, i in padding_groups.items():
+        like = arranged[index[cache]]
+        slots = sum(counted.get(i, 0) for counted in staged)
+        arranged[i] = _GroupPlan(
+            like.cache, slots, copy_with(like.shape, {"layers": slots, "padding": True}), state_bytes=like.state_bytes,
+            rows=like.rows, per_slot=like.per_slot, meta_per_slot=like.meta_per_slot, residual=like.residual,
+            residual_extra=like.residual_extra, plain=like.plain, bound=like.bound, engine=like.engine,
+        )  # fmt: skip
+    return tuple(arranged)
 
 
 def _compile_group(

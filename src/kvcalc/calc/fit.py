@@ -234,16 +234,13 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
 
 def workload_bytes(spec: ModelSpec, workload: Workload, engine: Engine, result: Fit) -> int:
     """KV bytes per GPU the requested workload holds at once (``batch`` requests of ``tokens``,
-    split over the replicas): vLLM's whole blocks when the answer came from its plan, else the
-    engine's exact estimate."""
+    split over the replicas): the exact estimate, as ``kvcalc estimate`` gives it, under the engine
+    the answers followed (an engine's pool layout, vLLM's block groups, is part of the estimate)."""
     w = workload
     per_replica = cdiv(w.batch, w.dp)
-    plan = result.vllm
-    if plan is not None:
-        encoder = w.encoder_tokens or spec.encoder_tokens or 0
-        return per_replica * plan.blocks_per_request(w.tokens, encoder) * plan.page_bytes * plan.group_size
+    held_by = result.vllm.engine if result.vllm is not None else engine
     one = replace(w, batch=per_replica, dp=1, shared_prefix=min(w.shared_prefix, w.tokens))
-    return estimate(spec, one, engine=engine).per_gpu_bytes
+    return estimate(spec, one, engine=held_by).per_gpu_bytes
 
 
 @dataclass(frozen=True)

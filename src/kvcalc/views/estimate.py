@@ -47,7 +47,7 @@ def estimate_grid(est: Estimate) -> Grid:
         heads, dims = g.cache.describe()
         if est.workload.tp > 1 and g.kv_heads_per_gpu is not None:
             heads = f"{g.kv_heads_per_gpu}/GPU of {heads}"
-        cells = [str(g.layers), g.kind.short, heads, dims]
+        cells = [str(g.layers), "padding" if g.padding else g.kind.short, heads, dims]
         cells.append(f"{g.tokens_kept:,}" if g.bytes_per_token else "-")
         cells.append(f"{g.bytes_per_token:,}" if g.bytes_per_token else "-")
         if with_state:
@@ -127,7 +127,9 @@ def explain_lines(est: Estimate, units: Units) -> list[str]:
         ]
     formula = _group_formula if seed else _slot_formula
     for g in est.groups:
-        lines.append(f"  {g.kind} ({g.layers} layers):")
+        held = f"{g.layers} empty {g.kind.short} slots the engine pads its layer groups with" if g.padding else (
+            f"{g.layers} layers")
+        lines.append(f"  {g.kind} ({held}):")
         lines.extend(f"    {line}" for line in formula(est, g))
     if len(est.groups) > 1:
         terms = " + ".join(f"{g.bytes:,}" for g in est.groups)

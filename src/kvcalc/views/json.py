@@ -41,6 +41,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
             "dtype": g.dtype_label,
             "bytes": g.bytes,
         }
+        if g.padding:  # empty layer slots of the engine's pool, each costing as a layer of this kind
+            entry["padding"] = True
         if g.v_dtype is not None:
             entry |= {"k_dtype": g.dtype.name, "v_dtype": g.v_dtype.name}
         if g.state_parts:  # as the engine stores them, per sequence and GPU

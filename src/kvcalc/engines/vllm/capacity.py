@@ -4,13 +4,14 @@ groups, pages and blocks a budget buys, "GPU KV cache size: N tokens" and "Maxim
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvcalc.calc.estimate import Workload, estimate, stage_entries
+from kvcalc.calc.estimate import Plan, Workload, estimate, stage_entries
 from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
-from kvcalc.engines.base import cdiv
+from kvcalc.engines.base import Arrangement, Engine, cdiv
 from kvcalc.engines.vllm.releases import version_text
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec
@@ -101,38 +102,59 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     engine = replace(engine, pipeline_stages=w.pp)
     # Page sizes come from the estimator itself: one token of one sequence, per layer and GPU, so
     # fit and estimate share the formats, heads per GPU and state sizes.
-    one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
-    notes: list[str] = list(one.notes)  # the formats chosen, as estimate notes them
-    per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups}
-    stages = stage_entries(spec, w.pp)
-    stage = max(stages, key=len)
+    encoder = w.encoder_tokens or spec.encoder_tokens or (w.tokens if spec.is_encoder_decoder else None)
+    one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0, encoder_tokens=encoder),
+                   engine=engine)  # fmt: skip
+    per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups if not g.padding}
+    stage = max(stage_entries(spec, w.pp), key=len)
+    layers = [(spec.caches[i], *per_layer[spec.caches[i]]) for i in stage]
+    grouped = group_layers(engine, layers)
+    # The formats chosen, as estimate notes them (the grouping's own notes among them).
+    notes = list(dict.fromkeys((*one.notes, *grouped.notes)))
+    num_blocks = budget // grouped.page_bytes // grouped.group_size
+    return VllmPlan(grouped.page_bytes, grouped.group_size, num_blocks, grouped.kinds, engine, tuple(notes))
 
+
+@dataclass(frozen=True)
+class Grouping:
+    """vLLM's KV cache groups for one worker's layers (kv_cache_utils.py @ 001cabc1): the page every
+    block index takes in each of ``group_size`` layer slots, the kinds with their block sizes and
+    block-table groups, the empty slots per kind and the state page."""
+
+    page_bytes: int
+    group_size: int
+    kinds: tuple[VllmGroup, ...]
+    padding: dict[str, int]
+    notes: tuple[str, ...]
+
+
+def group_layers(engine: VLLM, layers: Sequence[tuple[LayerCache, int, int]]) -> Grouping:
+    """Group ``layers`` ((cache, bytes of one token slot, state bytes) per layer of a worker) as
+    vLLM's get_kv_cache_groups does: one KVCacheSpec per kind, pages unified, block-table groups of
+    ``group_size`` layers (the last padded with empty slots)."""
     # Page bytes per layer (one block of block_size tokens, or one state), per vLLM spec.
     pages: dict[str, list[int]] = {}
     first: dict[str, LayerCache] = {}
-    for i in stage:
-        cache = spec.caches[i]
+    for cache, row, state in layers:
         if not cache.caches_tokens and not cache.is_state:
             continue  # KV-sharing layers allocate no cache of their own
         label = engine.spec_label(cache)
-        row, state = per_layer[cache]
         pages.setdefault(label, []).append(state if cache.is_state else engine.block_size * row)
         first.setdefault(label, cache)
     if not pages:
-        raise UsageError(f"{spec.name} has no KV cache for vLLM to size")
+        raise UsageError("the model has no KV cache for vLLM to size")
     counts = {kind: len(p) for kind, p in pages.items()}
     block = dict.fromkeys(pages, engine.block_size)
+    notes: list[str] = []
 
     if len(pages) == 1:
         ((kind, layer_pages),) = pages.items()
         single = (VllmGroup(first[kind], kind, counts[kind], 1, engine.block_size),)
         if len(set(layer_pages)) == 1:  # one group of every layer, one page size
-            page, size = layer_pages[0], len(layer_pages)
-        else:  # UniformTypeKVCacheSpecs: layers of different sizes, one block spans them all
-            page, size = sum(layer_pages), 1
-            notes.append("vLLM sizes one block across layers of different sizes (UniformTypeKVCacheSpecs)")
-        num_blocks = budget // page // size
-        return VllmPlan(page, size, num_blocks, single, engine, tuple(notes))
+            return Grouping(layer_pages[0], len(layer_pages), single, {}, ())
+        # UniformTypeKVCacheSpecs: layers of different sizes, one block spans them all
+        notes.append("vLLM sizes one block across layers of different sizes (UniformTypeKVCacheSpecs)")
+        return Grouping(sum(layer_pages), 1, single, {}, tuple(notes))
 
     for kind, layer_pages in pages.items():
         if len(set(layer_pages)) > 1:
@@ -165,11 +187,34 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     smallest, most = min(counts.values()), max(counts.values())
     group_size = most if most < smallest * 1.5 else smallest
     kinds = tuple(VllmGroup(first[k], k, counts[k], cdiv(counts[k], group_size), block[k]) for k in pages)
-    padding = sum(k.groups * group_size - k.layers for k in kinds)
+    padding = {k.kind: k.groups * group_size - k.layers for k in kinds if k.groups * group_size > k.layers}
     if padding:
-        notes.append(f"vLLM pads its layer groups with {padding} empty layer slot(s)")
-    num_blocks = budget // largest // group_size
-    return VllmPlan(largest, group_size, num_blocks, kinds, engine, tuple(notes))
+        notes.append(
+            f"vLLM pads its layer groups of {group_size} layers with {sum(padding.values())} empty layer slot(s), "
+            "each holding blocks as a layer of its kind (the padding row)"
+        )
+    return Grouping(largest, group_size, kinds, padding, tuple(notes))
+
+
+def arrange(engine: VLLM, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
+    """The estimate's view of vLLM's grouping (``Engine.arrange``): each kind held with its own
+    block size, states padded to the page, empty layer slots costing as a layer of their kind."""
+    grouped = group_layers(engine, layers)
+    engines: dict[LayerCache, Engine] = {}
+    state_bytes: dict[LayerCache, int] = {}
+    for cache, _, _ in layers:
+        kind = next((k for k in grouped.kinds if k.kind == engine.spec_label(cache)), None)
+        if kind is None:
+            continue
+        if cache.is_state:
+            if len(grouped.kinds) > 1:
+                state_bytes[cache] = grouped.page_bytes
+        elif kind.block_size != engine.block_size:
+            engines[cache] = replace(engine, block_size=kind.block_size)
+    padding = {k.cache: grouped.padding[k.kind] for k in grouped.kinds if k.kind in grouped.padding}
+    if not (engines or state_bytes or padding or grouped.notes):
+        return None
+    return Arrangement(engines, state_bytes, padding, grouped.notes)
 
 
 def vllm_fit(spec: ModelSpec, w: Workload, engine: VLLM, budget: int, context_limit: int | None) -> Fit:
@@ -186,7 +231,10 @@ def vllm_fit(spec: ModelSpec, w: Workload, engine: VLLM, budget: int, context_li
             "vLLM's token count assumes every layer stored every token (num_blocks // groups x block); "
             "windowed layers keep far fewer, so one request can run longer than that count"
         )
-    encoder = w.encoder_tokens or spec.encoder_tokens or 0
+    # The encoder length estimate assumes (and notes) when none is given: the request's own.
+    encoder = w.encoder_tokens or spec.encoder_tokens or w.tokens
+    if spec.is_encoder_decoder and encoder != (w.encoder_tokens or spec.encoder_tokens):
+        notes.append(Plan.assumed_encoder_note(encoder))
     exact = plan.max_concurrency(w.tokens, encoder)
     logged_len = context_limit or w.tokens
     if plan.engine.logs_concurrency_capacity and plan.logged_tokens(logged_len) != plan.cache_tokens:

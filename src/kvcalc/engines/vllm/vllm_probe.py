@@ -202,6 +202,15 @@ def _capacity(lines: list[str]) -> dict[str, Any]:
     return found
 
 
+def _cpu_amx() -> bool:
+    """Whether this is an x86 CPU with AMX tiles, as vllm/platforms/cpu.py asks it."""
+    import platform
+
+    import torch
+
+    return platform.machine().lower() in ("x86_64", "amd64") and bool(torch.cpu._is_amx_tile_supported())
+
+
 def start_engine(req: dict[str, Any], folder: str) -> dict[str, Any]:
     """Start vLLM in this process on the saved model and read what it built."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process
@@ -230,6 +239,8 @@ def start_engine(req: dict[str, Any], folder: str) -> dict[str, Any]:
     result = {
         "vllm_version": vllm.__version__,
         "device": str(getattr(config.device_config, "device_type", "")),
+        # vllm/platforms/cpu.py picks its AMX backends (other MLA blocks) on such a CPU.
+        "cpu_amx": _cpu_amx(),
         "num_blocks": int(kv.num_blocks),
         "groups": [{"layers": len(g.layer_names), **_spec(g.kv_cache_spec)} for g in kv.kv_cache_groups],
         "tensor_bytes": sum(int(t.size) for t in kv.kv_cache_tensors),
