@@ -256,7 +256,8 @@ class Engine:
         from kvcalc.calc.runtime import GIB, given_runtime
 
         share = request.share if request.share is not None else self.default_share
-        runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}")
+        default = f"the {self.name} engine has no runtime model; --overhead sets it"
+        runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}", default=default)
         note = (f"the {self.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the "
                 "runtime (--overhead sets it)")  # fmt: skip
         return runtime, [note]
