@@ -65,6 +65,12 @@ class GPU:
     # sets), not the memory on a card.
     unified_bytes: int | None = None
 
+    @property
+    def one_per_machine(self) -> bool:
+        """Whether the machine holds this one GPU only (a Mac): more GPUs are more machines, so
+        fit suggests no tensor parallelism on it."""
+        return self.unified_bytes is not None
+
 
 _H100 = "NVIDIA H100 datasheet (SXM column; starred figures are with sparsity) and Hopper whitepaper: "
 # GPU-to-GPU links, one direction per GPU: NVIDIA and AMD quote NVLink, Infinity Fabric and PCIe
