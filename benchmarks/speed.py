@@ -188,7 +188,7 @@ PRIOR = sc.Costs(
           "ada/int8": 0.25, "cdna3/fp8": 0.40, "cdna3/bf16": 0.50},
     gemm_half_tokens=96, attention=0.50, link_latency_s={"nvlink": 8e-6, "infinity-fabric": 12e-6, "pcie": 25e-6,
                                                           "": 25e-6},
-    link_share=0.70, route_s=30e-6, source="priors", fitted_archs=sc.COSTS.fitted_archs,
+    link_share=0.70, route_s=30e-6, source="priors", coverage=sc.COSTS.coverage,
 )  # fmt: skip
 # (step_s, layer_graphs_s, layer_eager_s, request_s) by engine: a C++ server's few hundred us a
 # step and launches of a few us under CUDA graphs, tens without; Python servers more per step.

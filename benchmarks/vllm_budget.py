@@ -96,7 +96,10 @@ def _gpu_bytes(record: dict[str, Any]) -> tuple[int | None, str | None]:
     for gpu in GPUS:
         if name == gpu.name or name in gpu.aliases:
             return gpu.runtime_bytes, gpu.name
-    aliases = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100-80gb": "a100-80gb", "a100-sxm4-80gb": "a100-80gb"}
+    # kvcalc refuses a bare "a100" (40 and 80 GB cards); the two logs that name only "a100" hold
+    # more than 0.65 x 40 GiB of weights and cache, so they are read as the 80 GB card, as before.
+    aliases = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100-80gb": "a100-80gb", "a100-sxm4-80gb": "a100-80gb",
+               "a100": "a100-80gb"}  # fmt: skip
     for gpu in GPUS:
         if aliases.get(name) == gpu.name:
             return gpu.runtime_bytes, gpu.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvcalc.errors import UsageError
 from kvcalc.gpus import GPU, GPUS, PEAKS, Peaks, find_gpu
 
 G = 10**9
@@ -177,3 +178,29 @@ def test_mi325x_is_an_mi300x_with_more_hbm() -> None:
 )
 def test_aliases(alias: str, name: str) -> None:
     assert find_gpu(alias).name == name
+
+
+@pytest.mark.parametrize("name", ["a100", "A100", "a100-sxm4", "a100-pcie"])
+def test_a_name_sold_in_two_memory_sizes_is_refused_with_both(name: str) -> None:
+    """The A100 comes with 40 GB and 80 GB (NVIDIA A100 datasheet): a bare name picks neither."""
+    with pytest.raises(UsageError, match=r"choose a100-40gb or a100-80gb$") as raised:
+        find_gpu(name)
+    assert raised.value.params == ("gpu",)
+    assert find_gpu("a100-80").name == "a100-80gb" and find_gpu("a100-40").name == "a100-40gb"
+
+
+def test_the_cli_refuses_an_ambiguous_gpu_in_one_line(run_cli) -> None:
+    for command in (["fit", "llama-3.1-8b"], ["speed", "llama-3.1-8b"]):
+        result = run_cli(*command, "--gpu", "a100")
+        assert result.exit_code == 2 and result.stdout == "", result
+        assert result.stderr.strip().splitlines() == [
+            "kvcalc: error: --gpu 'a100' comes in several memory sizes: choose a100-40gb or a100-80gb"
+        ]
+
+
+def test_gpu_suggestions_name_each_gpu_once() -> None:
+    """'4080' is close to 4090 and rtx4090, both the rtx-4090: it is named once, by its name."""
+    with pytest.raises(UsageError) as raised:
+        find_gpu("4080")
+    names = str(raised.value).split("did you mean ", 1)[1].split("?")[0].split(", ")
+    assert len({find_gpu(n).name for n in names}) == len(names) and all(find_gpu(n).name == n for n in names)

@@ -65,6 +65,12 @@ class GPU:
     # sets), not the memory on a card.
     unified_bytes: int | None = None
 
+    @property
+    def one_per_machine(self) -> bool:
+        """Whether the machine holds this one GPU only (a Mac): more GPUs are more machines, so
+        fit suggests no tensor parallelism on it."""
+        return self.unified_bytes is not None
+
 
 _H100 = "NVIDIA H100 datasheet (SXM column; starred figures are with sparsity) and Hopper whitepaper: "
 # GPU-to-GPU links, one direction per GPU: NVIDIA and AMD quote NVLink, Infinity Fabric and PCIe
@@ -225,7 +231,7 @@ _MEMORY = (
         ("a100-40", "a100-sxm4-40gb")),
     GPU("a100-80gb", 81_049 * MIB, 81_920,
         "CUDA 'Total global mem: 81049 MB' on A100 80GB PCIe, driver 12.3 (ekondis/mixbench issue #47); "
-        "nvidia-smi 81,920 MiB", ("a100", "a100-80", "a100-sxm4-80gb")),
+        "nvidia-smi 81,920 MiB", ("a100-80", "a100-sxm4-80gb")),
     GPU("l4", 23_612_293_120, 23_034,
         "CUDA deviceQuery 22,518 MiB (23,612,293,120 B), driver 12.0; nvidia-smi 23,034 MiB"),
     GPU("l40", 47_674_136_985, 46_068,
@@ -334,12 +340,28 @@ GPUS = (
 )
 
 
+# Names sold in more than one memory size: a name alone does not say which card, so it is refused
+# with the choices (the A100 in 40 GB and 80 GB, NVIDIA A100 datasheet).
+AMBIGUOUS: dict[str, tuple[str, ...]] = {
+    "a100": ("a100-40gb", "a100-80gb"),
+    "a100-sxm4": ("a100-40gb", "a100-80gb"),
+    "a100-pcie": ("a100-40gb", "a100-80gb"),
+}
+
+
 def find_gpu(name: str) -> GPU:
+    """The GPU preset a name or alias stands for; a name several presets share (``a100``) or no
+    preset has is refused in one line naming the choices."""
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     for gpu in GPUS:
         if key == gpu.name or key in gpu.aliases:
             return gpu
-    labels = [label for g in GPUS for label in (g.name, *g.aliases)]
-    close = difflib.get_close_matches(key, labels, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(g.name for g in GPUS)}"
+    if key in AMBIGUOUS:
+        raise UsageError(f"gpu {name!r} comes in several memory sizes: choose {' or '.join(AMBIGUOUS[key])}",
+                         param="gpu")  # fmt: skip
+    by_label = {label: g for g in GPUS for label in (g.name, *g.aliases)}
+    close = difflib.get_close_matches(key, list(by_label), n=len(by_label), cutoff=0.5)
+    # One name per preset (its own), however many of its aliases are close.
+    names = list(dict.fromkeys(by_label[label].name for label in close))[:3]
+    hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(g.name for g in GPUS)}"
     raise UsageError(f"unknown GPU {name!r}{hint} (or give --gpu-memory SIZE)")

@@ -108,6 +108,20 @@ def test_fit_overhead_replaces_the_model() -> None:
     assert report.budget.kv_low is None
 
 
+@pytest.mark.parametrize("engine", ["theoretical", "transformers"])
+def test_default_overhead_says_it_is_a_default(engine: str) -> None:
+    """An engine with no runtime model assumes 2 GiB = 2,147,483,648 B a GPU: the budget line says
+    it is assumed, by default, for that engine, and never "as given" when --overhead was not."""
+    line = next(x for x in api.fit("llama-3.1-8b", gpu="h100", engine=engine, tokens=4096).budget.lines
+                if x.label.startswith("- activations and runtime"))  # fmt: skip
+    assert (line.label, line.bytes) == ("- activations and runtime (assumed)", 2 * 2**30)
+    assert line.detail.startswith("2,147,483,648 B assumed by default: ") and "as given" not in line.detail
+    assert f"the {engine} engine has no runtime model" in line.detail and "--overhead" in line.detail
+    given = next(x for x in api.fit("llama-3.1-8b", gpu="h100", engine=engine, tokens=4096, overhead=2**30)
+                 .budget.lines if x.label.startswith("- activations and runtime"))  # fmt: skip
+    assert (given.label, given.detail) == ("- activations and runtime (--overhead)", "1,073,741,824 B as given")
+
+
 def test_fit_sglang_claims_its_fraction() -> None:
     # (85,017,755,648 - 1 GiB assumed context) x 0.835 = 70,093,251,543 (floor); minus the weights.
     report = api.fit("llama-3.1-8b", gpu="h100", engine="sglang", tokens=4096)

@@ -231,3 +231,56 @@ def test_the_json_estimate_keeps_the_bounds_names() -> None:
     assert est["sweep"][0]["batch"] == 2 and est["cuda_graphs"] is True
     assert est["engine_costs"]["engine"] == "vllm" and est["prefill_passes"] == 1
     assert data["kind"] == "bound"
+
+
+# --- where the estimate extrapolates ---------------------------------------------------------------
+
+MEASUREMENTS = Path(__file__).parents[2] / "benchmarks" / "data" / "speed_measurements.yaml"
+
+
+def test_the_coverage_is_what_the_measurements_hold() -> None:
+    """The table's coverage is read off the fit set itself: each measured point's GPU generation,
+    its model's layer kinds and experts, its layout. A point added to the file moves it."""
+    import yaml
+
+    from kvcalc.gpus import find_gpu
+
+    points = yaml.safe_load(MEASUREMENTS.read_text())
+    coverage = sc.COSTS.coverage
+    archs = {peaks.arch for p in points if (peaks := find_gpu(p["gpu"]).peaks) is not None}
+    assert set(coverage.archs) == archs
+    models = [api.open_model(name) for name in sorted({p["model"] for p in points})]
+    assert coverage.kinds == {str(c.kind) for m in models for c in m.spec.caches}
+    moe = [m.name for m in models if (dims := read_dims(m.source.config)) is not None and dims.is_moe]
+    assert coverage.moe == bool(moe) and moe == ["gpt-oss-120b", "gpt-oss-20b"]
+    assert coverage.max_tp == max(p["tp"] for p in points) == 8
+    for key in ("pp", "ep", "dp_attention"):
+        assert getattr(coverage, key) == any(p.get(key, 1) > 1 for p in points), key
+
+
+def test_deepseek_v3_on_8_h200_says_where_it_extrapolates(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No measured model caches an MLA latent and no point runs expert parallelism: the title says
+    so, by what the fit set lacks, not by the model's name."""
+    monkeypatch.setenv("COLUMNS", "200")
+    title = "Bound (never beaten) and estimate ({})"
+    text = run_cli("speed", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8").stdout
+    assert title.format("partly extrapolated: no MLA / expert-parallel measurement") in text
+    assert "fitted on published measurements" not in text
+    assert "estimate: no MLA / expert-parallel measurement is in the fit" in text
+    text = run_cli("speed", "deepseek-v3", "--gpu", "h200", "--tp", "8").stdout
+    assert title.format("partly extrapolated: no MLA measurement") in text
+    # A measured kind of model in a measured layout: fitted.
+    text = run_cli("speed", "llama-3.1-70b", "--gpu", "h200", "--tp", "8").stdout
+    assert title.format("fitted on published measurements") in text and "is in the fit" not in text
+
+
+def test_extrapolated_names_each_gap() -> None:
+    model = sc.Model(layers=61, hidden=7168, moe_layers=58, top_k=8, experts=256,
+                     kinds=frozenset({str(Kind.MLA)}))  # fmt: skip
+    assert sc.extrapolated("hopper", model, sc.Layout(tp=8)) == ("MLA",)
+    assert sc.extrapolated("apple", model, sc.Layout(tp=16, pp=2, ep=8, dp_attention=2)) == (
+        "apple GPU", "MLA", "tp 16", "pipeline-parallel", "expert-parallel", "attention-DP",
+    )  # fmt: skip
+    dense = sc.Model(layers=32, hidden=4096, moe_layers=0, top_k=0, kinds=frozenset({str(Kind.FULL)}))
+    assert sc.extrapolated("hopper", dense, sc.Layout(tp=8)) == ()
+    assert sc.extrapolated("hopper", dense, sc.Layout(), replace(sc.COSTS.coverage, moe=False)) == ()

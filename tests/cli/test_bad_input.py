@@ -355,6 +355,31 @@ def test_real_fixture_with_broken_field(run_cli, tmp_path: Path) -> None:
     assert_one_line_error(run_cli("estimate", path), "'linear_num_value_heads'", "must be positive")
 
 
+# --- a drawing flag with --json: refused alike by every command ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["estimate", "llama-3.1-8b", "--explain"], "--explain writes the derivation as text"),
+        (["compare", "llama-3.1-8b", "--chart"], "--chart draws text bars"),
+        (["compare", "llama-3.1-8b", "--plot", "PLOT"], "--plot saves a picture"),
+        (["compare", "llama-3.1-8b", "--chart", "--plot", "PLOT"], "--chart draws text bars, --plot saves a picture"),
+        (["speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--plot", "PLOT"], "--plot saves a picture"),
+        (["speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--explain"], "--explain writes the derivation as text"),
+    ],
+    ids=["estimate-explain", "compare-chart", "compare-plot", "compare-chart-plot", "speed-plot", "speed-explain"],
+)
+def test_a_drawing_flag_with_json_is_refused_the_same_way(run_cli, tmp_path: Path, argv: list[str], says: str) -> None:
+    plot = tmp_path / "plot.png"
+    argv = [str(plot) if a == "PLOT" else a for a in argv]
+    result = run_cli(*argv, "--json")
+    assert result.exit_code == 2
+    line = assert_one_line_error(result)
+    assert line == f"kvcalc: error: {says}; --json gives the numbers: choose one"
+    assert not plot.exists()  # refused before anything is drawn
+
+
 # --- the console entry point itself ----------------------------------------------------------------
 
 

@@ -143,3 +143,13 @@ def test_shell_completion_offers_preset_names(tmp_path: Path) -> None:
         "deepseek-v4",
         "deepseek-v4-flash",
     ]
+
+
+def test_presets_show_usage_names_its_argument_as_its_help_does(run_cli) -> None:
+    """typer writes a required argument {NAME} in the usage line; the help's own word is NAME."""
+    result = run_cli("presets", "show", "--help")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "Usage: kvcalc presets show [OPTIONS] NAME"
+    assert "{" not in result.stdout and "  NAME  Preset name or alias" in result.stdout
+    missing = run_cli("presets", "show")
+    assert missing.exit_code == 2 and "Missing argument 'NAME'" in missing.stderr

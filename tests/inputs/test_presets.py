@@ -87,6 +87,18 @@ def test_unknown_preset_suggests_close_names() -> None:
         get_preset("llama-3.1-8")
 
 
+@pytest.mark.parametrize("typo", ["llama-3.1-8", "qwen3-32", "gpt-oss", "deepseek-v3x"])
+def test_suggestions_name_each_preset_once(typo: str) -> None:
+    """A preset whose name and aliases are all close is named once, by its own name (llama-3.1-8b
+    has the alias llama3.1-8b; qwen3-32b qwen-3-32b; gpt-oss-20b gptoss-20b; deepseek-v3
+    deepseekv3): the suggestions are three different presets."""
+    with pytest.raises(SourceError) as raised:
+        get_preset(typo)
+    names = str(raised.value).split("did you mean ", 1)[1].rstrip("?").split(", ")
+    assert len(names) == 3 and len({get_preset(n).name for n in names}) == 3, names
+    assert all(get_preset(n).name == n for n in names), names
+
+
 def _valid() -> dict[str, Any]:
     return {
         "name": "toy",

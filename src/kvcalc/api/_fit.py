@@ -224,8 +224,10 @@ def fit(
 
 
 def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
-    """Fits or not, the headroom, and when it does not fit what to change, in this order: an fp8
-    KV cache, twice the tensor parallelism, a shorter context, fewer sequences, each with its figure."""
+    """Fits or not, the headroom, and when it does not fit what to change, in this order: a smaller
+    KV format (fp8, or the engine's own), the engine's quantized weights, twice the tensor
+    parallelism (where more GPUs stay in one machine), a shorter context, fewer sequences, each
+    with its figure."""
     from kvcalc.calc.fit import Remedy, Verdict, workload_bytes
 
     result, w, engine = report.result, report.workload, report.engine
@@ -250,10 +252,17 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
             "; no count of such GPUs does: the runtime alone fills one" if least is None else ""
         )
         tried: list[Remedy] = []
+        quantized = _quantized_weights(report)
+        smaller = headroom(quantized[0], weights=quantized[1]) if quantized is not None else None
+        if smaller is not None:
+            tried.append(smaller)
         # The fewest GPUs that hold the request too: from the fewest that leave anything, upward,
-        # eight counts at most (a count that splits no heads is skipped).
+        # eight counts at most (a count that splits no heads is skipped); where more GPUs stay in
+        # one machine, and smaller weights do not do.
+        more = least is not None and _tensor_parallel_here(engine, call.get("gpu"))
+        more = more and not (smaller is not None and smaller.fits)
         first = max(cdiv_int(least, w.pp), w.tp + 1) if least is not None else 0  # least counts tp x pp
-        for tp in range(first, first + 8 if least is not None else 0):
+        for tp in range(first, first + 8 if more else first):
             gpus = tp * w.pp * w.dp
             remedy = headroom(f"{gpus} GPUs (--tp {tp})", tp=tp, gpus=None)
             if remedy is not None:
@@ -291,7 +300,12 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
     elif kv is None or (kv.block == 1 and kv.bits > 8):
         fp8 = replace(call["serving"], kv_dtype="fp8", k_dtype=None, v_dtype=None)
         remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", serving=fp8))
-    remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
+    quantized = _quantized_weights(report)
+    if quantized is not None:
+        what, weights = quantized
+        remedies.append(headroom(what, weights=weights))
+    if _tensor_parallel_here(engine, call.get("gpu")):
+        remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
     if result.max_context:
         remedies.append(
             Remedy("shorter context (--tokens)", True, f"up to {result.max_context:,} tokens at batch {result.batch:,}")
@@ -301,6 +315,61 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
             Remedy("fewer sequences (--batch)", True, f"up to {result.max_concurrency:,} at {w.tokens:,} tokens each")
         )
     return Verdict(False, needed, result.kv_budget, tuple(r for r in remedies if r is not None))
+
+
+def _tensor_parallel_here(engine: Engine, gpu: str | None) -> bool:
+    """Whether twice the tensor parallelism is a change on the same machine: the engine splits a
+    model over the GPUs of one machine, and the GPU preset is not the only one in its machine (a
+    Mac)."""
+    from kvcalc.gpus import find_gpu
+
+    return engine.tensor_parallel_in_one_machine and (gpu is None or not find_gpu(gpu).one_per_machine)
+
+
+def _quantized_weights(report: FitReport) -> tuple[str, int] | None:
+    """The engine's quantized weights format (Engine.weights_remedy) as a remedy: what to tell
+    the user and the weights' bytes in it (the model's parameters x its bits a parameter,
+    rounded up), when that is smaller than the weights counted; None where the engine offers
+    none, the parameters are not known, or the budget was given whole (--kv-budget)."""
+    engine = report.engine
+    offered = engine.weights_remedy() if engine is not None else None
+    weights = next((line.bytes for line in report.budget.lines if line.label == "- weights"), None)
+    if offered is None or weights is None:
+        return None
+    what, bits = offered
+    parameters = _parameters(report.model)
+    if parameters is None:
+        return None
+    size = -(-parameters * bits.numerator // (8 * bits.denominator))
+    shards = report.workload.tp * report.workload.pp
+    if -(-size // shards) >= weights:
+        return None  # the checkpoint is that small already
+    return f"{what}, {parameters:,} parameters x {float(bits):g} bits (--weights {size:,})", size
+
+
+def _parameters(model: Model) -> int | None:
+    """The model's parameters: its preset's count, else counted from the config's widths."""
+    from kvcalc.calc.params import count_parameters
+    from kvcalc.inputs.hf.configs import text_config
+    from kvcalc.inputs.hf.dims import read_dims
+
+    source = model.source
+    if source is None:
+        return None
+    w = source.preset.weights if source.preset is not None else None
+    if w is not None and w.parameters:
+        # Tensors the engine does not load (an MTP module) less, at the checkpoint's mean bytes
+        # per parameter (as speed counts them).
+        return w.parameters - w.unloaded_bytes * w.parameters // w.bytes
+    raw = source.config if isinstance(source.config, dict) else None
+    dims = read_dims(raw) if raw is not None else None
+    if raw is None or dims is None:
+        return None
+    text, _ = text_config(raw)
+    tied = bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings")))
+    counted, _ = count_parameters(dims, text, frozenset(c.kind for c in model.spec.caches),
+                                  model_type=model.spec.model_type, tied=tied)  # fmt: skip
+    return counted.total if counted is not None else None
 
 
 def cdiv_int(a: int, b: int) -> int:

@@ -409,7 +409,7 @@ def _estimate(
             dtype, flops = "bf16", flops16
         notes.append(f"estimate: {engine.name}'s matmuls at {dtype} for {fmt} weights on {arch or 'this GPU'}: "
                      f"{dtype_why} (the format: {why})")  # fmt: skip
-    if arch not in sc.COSTS.fitted_archs:
+    if arch not in sc.COSTS.coverage.archs:
         notes.append(f"estimate: no measurement on {arch or 'these'} GPUs is in the fit: their shares of peak are "
                      "assumed")  # fmt: skip
     link = peaks.link if peaks is not None else None
@@ -423,7 +423,11 @@ def _estimate(
     moe_layers = core.moe_layer_count(text, dims.layers)[0] if split.experts else 0
     expert_share = split.top_k * split.expert_params / split.params_per_token if split.experts else 0.0
     model = sc.Model(dims.layers, dims.hidden, moe_layers, split.top_k, experts=split.experts,
-                     expert_flops_share=expert_share)  # fmt: skip
+                     expert_flops_share=expert_share, kinds=frozenset(str(c.kind) for c in spec.caches))  # fmt: skip
+    beyond = [gap for gap in sc.extrapolated(arch, model, layout) if not gap.endswith(" GPU")]  # said above
+    if beyond:
+        notes.append(f"estimate: no {' / '.join(beyond)} measurement is in the fit: those terms are extrapolated "
+                     "from the measured models and layouts")  # fmt: skip
     costs = sc.COSTS
     if efficiency:
         memory = efficiency.get("bandwidth_efficiency")

@@ -71,9 +71,16 @@ class Runtime:
         return sum(t.range[1] for t in self.terms)
 
 
-def given_runtime(overhead: int, engine: str, share: Fraction, share_label: str) -> Runtime:
-    """The user's --overhead, taken as it is."""
-    term = RuntimeTerm("activations and runtime (--overhead)", overhead, f"{overhead:,} B as given")
+def given_runtime(
+    overhead: int, engine: str, share: Fraction, share_label: str, *, default: str | None = None
+) -> Runtime:
+    """The user's --overhead, taken as it is; or, with ``default`` (why it is assumed), the figure
+    assumed when none was given, said to be a default and whose."""
+    if default is None:
+        term = RuntimeTerm("activations and runtime (--overhead)", overhead, f"{overhead:,} B as given")
+    else:
+        detail = f"{overhead:,} B assumed by default: {default}"
+        term = RuntimeTerm("activations and runtime (assumed)", overhead, detail, derived=False)
     return Runtime(engine, (term,), share, share_label)
 
 

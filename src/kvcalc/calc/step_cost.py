@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kvcalc.calc.speed import Speed, Step
+from kvcalc.kinds.base import Kind
 
 MIB = 2**20
 
@@ -58,6 +59,21 @@ class StepOverhead:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """What the measurements the table is fitted on hold (benchmarks/data/speed_measurements.yaml,
+    both halves; tests/calc/test_step_cost.py holds this to the file): an estimate for anything
+    else is extrapolated from them, and says where (``extrapolated``)."""
+
+    archs: tuple[str, ...] = ()  # GPU generations
+    kinds: frozenset[str] = frozenset()  # layer kinds (kvcalc.kinds.Kind values) of the measured models
+    moe: bool = False  # a mixture-of-experts model among them
+    max_tp: int = 1
+    pp: bool = False  # a pipeline-parallel point
+    ep: bool = False  # an expert-parallel point
+    dp_attention: bool = False  # an attention-DP point
+
+
+@dataclass(frozen=True)
 class Costs:
     """The shares of peak kernels reach and the fixed times of communication and routing."""
 
@@ -69,7 +85,7 @@ class Costs:
     link_share: float  # share of the link's bandwidth a collective reaches
     route_s: float  # MoE routing per MoE layer per step
     source: str
-    fitted_archs: tuple[str, ...] = ()  # the generations the benchmark's measurements cover
+    coverage: Coverage = field(default=Coverage())  # what the benchmark's measurements hold
 
 
 # Fitted by benchmarks/speed.py on the fit half of its measurements, each entry pulled toward a
@@ -99,7 +115,12 @@ COSTS = Costs(
     link_share=0.67,
     route_s=24e-6,
     source="fitted in benchmarks/speed.py on the fit half of benchmarks/data/speed_measurements.yaml",
-    fitted_archs=("ampere", "ada", "hopper", "blackwell", "cdna3"),
+    coverage=Coverage(
+        archs=("ampere", "ada", "hopper", "blackwell", "cdna3"),
+        kinds=frozenset({"full_attention", "sliding_attention", "no_cache"}),  # Llama 2/3, Nemotron-Super, gpt-oss
+        moe=True,  # gpt-oss-20b at tp 1, gpt-oss-120b at tp 8 (no expert parallelism)
+        max_tp=8,
+    ),
 )
 # ln(measured / estimate) at the fit half's 10th and 90th percentiles, by phase.
 RANGE = {"ttft": (-0.09, 0.24), "tpot": (-0.16, 0.30)}
@@ -128,6 +149,7 @@ class Model:
     activation_bytes: int = 2  # the hidden state as collectives send it (bf16)
     experts: int = 0
     expert_flops_share: float = 0.0  # of a token's matmul FLOPs, those in its routed experts
+    kinds: frozenset[str] = frozenset()  # its layer kinds (kvcalc.kinds.Kind values)
 
 
 @dataclass(frozen=True)
@@ -210,6 +232,24 @@ class SpeedEstimate:
     setting: Setting
     sweep: tuple[Phase, ...]
     costs: Costs = field(default=COSTS)
+
+
+def extrapolated(arch: str, model: Model, layout: Layout, coverage: Coverage = COSTS.coverage) -> tuple[str, ...]:
+    """What an estimate for ``model`` on ``arch`` GPUs in ``layout`` holds that no measurement of
+    the fit does, in words ("apple GPU", "MLA", "expert-parallel"): its terms there are
+    extrapolated from the measured ones. Empty: inside what was measured."""
+    gaps = [] if arch in coverage.archs else [f"{arch or 'unknown'} GPU"]
+    gaps += ["MLA" if k == Kind.MLA else Kind(k).short for k in sorted(model.kinds - coverage.kinds)]
+    if model.moe_layers and not coverage.moe:
+        gaps.append("MoE")
+    if layout.tp > coverage.max_tp:
+        gaps.append(f"tp {layout.tp}")
+    for asked, covered, words in ((layout.pp > 1, coverage.pp, "pipeline-parallel"),
+                                  (layout.ep > 1, coverage.ep, "expert-parallel"),
+                                  (layout.dp_attention > 1, coverage.dp_attention, "attention-DP")):  # fmt: skip
+        if asked and not covered:
+            gaps.append(words)
+    return tuple(gaps)
 
 
 def _collective(device: Device, nbytes: int, ranks: int, costs: Costs) -> float:

@@ -15,6 +15,7 @@ from kvcalc.cli.options import (
     complete_dtype,
     complete_model,
     count,
+    json_or_drawing,
     print_json,
     print_view,
     say_fetching,
@@ -117,8 +118,7 @@ def compare(
     unit_choice = units(units_choice)
     names = models or []
     by_hand = any(v is not None for v in (layers, heads, head_dim))
-    if chart and as_json:
-        raise UsageError("--chart draws text bars; --json gives the numbers: choose one")
+    json_or_drawing(as_json, ("--chart", chart), ("--plot", plot))
     if by_hand:
         if names:
             raise UsageError("give either MODEL or --layers/--heads/--head-dim, not both")

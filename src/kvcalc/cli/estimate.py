@@ -39,6 +39,7 @@ from kvcalc.cli.options import (
     VDtypeOpt,
     count,
     count_or_zero,
+    json_or_drawing,
     mlx_flags,
     print_json,
     print_view,
@@ -145,8 +146,7 @@ def estimate(
     from kvcalc import api
 
     unit_choice = units(units_choice)
-    if explain and as_json:
-        raise UsageError("--explain writes the derivation as text; --json gives the numbers: choose one")
+    json_or_drawing(as_json, ("--explain", explain))
     if lengths is not None:
         ignored = {"--tokens": tokens is not None, "--prompt": prompt is not None, "--output": output is not None,
                    "--batch": batch != "1", "--explain": explain, "--vs-theoretical": vs_theoretical,

@@ -382,6 +382,19 @@ def refuse_together(*flags: tuple[str, bool], why: str) -> None:
         raise UsageError(f"{' and '.join(given)} cannot be used together: {why}")
 
 
+# What each drawing flag gives in place of --json's numbers (json_or_drawing's refusal says it).
+_DRAWS = {"--explain": "writes the derivation as text", "--chart": "draws text bars", "--plot": "saves a picture"}
+
+
+def json_or_drawing(as_json: bool, *flags: tuple[str, object]) -> None:
+    """--json gives the numbers, --explain, --chart and --plot draw them: every command refuses a
+    drawing flag with --json in the same words (exit 2). ``flags``: (flag, its value) pairs."""
+    given = [flag for flag, value in flags if value is not None and value is not False]
+    if as_json and given:
+        raise UsageError(f"{', '.join(f'{flag} {_DRAWS[flag]}' for flag in given)}; --json gives the numbers: "
+                         "choose one")  # fmt: skip
+
+
 # --- output ------------------------------------------------------------------------------------------------
 
 

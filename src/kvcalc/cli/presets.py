@@ -1,8 +1,9 @@
 """``kvcalc presets`` and ``kvcalc presets show``: the bundled models."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from kvcalc.cli.options import complete_model, print_json, print_view
 
@@ -39,7 +40,16 @@ def presets(ctx: typer.Context, as_json: PresetsJsonOpt = False) -> None:
     print_view(presets_view(rows))
 
 
-@presets_app.command("show")
+class PlainUsage(TyperCommand):
+    """A command whose usage line writes a required argument as its help does, ``NAME``: typer
+    (0.24-0.28, core.py TyperArgument.make_metavar) writes it ``{NAME}`` in the usage line only."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # typer's own (vendored) click Context
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+@presets_app.command("show", cls=PlainUsage)
 def presets_show(
     name: Annotated[
         str,

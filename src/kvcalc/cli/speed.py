@@ -18,6 +18,7 @@ from kvcalc.cli.options import (
     count_or_zero,
     echo,
     gpu_names,
+    json_or_drawing,
     print_json,
     print_view,
     say_fetching,
@@ -176,8 +177,7 @@ def speed(
 
     if model is None:
         raise UsageError("give a MODEL (preset, config.json, GGUF or repo id)")
-    if (explain or chart or plot) and as_json:
-        raise UsageError("--explain, --chart and --plot draw; --json gives the numbers: choose one")
+    json_or_drawing(as_json, ("--explain", explain), ("--chart", chart), ("--plot", plot))
     batches = None
     if sweep is not None:
         batches = [count(b, "--sweep") or 1 for b in split_list(sweep, "--sweep")]

@@ -240,6 +240,18 @@ class Engine:
         fit (mlx-lm's --kv-bits), as (what to tell the user, the options); None: fit tries fp8."""
         return None
 
+    def weights_remedy(self) -> tuple[str, Fraction] | None:
+        """A quantized weights format the engine's users convert a checkpoint to, for fit to try
+        when a request does not fit (mlx-lm's 4-bit conversion), as (what to tell the user, bits a
+        parameter); None: none offered (a GPU engine's quantized checkpoints are models of their own)."""
+        return None
+
+    @property
+    def tensor_parallel_in_one_machine(self) -> bool:
+        """Whether --tp N splits the model over N GPUs of one machine, so that fit may suggest
+        twice the tensor parallelism; False where more GPUs mean more machines (mlx-lm)."""
+        return True
+
     def full_precision_slots(self, kept: int, tokens: int, residual: int) -> int:
         """Of the ``kept`` slots of a sequence of ``tokens`` in a quantized cache, how many are in
         the model dtype: the newest ``residual`` (transformers' QuantizedCache)."""
@@ -270,7 +282,8 @@ class Engine:
         from kvcalc.calc.runtime import GIB, given_runtime
 
         share = request.share if request.share is not None else self.default_share
-        runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}")
+        default = f"the {self.name} engine has no runtime model; --overhead sets it"
+        runtime = given_runtime(2 * GIB, self.name, share, f"x {self.share_name} {float(share):g}", default=default)
         note = (f"the {self.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the "
                 "runtime (--overhead sets it)")  # fmt: skip
         return runtime, [note]

@@ -227,6 +227,9 @@ def get_preset(name: str) -> Preset:
     found = find_preset(name)
     if found is not None:
         return found
-    close = difflib.get_close_matches(name.strip().lower(), list(_index()), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else "; 'kvcalc presets' lists them"
+    index = _index()
+    close = difflib.get_close_matches(name.strip().lower(), list(index), n=len(index), cutoff=0.5)
+    # One name per preset (its own), however many of its aliases are close.
+    names = list(dict.fromkeys(index[label].name for label in close))[:3]
+    hint = f"; did you mean {', '.join(names)}?" if names else "; 'kvcalc presets' lists them"
     raise SourceError(f"unknown preset {name!r}{hint}")

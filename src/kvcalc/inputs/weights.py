@@ -50,7 +50,8 @@ def weights_bytes(
         single = folder / "model.safetensors"
         if os.path.lexists(single):
             return _safetensors_file_bytes(single), f"{single.name} header"
-        raise SourceError(f"no model.safetensors(.index.json) beside {path}: give --weights SIZE")
+        where = _folder_name(folder)
+        raise SourceError(f"no model.safetensors(.index.json) in the folder {where}: give --weights SIZE")
     hub_gguf = _hub_gguf(model)
     if hub_gguf is not None:
         from kvcalc.inputs.gguf.hub import hub_gguf_weights
@@ -69,6 +70,14 @@ def weights_bytes(
         unloaded = f", less {w.unloaded_bytes:,} B not loaded" if w.unloaded_bytes else ""
         return w.loaded_bytes, f"{w.format} checkpoint, {w.parameters:,} parameters{unloaded}, preset"
     return _hub_weights_bytes(model, revision, on_fetch)
+
+
+def _folder_name(folder: Path) -> str:
+    """A folder as a message names it: its absolute path (``.`` names nothing), with "the current
+    folder" said when it is that one."""
+    absolute = Path(os.path.abspath(folder))
+    here = " (the current folder)" if absolute == Path(os.path.abspath(os.curdir)) else ""
+    return f"{absolute}{here}"
 
 
 def _kind(value: Any) -> str:

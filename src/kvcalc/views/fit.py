@@ -9,6 +9,7 @@ from kvcalc.views.console import Block, Note
 
 if TYPE_CHECKING:
     from kvcalc.api import FitReport, OffloadReport
+    from kvcalc.calc.fit import Budget
 
 
 def fit_view(report: FitReport, units: Units) -> list[Block]:
@@ -22,15 +23,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): {layout}"]
     if report.gpu_label:
         lines.append(f"GPU: {report.gpu_label}")
-    width = max(len(line.label) for line in budget.lines)
-    for line in budget.lines:
-        size = format_binary(line.bytes) if line.bytes > 0 else ""
-        span = ""
-        if line.low is not None and line.high is not None and (line.low, line.high) != (line.bytes, line.bytes):
-            span = f"  (may be {format_binary(line.low)} to {format_binary(line.high)})"
-        lines.append(f"  {line.label:<{width}}  {line.bytes:>20,}  {size}{span}")
-        if line.detail:
-            lines.append(f"    ({line.detail})")
+    lines += _budget_lines(budget)
     plan = result.vllm
     if plan is not None:
         groups = ", ".join(
@@ -70,6 +63,32 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
         )
     lines += _verdict_lines(report)
     lines += [Note(note) for note in dict.fromkeys(report.notes)]
+    return lines
+
+
+BUDGET_WIDTH = 80  # the budget's columns fit a default terminal (narrower ones wrap each line)
+
+
+def _budget_lines(budget: Budget) -> list[Block]:
+    """The budget's steps in three columns, label, exact bytes and binary size, within
+    ``BUDGET_WIDTH``: a label too long to leave the numbers room stands on its own line, the
+    numbers under it in their column; a range and the derivation follow, each on its own line."""
+    rows = [(line, f"{line.bytes:,}", format_binary(line.bytes) if line.bytes > 0 else "") for line in budget.lines]
+    figure = max(len(text) for _, text, _ in rows)
+    size = max(len(text) for _, _, text in rows)
+    room = BUDGET_WIDTH - 2 - 2 - figure - 2 - size  # indent, gaps, the two number columns
+    label = max((len(line.label) for line, _, _ in rows if len(line.label) <= room), default=0)
+    lines: list[Block] = []
+    for line, text, binary in rows:
+        numbers = f"{text:>{figure}}  {binary}".rstrip()
+        if len(line.label) <= label:
+            lines.append(f"  {line.label:<{label}}  {numbers}")
+        else:
+            lines += [f"  {line.label}", f"  {'':<{label}}  {numbers}"]
+        if line.low is not None and line.high is not None and (line.low, line.high) != (line.bytes, line.bytes):
+            lines.append(f"    (may be {format_binary(line.low)} to {format_binary(line.high)})")
+        if line.detail:
+            lines.append(f"    ({line.detail})")
     return lines
 
 

@@ -145,8 +145,15 @@ def _estimates(s: Speed, est: SpeedEstimate) -> Grid:
          _span(a.low["output_tokens_per_s"], a.high["output_tokens_per_s"], _rate)),
     ]  # fmt: skip
     columns = (Column("", right=False), Column("bound"), Column("estimate"), Column("estimate range"))
-    fitted = est.setting.device.arch in est.costs.fitted_archs and "assumed" not in est.overhead.source
-    how = "fitted on published measurements" if fitted else "partly assumed: see the notes"
+    from kvcalc.calc.step_cost import extrapolated
+
+    setting = est.setting
+    gaps = extrapolated(setting.device.arch, setting.model, setting.layout, est.costs.coverage)
+    assumed = "assumed" in est.overhead.source
+    if gaps:
+        how = f"partly extrapolated: no {' / '.join(gaps)} measurement" + ("; partly assumed" if assumed else "")
+    else:
+        how = "partly assumed: see the notes" if assumed else "fitted on published measurements"
     return Grid(f"Bound (never beaten) and estimate ({how})", columns, tuple(rows))
 
 

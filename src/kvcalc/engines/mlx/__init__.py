@@ -253,6 +253,19 @@ class MLX(Engine):
     def kv_remedy(self) -> tuple[str, dict[str, int]] | None:
         return None if self.kv_bits is not None else ("4-bit KV cache (--kv-bits 4)", {"kv_bits": 4})
 
+    def weights_remedy(self) -> tuple[str, Fraction] | None:
+        """mlx_lm.convert -q's defaults (mlx_lm/convert.py, mlx-lm 0.32.2: q_bits 4, q_group_size
+        64): 4-bit values plus a 16-bit scale and bias per 64, 4.5 bits a parameter, as
+        mlx-community's 4-bit conversions store them."""
+        from fractions import Fraction
+
+        return "4-bit weights (mlx_lm.convert -q)", Fraction(9, 2)
+
+    @property
+    def tensor_parallel_in_one_machine(self) -> bool:
+        """mlx-lm runs on one Mac's GPU; its tensor parallelism (mx.distributed) spans Macs."""
+        return False
+
     def full_precision_slots(self, kept: int, tokens: int, residual: int) -> int:
         """maybe_quantize_kv_cache converts a layer's whole buffer once it holds ``residual``
         (quantized_kv_start) tokens; before that no slot is quantized."""

@@ -1,0 +1,61 @@
+"""kvcalc.api.fit's verdict: the changes it suggests are ones the user can make on that machine.
+
+A Mac is one GPU (more GPUs would be more Macs): no --tp there, and mlx-lm's users convert the
+weights to 4 bits (mlx_lm.convert -q: 4 bits plus a 16-bit scale and bias per 64 = 4.5 bits a
+parameter), so that is offered with its figure.
+"""
+
+from __future__ import annotations
+
+from kvcalc import api
+
+# Qwen3 32B (preset: 32,762,123,264 parameters, bf16) x 4.5 bits / 8 = 18,428,694,336 B, as the
+# README's "Macs and MLX" example derives.
+QWEN3_32B_Q4 = 32_762_123_264 * 9 // 16
+# 64 layers x 2 x 8 KV heads x 128 x 2 B x 32,768 tokens.
+QWEN3_32B_32K = 64 * 2 * 8 * 128 * 2 * 32_768
+M4_MAX_64GB = 64 * 2**30 * 3 // 4  # macOS's default wired limit from 64 GB: 3/4
+MLX_RUNTIME = 2**30  # mlx's assumed prefill activations and buffer cache
+
+
+def _changes(report: api.FitReport) -> list[str]:
+    assert report.verdict is not None and not report.verdict.fits
+    return [r.change for r in report.verdict.remedies]
+
+
+def test_a_mac_whose_weights_do_not_fit_is_offered_4_bit_weights_not_more_gpus() -> None:
+    report = api.fit("qwen3-32b", engine="mlx", gpu="m4-max-64gb", tokens=32_768)
+    assert report.budget.leaves_nothing  # 65.5 GB of bf16 weights in 48 GiB
+    assert QWEN3_32B_Q4 == 18_428_694_336
+    changes = _changes(report)
+    assert not any("--tp" in c or "GPUs" in c for c in changes), changes
+    first = report.verdict.first_remedy
+    assert first is not None and first.change.startswith("4-bit weights (mlx_lm.convert -q)")
+    assert f"--weights {QWEN3_32B_Q4:,}" in first.change
+    headroom = M4_MAX_64GB - QWEN3_32B_Q4 - MLX_RUNTIME - QWEN3_32B_32K
+    assert headroom == 23_447_236_800 and first.figure == f"headroom {headroom:,} B per GPU"
+
+
+def test_a_mac_whose_cache_does_not_fit_is_offered_no_tensor_parallelism() -> None:
+    # 4-bit weights given; six 32k requests need 6 x 8 GiB = 48 GiB of KV.
+    for engine in ("mlx", "theoretical"):
+        report = api.fit("qwen3-32b", engine=engine, gpu="m4-max-64gb", tokens=32_768, batch=6,
+                         weights=QWEN3_32B_Q4)  # fmt: skip
+        changes = _changes(report)
+        assert not any("--tp" in c for c in changes), (engine, changes)
+        assert not any("4-bit weights" in c for c in changes), changes  # already that small
+    assert _changes(report)[0].startswith("fp8 KV cache")  # the theoretical engine's smaller format
+    mlx = api.fit("qwen3-32b", engine="mlx", gpu="m4-max-64gb", tokens=32_768, batch=6, weights=QWEN3_32B_Q4)
+    assert _changes(mlx)[0] == "4-bit KV cache (--kv-bits 4)"
+
+
+def test_mlx_off_a_mac_preset_offers_no_tensor_parallelism() -> None:
+    """mlx-lm's tensor parallelism (mx.distributed) spans Macs: not a change on this machine."""
+    report = api.fit("qwen3-32b", engine="mlx", gpu_memory=48 * 2**30, tokens=32_768)
+    assert not any("--tp" in c or "GPUs" in c for c in _changes(report))
+
+
+def test_a_gpu_server_is_still_offered_more_gpus() -> None:
+    report = api.fit("qwen3-32b", engine="vllm", gpu="rtx-4090", tokens=32_768)
+    changes = _changes(report)
+    assert any("--tp" in c for c in changes) and not any("4-bit weights" in c for c in changes), changes

@@ -1,0 +1,37 @@
+"""``kvcalc fit``'s view: the budget block fits a default terminal, numbers whole, for a Mac (the
+README's own example, whose MLX runtime label is 63 characters) and for a GPU under vLLM."""
+
+from __future__ import annotations
+
+import pytest
+
+# The README's "Macs and MLX" example: Qwen3 32B at 4-bit on a 64 GB M4 Max.
+MAC = ["fit", "qwen3-32b", "--engine", "mlx", "--gpu", "m4-max-64gb", "--tokens", "32k", "--weights", "18428694336"]
+GPU = ["fit", "llama-3.1-70b", "--engine", "vllm", "--gpu", "h100-sxm", "--tp", "4", "--tokens", "32k"]
+
+
+@pytest.mark.parametrize("argv", [MAC, GPU], ids=["mac-mlx", "h100-vllm"])
+def test_fit_fits_80_columns(run_cli, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run_cli(*argv)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+
+
+def test_budget_keeps_each_figure_on_its_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each budget figure stands whole beside its binary size, however long its label: the wired
+    limit of a 64 GB Mac is 3/4 of 64 GiB = 51,539,607,552 B = 48 GiB; the weights as given,
+    18,428,694,336 B = 17.16 GiB; MLX's assumed 1 GiB stands under its 63-character label."""
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = run_cli(*MAC).stdout.splitlines()
+    assert 64 * 2**30 * 3 // 4 == 51_539_607_552
+    assert any(line.split() == ["GPU", "memory", "51,539,607,552", "48", "GiB"] for line in lines), lines
+    assert any(line.split() == ["-", "weights", "18,428,694,336", "17.16", "GiB"] for line in lines), lines
+    label = next(i for i, line in enumerate(lines) if "activations of a prefill step" in line)
+    assert lines[label + 1].split() == ["1,073,741,824", "1", "GiB"], lines[label : label + 2]
+    # The figures stand in one column: each ends where the others do.
+    budget = [line for line in lines if line.startswith(("  GPU memory", "  x wired", "  - weights", "  = KV"))]
+    assert len(budget) == 4, lines
+    ends = {len(line) - len(line.rstrip().rsplit("  ", 1)[1]) - 2 for line in [*budget, lines[label + 1]]}
+    assert len(ends) == 1, ends
