@@ -14,6 +14,7 @@ from typing import Any
 
 from kvcalc.dtypes import DType, lookup_dtype
 from kvcalc.errors import ConfigError
+from kvcalc.inputs.hf.context import CONTEXT_KEYS, context_limit, count_field
 from kvcalc.inputs.hf.guard import Unmodelled, unmodelled
 from kvcalc.spec import (
     MAX_DIMENSION,
@@ -53,9 +54,10 @@ _FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     # GPTBigCodeConfig(): multi_query=True.
     "gpt_bigcode": {"multi_query": True},
-    # Gemma3TextConfig(): five local layers then one global.
-    "gemma3_text": {"sliding_window_pattern": 6},
-    "gemma3": {"sliding_window_pattern": 6},
+    # Gemma3TextConfig() (transformers 5.24 configuration_gemma3.py): five local layers then one
+    # global; google/gemma-3-27b-it's config.json gives neither its length nor its vocabulary.
+    "gemma3_text": {"sliding_window_pattern": 6, "max_position_embeddings": 131_072, "vocab_size": 262_208},
+    "gemma3": {"sliding_window_pattern": 6, "max_position_embeddings": 131_072, "vocab_size": 262_208},
     # Cohere2Config(): pattern 4.
     "cohere2": {"sliding_window_pattern": 4},
     # Qwen3NextConfig(): one full-attention layer in four.
@@ -184,6 +186,9 @@ class _Reader:
         """The first present key of ``keys`` as a positive integer, else the family default."""
         names = (keys,) if isinstance(keys, str) else tuple(keys)
         key = self.first_key(names)
+        if key is None and (null := next((k for k in names if k in self.raw._data), None)) is not None:
+            # transformers keeps a null as None and the model cannot be built: no default applies
+            raise ConfigError(f"config field '{self._field(null)}' must be a positive integer, got null")
         if key is None:
             family = self.defaults
             fallback = next((family[k] for k in names if k in family), default)
@@ -242,14 +247,16 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     text, where = _text_config(raw)
     if text is raw:
         _refuse_nested_decoder(raw, name)
-    model_type = top_type if text is raw else _model_type(text) or _nested_default_type(top_type)
+    model_type = top_type if text is raw else _model_type(text, where) or _nested_default_type(top_type)
     if not model_type:
         raise ConfigError(f"{name}: config has no 'model_type'; cannot tell which rules apply")
     _refuse_looped(text, where)
+    for key in _COUNT_KEYS:  # present with the wrong type or sign: a broken config, not a missing field
+        count_field(text, key, where)
     reader = _Reader(_Recorded(text), where, model_type, outer=raw if text is not raw else None)
     if text is not raw and not _model_type(text):
         reader.notes.append(f"'{where}model_type' missing; read the text model as {model_type!r}")
-    dtype = _model_dtype(text, raw, reader.notes)
+    dtype = _model_dtype(text, raw, where, reader.notes)
 
     if is_encoder_decoder(model_type, raw):
         caches, layers, heads = encoder_decoder_rule()(reader)
@@ -266,7 +273,7 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
             f"model type {model_type!r} has no rules of its own in kvcalc: read by the generic rules (heads, KV "
             "heads, head_dim, layer_types, sliding_window), which no check has confirmed for it"
         )
-    max_context, max_context_key = context_limit(reader.raw, model_type)
+    max_context, max_context_key = context_limit(reader.raw, model_type, where, reader.defaults, reader.notes)
     spec = ModelSpec(
         name=name,
         caches=tuple(caches),
@@ -288,16 +295,11 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
     return spec, reader
 
 
-# Keys a config may give its longest sequence in, as vLLM 0.32 reads them
-# (transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key): the smallest wins,
-# except that model_max_length (Command-R) overrides the rest.
-_CONTEXT_KEYS = (
-    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+# Counts that must be whole numbers above zero wherever a config gives them (count_field), whether
+# or not the estimate reads them: fit and speed size activations from the vocabulary.
+_COUNT_KEYS = (
+    *CONTEXT_KEYS, "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "vocab_size",
 )  # fmt: skip
-# RoPE types whose max_position_embeddings is already the scaled length (vLLM 0.32 config/model.py
-# _get_and_verify_max_len); any other type with a factor ("linear", "dynamic") multiplies it.
-_ROPE_ALREADY_SCALED = {"default", "su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
 
 
 def is_checked_type(model_type: str) -> bool:
@@ -307,36 +309,6 @@ def is_checked_type(model_type: str) -> bool:
     return model_type in _CHECKED_TYPES or model_type in _FAMILY_DEFAULTS or has_family(model_type)
 
 
-def context_limit(text: Mapping[str, Any], model_type: str) -> tuple[int | None, str | None]:
-    """The longest sequence the model's config allows and how it was found, as vLLM derives its
-    default max_model_len from the config: (None, None) when no key says."""
-    found = [(text[k], k) for k in _CONTEXT_KEYS if _is_count(text.get(k))]
-    if not found:
-        return None, None
-    limit, key = min(found)
-    if _is_count(text.get("model_max_length")):
-        limit, key = text["model_max_length"], "model_max_length"
-    rope = text.get("rope_parameters") or text.get("rope_scaling")
-    groups = [rope] if isinstance(rope, Mapping) and "factor" in rope else []
-    if isinstance(rope, Mapping) and not groups:  # per layer type: {"full_attention": {...}, ...}
-        groups = [g for g in rope.values() if isinstance(g, Mapping)]
-    for params in groups:
-        kind = params.get("rope_type", params.get("type", "default"))
-        factor = params.get("factor")
-        if not isinstance(kind, str) or kind in _ROPE_ALREADY_SCALED or "gemma3" in model_type:
-            continue
-        if (
-            isinstance(factor, int | float) and not isinstance(factor, bool) and 1 < factor < 2**20
-        ):  # all layer types share one factor in vLLM's reading; the first one applies
-            return int(limit * factor), f"{key} {limit:,} x RoPE {kind} factor {factor:g}"
-    return int(limit), f"{key} {limit:,}"
-
-
-def _is_count(value: Any) -> bool:
-    # Past 2^40 tokens a "limit" limits nothing: read as no limit.
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**40
-
-
 def _native_format(config: Mapping[str, Any]) -> str:
     """The name of a checkpoint format of its own that a config without model_type is in ("" for none)."""
     from kvcalc.inputs.hf.families.mamba_ssm import MODEL_TYPE, is_mamba_ssm
@@ -344,9 +316,11 @@ def _native_format(config: Mapping[str, Any]) -> str:
     return MODEL_TYPE if is_mamba_ssm(config) else ""
 
 
-def _model_type(config: Mapping[str, Any]) -> str:
+def _model_type(config: Mapping[str, Any], where: str = "") -> str:
     value = config.get("model_type")
-    return value if isinstance(value, str) else ""
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"config field '{where}model_type' must be a string, got {value!r}")
+    return value or ""
 
 
 # Wrappers whose text model is not Llama: MllamaConfig.sub_configs_defaults (transformers 5.24,
@@ -358,6 +332,11 @@ _NESTED_TEXT_TYPES = {"mllama": "mllama_text_model", "minimax_m3_vl": "minimax_m
 def _nested_default_type(top_type: str) -> str:
     # LlavaConfig and most vision-language wrappers default their text model to Llama.
     return _NESTED_TEXT_TYPES.get(top_type, "llama") if top_type else ""
+
+
+def family_default(model_type: str, key: str) -> Any:
+    """The config-class default of ``key`` for ``model_type`` that kvcalc knows (None: none)."""
+    return _FAMILY_DEFAULTS.get(model_type, {}).get(key)
 
 
 def text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
@@ -420,12 +399,17 @@ def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
 _COMPUTE_DTYPES = ("fp32", "fp16", "bf16")
 
 
-def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any], notes: list[str]) -> DType | None:
+def _model_dtype(text: Mapping[str, Any], raw: Mapping[str, Any], text_where: str, notes: list[str]) -> DType | None:
+    """The model's compute dtype: the text model's own field first, then the whole config's."""
     for config, where in ((text, "text "), (raw, "")) if text is not raw else ((raw, ""),):
-        for key in ("torch_dtype", "dtype"):
-            value = config.get(key)
+        # transformers 5.24 configuration_utils.py PreTrainedConfig.__post_init__ (lines 438-442):
+        # "If both are provided, keep `dtype`"; torch_dtype is read only when dtype is absent or null.
+        key = "dtype" if config.get("dtype") is not None else "torch_dtype"
+        value = config.get(key)
+        if value is not None:
             if not isinstance(value, str):
-                continue
+                field = f"{text_where if config is text else ''}{key}"
+                raise ConfigError(f"config field '{field}' must name a dtype, got {value!r}")
             found = lookup_dtype(value)
             if found is not None and found.name in _COMPUTE_DTYPES:
                 return found

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.inputs.hf.configs import text_config
+from kvcalc.inputs.hf.configs import family_default, text_config
+from kvcalc.inputs.hf.context import count_field
 
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -48,10 +49,14 @@ class ModelDims:
         return self.experts > 0 and self.top_k > 0
 
 
-def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int | None, str | None]:
+def _first(config: Mapping[str, Any], keys: tuple[str, ...], where: str = "") -> tuple[int | None, str | None]:
+    """The first of ``keys`` the config gives (configs.count_field: a value of the wrong type or
+    sign is a ConfigError naming it); a 0 counts as absent (``num_experts: 0`` on a dense model)."""
     for key in keys:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if config.get(key) == 0 and not isinstance(config.get(key), bool):
+            continue
+        value = count_field(config, key, where)
+        if value is not None:
             return value, key
     return None, None
 
@@ -59,13 +64,17 @@ def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int | None
 def read_dims(raw: Mapping[str, Any]) -> ModelDims | None:
     """The widths of a config's language model; None when it lacks hidden size, layers or
     vocabulary (the runtime model then needs --overhead)."""
-    text, _ = text_config(raw)
+    text, where = text_config(raw)
     notes: list[str] = []
-    hidden, _ = _first(text, _HIDDEN)
-    layers, _ = _first(text, _LAYERS)
-    vocab, _ = _first(text, ("vocab_size", "padded_vocab_size", "n_vocab"))
+    hidden, _ = _first(text, _HIDDEN, where)
+    layers, _ = _first(text, _LAYERS, where)
+    vocab, _ = _first(text, ("vocab_size", "padded_vocab_size", "n_vocab"), where)
     if vocab is None:
-        vocab, _ = _first(raw, ("vocab_size",))
+        vocab, _ = _first(raw, ("vocab_size",))  # the top level of a wrapper
+    if vocab is None and isinstance(text.get("model_type"), str):
+        vocab = family_default(text["model_type"], "vocab_size")
+        if vocab is not None:
+            notes.append(f"'{where}vocab_size' not in config; used the {text['model_type']} default {vocab:,}")
     if hidden is None or layers is None or vocab is None:
         return None
     intermediate, _ = _first(text, _INTERMEDIATE)
