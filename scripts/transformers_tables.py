@@ -16,7 +16,9 @@ builds). In that code a field is read when it appears as
 - ``self.X`` loaded inside the config class's methods (``__post_init__`` derivations, such as a
   ``layer_types`` derived from ``sliding_window_pattern``), or ``kwargs.pop("X")``;
 - a string key of a config or of a config class's ``kwargs``: ``config["X"]``,
-  ``attn_config.get("X")``.
+  ``attn_config.get("X")``;
+- a field of the config class whose name starts with a prefix the modeling code picks fields by
+  (``param.startswith("t2u_")``: SeamlessM4T renames its ``t2u_*`` fields for a sub-model).
 
 Fields nested in an object (``attn_config.kv_n_heads``) are not listed: the object is (it is read
 as one: ``config.attn_config.X``, ``config.attn_config["X"]``, or named ``*_config``), and the guard
@@ -228,6 +230,32 @@ def _file_reads(path: Path) -> frozenset[str]:
     return _TREES[path]
 
 
+def _renamed_fields(files: list[Path]) -> set[str]:
+    """Fields the code reads under another name: those a ``name.startswith("t2u_")`` in the
+    modeling code picks from the config class's fields (SeamlessM4T's text-to-unit model copies
+    every ``t2u_*`` field onto its own config without the prefix)."""
+    prefixes: set[str] = set()
+    declared: set[str] = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                path.name.startswith("modeling_")
+                and isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "startswith"
+            ):
+                prefix = _string_arg(node, 0)
+                if prefix and prefix.endswith("_"):
+                    prefixes.add(prefix)
+            elif path.name.startswith("configuration_") and isinstance(node, ast.ClassDef):
+                declared.update(
+                    item.target.id
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                )
+    return {f for f in declared if f.startswith(tuple(prefixes)) and _could_warn(f)} if prefixes else set()
+
+
 def model_reads(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[str]]]:
     """The fields every model's cache code reads, each model type's module folder (where it is not
     the type's own name), and each folder's further reads; only models whose code takes a cache
@@ -243,6 +271,7 @@ def model_reads(root: Path) -> tuple[list[str], dict[str, str], dict[str, list[s
             modules[model_type] = module
         if module not in table:
             names = set().union(*(_file_reads(p) for p in files))
+            names |= _renamed_fields(files)
             table[module] = sorted(n for n in names if n not in common)
     return common, modules, dict(sorted(table.items()))
 

@@ -50,3 +50,10 @@ def test_quantizers_are_found_by_quant_method() -> None:
         quantization_reads("bitsandbytes_8bit") or frozenset()
     )
     assert quantization_reads("no_such_method") is None
+
+
+def test_fields_read_under_another_name_are_listed() -> None:
+    # SeamlessM4TForTextToSpeech copies every t2u_* field onto its text-to-unit model's config
+    # without the prefix (modeling_seamless_m4t.py, `param.startswith("t2u_")`): its decoder's layer
+    # count is t2u_decoder_layers, though no code spells config.t2u_decoder_layers.
+    assert {"t2u_decoder_layers", "t2u_decoder_attention_heads"} <= (model_reads("seamless_m4t") or set())
