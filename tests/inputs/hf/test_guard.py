@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcalc.inputs.hf.configs import _text_config, read_config
-from kvcalc.inputs.hf.guard import NOT_SHAPING, NOT_SHAPING_PARTS, SHAPING_WORDS, shaping_reason
+from kvcalc.inputs.hf.guard import NOT_SHAPING, NOT_SHAPING_PARTS, SHAPING_WORDS, model_reads, shaping_reason
 from kvcalc.inputs.presets import load_presets
 from tests.conftest import FIXTURES, assert_one_line_error
 
 FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json"))
 LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
          "num_key_value_heads": 2, "torch_dtype": "bfloat16"}  # fmt: skip
+# The same layout under a model type transformers 5.24 does not ship (remote code): no code to
+# consult, so the guard judges every field by its name and says so.
+NEW_ARCH = {**LLAMA, "model_type": "new_arch"}
+BY_NAME = "judged by its name alone: transformers 5.24.0 has no code for model type 'new_arch'"
 
 # Fields of 2025-26 architectures that kvcalc does not model yet (issue: never silently wrong).
 NEW_ARCHITECTURES = {
@@ -45,24 +51,39 @@ NEW_ARCHITECTURES = {
 @pytest.mark.parametrize("name", sorted(NEW_ARCHITECTURES))
 def test_unmodelled_fields_of_new_architectures_are_named(name: str) -> None:
     extra = NEW_ARCHITECTURES[name]
-    config = {**LLAMA, **extra}
+    config = {**NEW_ARCH, **extra}
     if name == "per-layer overrides":  # a dotted path names a field inside per_layer_config
-        config = {**LLAMA, "per_layer_config": {"1": {"kv_lora_rank": 512}}}
+        config = {**NEW_ARCH, "per_layer_config": {"1": {"kv_lora_rank": 512}}}
     spec = read_config(config, name=name)
     named = [w.split("'")[1] for w in spec.warnings]
     assert named == list(extra), spec.warnings
     assert all("this estimate may be wrong" in w for w in spec.warnings)
+    if name != "per-layer overrides":  # per_layer_config is read by every model's cache code
+        assert all(BY_NAME in w for w in spec.warnings), spec.warnings
+
+
+@pytest.mark.parametrize("name", sorted(NEW_ARCHITECTURES))
+def test_fields_no_code_of_the_model_type_reads_are_silent(name: str) -> None:
+    # The same fields on Llama: transformers 5.24's Llama code (models/llama/modeling_llama.py,
+    # configuration_llama.py, cache_utils.py) reads none of them, so they cannot shape its cache.
+    extra = NEW_ARCHITECTURES[name]
+    if name == "per-layer overrides":
+        return  # cache_utils.py reads per_layer_config for every model (tested above)
+    assert read_config({**LLAMA, **extra}, name=name).warnings == ()
 
 
 def test_nested_fields_are_named_with_their_path() -> None:
-    config = {"model_type": "llava", "text_config": {**LLAMA, "extras": {"sliding_layers": [1, 2]}}}
+    config = {"model_type": "llava", "text_config": {**NEW_ARCH, "extras": {"sliding_layers": [1, 2]}}}
     spec = read_config(config, name="nested")
     assert [w.split("'")[1] for w in spec.warnings] == ["text_config.extras.sliding_layers"]
+    # Under Llama, whose code never reads an "extras" object, nothing in it can shape the cache.
+    config["text_config"]["model_type"] = "llama"
+    assert read_config(config, name="nested").warnings == ()
 
 
 @pytest.mark.parametrize("value", [None, False, 0, "", [], {}])
 def test_fields_that_say_nothing_are_not_flagged(value: Any) -> None:
-    assert read_config({**LLAMA, "index_topk": value}, name="x").warnings == ()
+    assert read_config({**NEW_ARCH, "index_topk": value}, name="x").warnings == ()
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -103,6 +124,8 @@ _values = st.one_of(
     value=_values,
 )
 def test_injected_cache_shaping_fields_are_named(fixture: str, word: str, prefix: str, suffix: str, value: Any) -> None:
+    # A made-up field no code reads: named (by its name, said so) under a model type transformers
+    # does not ship; silent under one it ships, whose code never reads it.
     config = json.loads((FIXTURES / fixture).read_text())
     key = f"{prefix}{word}{suffix}_unmodelled"
     text, where = _text_config(config)
@@ -110,7 +133,11 @@ def test_injected_cache_shaping_fields_are_named(fixture: str, word: str, prefix
     target = injected if text is config else injected[where.rstrip(".")]
     target[key] = value
     spec = read_config(injected, name=fixture)
-    assert any(f"'{where}{key}'" in w for w in spec.warnings), (key, spec.warnings)
+    named = [w for w in spec.warnings if f"'{where}{key}'" in w]
+    if model_reads(spec.model_type) is None:
+        assert len(named) == 1 and "judged by its name alone" in named[0], (key, spec.warnings)
+    else:
+        assert named == [], (key, spec.warnings)
 
 
 # --- the CLI: stderr, JSON, --strict --------------------------------------------------------------------
@@ -118,7 +145,7 @@ def test_injected_cache_shaping_fields_are_named(fixture: str, word: str, prefix
 
 def _config(tmp_path: Path) -> str:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**LLAMA, "index_head_dim": 128, "index_topk": 2048}))
+    path.write_text(json.dumps({**NEW_ARCH, "index_head_dim": 128, "index_topk": 2048}))
     return str(path)
 
 
@@ -143,3 +170,82 @@ def test_strict_refuses_with_its_own_exit_status(run_cli, tmp_path: Path, comman
 
 def test_strict_passes_a_model_it_fully_models(run_cli) -> None:
     assert run_cli("estimate", "llama-3.1-8b", "--strict").exit_code == 0
+
+
+# --- what the model type's own code reads (kvcalc.inputs.hf.reads) ----------------------------------
+
+
+def test_a_quantizers_weight_module_class_is_silent() -> None:
+    # BitNet b1.58 2B4T's quantization_config.linear_class "autobitlinear" picks the module that
+    # replaces nn.Linear (transformers 5.24 quantizers/quantizer_bitnet.py): weights, not the cache.
+    spec = read_config(json.loads((FIXTURES / "bitnet-b1.58-2B-4T-bf16.json").read_text()), name="bitnet")
+    assert spec.warnings == ()
+    assert shaping_reason("linear_class") is None  # listed in NOT_SHAPING, with why
+
+
+# Tencent Hy3-preview as transformers 5.24's HYV3Config documents it (configuration_hy_v3.py
+# defaults; its model card: 80 layers, 64 heads, GQA with 8 KV heads, head dim 128), with the three
+# flags its config.json adds that no transformers code reads.
+HY3 = {"model_type": "hy_v3", "num_hidden_layers": 80, "hidden_size": 4096, "num_attention_heads": 64,
+       "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16", "enable_lm_head_fp32": True,
+       "enable_attention_fp32_softmax": True, "enable_moe_fp32_combine": True}  # fmt: skip
+
+
+def test_a_field_no_code_of_the_model_type_reads_is_silent() -> None:
+    # enable_lm_head_fp32 holds "head", enable_attention_fp32_softmax "attention": the name rule
+    # alone would name both; transformers' hy_v3 code reads neither.
+    assert shaping_reason("enable_lm_head_fp32") is not None
+    assert not {"enable_lm_head_fp32", "enable_attention_fp32_softmax"} & (model_reads("hy_v3") or set())
+    assert read_config(HY3, name="hy3").warnings == ()
+    # The same fields under a model type transformers does not ship: judged by name, said so.
+    (lm_head, softmax) = read_config({**HY3, "model_type": "new_arch"}, name="x").warnings
+    assert lm_head.startswith("config field 'enable_lm_head_fp32' = True ") and BY_NAME in lm_head
+    assert softmax.startswith("config field 'enable_attention_fp32_softmax' = True ") and BY_NAME in softmax
+
+
+def test_a_field_the_models_code_reads_and_kvcalc_does_not_model_is_named() -> None:
+    # GPT-Neo's window_size and attention_types (its local-attention layers) are read by
+    # transformers 5.24's gpt_neo code (configuration_gpt_neo.py, modeling_gpt_neo.py); kvcalc
+    # does not model GPT-Neo's windows, so both are named, with no "judged by its name".
+    assert {"window_size", "attention_types"} <= (model_reads("gpt_neo") or set())
+    config = {"model_type": "gpt_neo", "num_layers": 4, "hidden_size": 256, "num_heads": 4,
+              "attention_types": [[["global", "local"], 2]], "window_size": 256}  # fmt: skip
+    warnings = read_config(config, name="gpt-neo").warnings
+    assert [w.split("'")[1] for w in warnings] == ["attention_types", "window_size"]
+    assert not any("judged by its name" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("method", "named"),
+    [
+        ("compressed-tensors", ["quantization_config.kv_cache_scheme"]),  # its config class takes it
+        ("bitsandbytes", []),  # no bitsandbytes code reads a kv_cache_scheme
+        ("new_quant", ["quantization_config.kv_cache_scheme"]),  # no quantizer to consult: by name
+    ],
+)
+def test_quantization_fields_are_judged_by_what_the_quantizer_reads(method: str, named: list[str]) -> None:
+    config = {**LLAMA, "quantization_config": {"quant_method": method, "kv_cache_scheme": {"num_bits": 8}}}
+    warnings = read_config(config, name="q").warnings
+    assert [w.split("'")[1] for w in warnings] == named
+    if method == "new_quant":
+        assert "transformers 5.24.0 has no quantizer for 'new_quant'" in warnings[0]
+
+
+def test_the_reads_table_loads_only_when_a_config_holds_a_candidate_field() -> None:
+    # Start-up: a preset whose every field kvcalc reads never loads the table.
+    code = (
+        "import sys; from kvcalc.inputs.hf.configs import read_config; "
+        "from kvcalc.inputs.presets import load_presets; p = load_presets()['llama-3.1-8b']; "
+        "read_config(p.config, name=p.name); print('kvcalc.inputs.hf.reads' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_gguf_metadata_key_is_judged_by_its_name() -> None:
+    # kvcalc.inputs.gguf.config copies llama.cpp keys it does not map under their dotted GGUF names:
+    # llama.cpp's code reads them, not transformers', so the Llama table does not silence them.
+    config = {**LLAMA, "llama.attention.sliding_window_pattern": 4}
+    (warning,) = read_config(config, name="gguf").warnings
+    assert warning.startswith("config field 'llama.attention.sliding_window_pattern' = 4 ")
+    assert "judged by its name" not in warning

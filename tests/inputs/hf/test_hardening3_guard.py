@@ -38,9 +38,10 @@ def _states(spec: ModelSpec) -> set[StateCache]:
 
 def test_modules_to_not_convert_is_not_a_convolution_state(tmp_path: Path) -> None:
     # bitsandbytes / fp8 checkpoints list the modules whose weights stay unquantized: "convert" is
-    # not "conv". A KV-cache scheme beside it still shapes the cache and is still named.
+    # not "conv". A KV-cache scheme beside it, in a compressed-tensors config (whose config class
+    # takes kv_cache_scheme: transformers 5.24 utils/quantization_config.py), is still named.
     config = fixture_config("Llama-3.1-8B.json")
-    config["quantization_config"] = {"quant_method": "bitsandbytes", "modules_to_not_convert": ["lm_head"]}
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "modules_to_not_convert": ["lm_head"]}
     assert _load(tmp_path, config).warnings == ()
     config["quantization_config"]["kv_cache_scheme"] = {"num_bits": 8, "type": "float"}
     assert _named(_load(tmp_path, config)) == ["quantization_config.kv_cache_scheme"]
@@ -92,9 +93,11 @@ def test_aliases_that_agree_with_the_field_read_are_silent(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("alias", "value", "read", "read_value"),
     [
-        ("mamba_num_groups", 4, "n_groups", 8),
-        ("mamba_state_dim", 64, "ssm_state_size", 128),
-        ("mamba_nheads", 64, "mamba_num_heads", 128),
+        # transformers 5.24's Nemotron-H code reads both spellings: the mamba_ one, when given,
+        # replaces the other (configuration_nemotron_h.py __post_init__), and kvcalc reads it first
+        # too; the config's own spelling, now unread and different, is named with both values.
+        ("mamba_n_groups", 4, "n_groups", 8),
+        ("mamba_d_conv", 2, "conv_kernel", 4),
     ],
 )
 def test_an_alias_that_disagrees_is_named_with_both_values(
@@ -103,28 +106,31 @@ def test_an_alias_that_disagrees_is_named_with_both_values(
     config = {**fixture_config("Nemotron-H-8B-Base-8K.json"), alias: value}
     spec = _load(tmp_path, config)
     (warning,) = spec.warnings
-    assert warning.startswith(f"config field '{alias}' = {value} ")
-    assert f"disagrees with '{read}' = {read_value}" in warning
-    assert _state_shape(spec) == NEMOTRON_STATE  # kvcalc still sizes by the field it reads
+    assert warning.startswith(f"config field '{read}' = {read_value} ")
+    assert f"disagrees with '{alias}' = {value}" in warning
 
 
-def test_falcon_h1_spellings_of_other_families_are_judged_by_value(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("alias", "value"), [("mamba_num_groups", 4), ("mamba_state_dim", 64), ("mamba_nheads", 64)])
+def test_an_alias_no_code_of_the_model_type_reads_is_silent(tmp_path: Path, alias: str, value: int) -> None:
+    # Other engines' spellings that transformers 5.24's Nemotron-H code never reads
+    # (kvcalc.inputs.hf.reads): whatever their value, they cannot change its cache.
+    spec = _load(tmp_path, {**fixture_config("Nemotron-H-8B-Base-8K.json"), alias: value})
+    assert spec.warnings == ()
+    assert _state_shape(spec) == NEMOTRON_STATE
+
+
+def test_falcon_h1_spellings_of_other_families_are_silent(tmp_path: Path) -> None:
     # Falcon-H1-7B reads mamba_n_groups 1 and mamba_d_state 256; Nemotron-H spells them n_groups and
-    # ssm_state_size.
-    config = {**fixture_config("Falcon-H1-7B.json"), "n_groups": 1, "ssm_state_size": 256}
+    # ssm_state_size, which transformers 5.24's Falcon-H1 code never reads.
+    config = {**fixture_config("Falcon-H1-7B.json"), "n_groups": 2, "ssm_state_size": 128}
     assert _load(tmp_path, config).warnings == ()
-    config["n_groups"] = 2
-    (warning,) = _load(tmp_path, config).warnings
-    assert "'n_groups' = 2" in warning and "disagrees with 'mamba_n_groups' = 1" in warning
 
 
-def test_an_attention_alias_beyond_the_readers_spellings_is_judged_by_value(tmp_path: Path) -> None:
-    # gemma-2-9b gives head_dim 256; attention_head_dim is Nemotron-H's and Zamba2's spelling.
-    config = {**fixture_config("gemma-2-9b.json"), "attention_head_dim": 256}
+def test_an_attention_alias_the_models_code_does_not_read_is_silent(tmp_path: Path) -> None:
+    # gemma-2-9b gives head_dim 256; attention_head_dim is Nemotron-H's and Zamba2's spelling, which
+    # transformers 5.24's Gemma-2 code never reads.
+    config = {**fixture_config("gemma-2-9b.json"), "attention_head_dim": 128}
     assert _load(tmp_path, config).warnings == ()
-    config["attention_head_dim"] = 128
-    (warning,) = _load(tmp_path, config).warnings
-    assert "disagrees with 'head_dim' = 256" in warning
 
 
 def test_every_spelling_the_reader_takes_is_in_one_alias_group() -> None:
@@ -158,6 +164,7 @@ EXPECTED_WARNINGS: dict[str, list[str]] = {
         "gemma-4-31B-it.saved-by-transformers-5.24.json", "gpt-oss-20b.json", "gpt2.json",
         "granite-4.0-h-micro.json", "llava-1.5-7b-hf.json", "t5-small.json", "GLM-4.5-Air.json",
         "Hunyuan-A13B-Instruct.json", "MiniMax-M1-80k.json", "falcon-mamba-7b.json", "recurrentgemma-2b.json",
+        "bitnet-b1.58-2B-4T-bf16.json",
     )
 }  # fmt: skip
 REAL_CONFIGS = sorted(p.name for p in FIXTURES.glob("*.json"))

@@ -289,7 +289,11 @@ def _read(raw: Any, *, name: str) -> tuple[ModelSpec, _Reader]:
         max_context=max_context,
         max_context_key=max_context_key,
         warnings=tuple(
-            w.message() for w in [*reader.unmodelled, *unmodelled(reader.raw._data, reader.raw.seen, where)]
+            w.message()
+            for w in [
+                *reader.unmodelled,
+                *unmodelled(reader.raw._data, reader.raw.seen, where, model_type=reader.model_type),
+            ]
         ),
     )
     return spec, reader

@@ -2,10 +2,19 @@
 
 kvcalc is exact on the layouts it models; on a new architecture the danger is a confident number
 that ignores a field it never read. The config reader records every key it consumes; whatever
-is left is checked here by one documented rule over key names and values, so a field kvcalc
-does not model is named in a warning instead of being silently ignored.
+is left is checked here, so a field kvcalc does not model is named in a warning instead of being
+silently ignored.
 
-The rule. A key the reader did not consume is **cache-shaping** when
+A field is named when (a) the model type's own code reads it and (b) the rule below says it can
+shape the cache. (a) is decided from transformers' sources at the pinned version: the table
+``kvcalc.inputs.hf.reads`` (written by scripts/transformers_tables.py) lists, per model type, the
+fields its modeling, configuration and cache code reads, and per quant_method the fields its
+quantizer reads; a field no code of the model type reads cannot change what it caches, whatever
+its name (``enable_lm_head_fp32`` on Hy3). For a model type transformers does not ship (remote
+code), (a) cannot be decided: the rule alone judges, and the warning says so. An object the code
+reads (``attn_config``) has its fields judged by the rule alone; one it never reads is skipped.
+
+The rule (b). A key the reader did not consume is **cache-shaping** when
 
 1. its value says something: not null, false, 0, "" or an empty list/object; and
 2. one of its name's words is one of ``SHAPING_WORDS`` (heads, KV, windows, chunks, layers,
@@ -34,7 +43,7 @@ unread object that is not is searched for cache-shaping keys inside (``a.b``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -110,6 +119,10 @@ NOT_SHAPING: dict[str, str] = {
     # quantization_config.ignored_layers (fp8 checkpoints: MiMo-V2.5): modules whose weights stay
     # unquantized; it names weights, not what attention caches.
     "ignored_layers": "weights a quantization recipe leaves unquantized",
+    # quantization_config.linear_class (BitNet b1.58, quant_method bitnet): the module put in place
+    # of nn.Linear, "bitlinear" or "autobitlinear" (transformers 5.24 quantizers/quantizer_bitnet.py,
+    # integrations/bitnet.py replace_with_bitnet_linear): weights, not what attention caches.
+    "linear_class": "the weight module a quantizer puts in place of nn.Linear",
     # DeepSeek-V3.2, MiniMax-M3, ... as transformers 5.24 saves them: "dense" or "sparse" (MoE) MLP per layer.
     "mlp_layer_types": "the MLP of each layer (dense or MoE): weights",
     # Gemma 3n / Gemma 4 E models: per-layer input embeddings added to the residual stream.
@@ -273,11 +286,13 @@ class Unmodelled:
     path: str
     value: Any
     why: str
+    # How the field was judged when no code could be consulted ("": read by the model's code).
+    basis: str = ""
 
     def message(self) -> str:
         return (
             f"config field '{self.path}' = {_shown(self.value)} is not modelled by kvcalc and may shape the cache "
-            f"({self.why}): this estimate may be wrong"
+            f"({self.why}{self.basis}): this estimate may be wrong"
         )
 
 
@@ -313,8 +328,97 @@ def _alias_verdict(data: Mapping[str, Any], seen: set[str], key: str, where: str
     return None
 
 
-def unmodelled(data: Mapping[str, Any], seen: set[str], where: str = "") -> list[Unmodelled]:
-    """Every unread, cache-shaping field of ``data`` (``seen``: the keys the reader consumed)."""
+# --- what the model's own code reads (kvcalc.inputs.hf.reads, from scripts/transformers_tables.py) ---
+
+
+class _Code:
+    """The fields a model type's code reads, looked up on first need (the table is loaded only when
+    a config holds a candidate field, so start-up stays cheap). ``reads`` None: no code to consult
+    (a model type transformers does not ship, remote code, a nested object), so fields are judged
+    by name alone; ``basis`` then says why, where the message should."""
+
+    def __init__(self, lookup: Callable[[], frozenset[str] | None], unknown: Callable[[], str]) -> None:
+        self._lookup = lookup
+        self._unknown = unknown
+        self._resolved = False
+        self._reads: frozenset[str] | None = None
+
+    @property
+    def reads(self) -> frozenset[str] | None:
+        if not self._resolved:
+            self._reads, self._resolved = self._lookup(), True
+        return self._reads
+
+    def judges_out(self, key: str) -> bool:
+        """Whether the code says the field cannot matter: it is never read."""
+        return self.reads is not None and key not in self.reads
+
+    def basis(self) -> str:
+        return "" if self.reads is not None else self._unknown()
+
+
+_BY_NAME = _Code(lambda: None, lambda: "")  # a nested object's fields: judged by name
+
+
+@cache
+def model_reads(model_type: str) -> frozenset[str] | None:
+    """The fields the guard could name that transformers' code for ``model_type`` reads (its
+    modeling, configuration and cache code); None when transformers ships no such model."""
+    from kvcalc.inputs.hf import reads
+
+    module = reads.MODULES.get(model_type, model_type.replace("-", "_"))
+    names = reads.MODEL_READS.get(module)
+    return None if names is None else frozenset(f"{reads.COMMON_READS} {names}".split())
+
+
+@cache
+def quantization_reads(method: str) -> frozenset[str] | None:
+    """The fields the guard could name that transformers' config class, quantizer and integrations
+    for ``quant_method`` read; None when transformers has no such method."""
+    from kvcalc.inputs.hf import reads
+
+    names = reads.QUANTIZATION_READS.get(method)
+    return None if names is None else frozenset(names.split())
+
+
+def _version() -> str:
+    from kvcalc.inputs.hf.reads import TRANSFORMERS_VERSION
+
+    return TRANSFORMERS_VERSION
+
+
+def _model_code(model_type: str) -> _Code:
+    return _Code(
+        lambda: model_reads(model_type),
+        lambda: f"; judged by its name alone: transformers {_version()} has no code for model type {model_type!r}",
+    )
+
+
+def _quantizer_code(quantization: Mapping[str, Any]) -> _Code:
+    method = quantization.get("quant_method")
+    if not isinstance(method, str):
+        return _Code(lambda: None, lambda: "; judged by its name alone: the quantization config names no quant_method")
+    return _Code(
+        lambda: quantization_reads(method),
+        lambda: f"; judged by its name alone: transformers {_version()} has no quantizer for {method!r}",
+    )
+
+
+def unmodelled(
+    data: Mapping[str, Any], seen: set[str], where: str = "", *, model_type: str | None = None
+) -> list[Unmodelled]:
+    """Every unread, cache-shaping field of ``data`` (``seen``: the keys the reader consumed).
+
+    With ``model_type``, ``data`` is that model's config and a field is named only when the model
+    type's own code reads it (transformers' code, ``kvcalc.inputs.hf.reads``): a field no code reads
+    cannot shape the cache, whatever its name. A model type transformers does not ship is judged by
+    name alone, and the warning says so. A ``quantization_config`` is judged by what its
+    ``quant_method``'s quantizer reads. Without ``model_type`` (a nested object a family reads),
+    fields are judged by name."""
+    return _scan(data, seen, where, _model_code(model_type) if model_type else _BY_NAME)
+
+
+def _scan(data: Mapping[str, Any], seen: set[str], where: str, code: _Code) -> list[Unmodelled]:
     found: list[Unmodelled] = []
     for key, value in data.items():
         if key in seen or not isinstance(key, str) or not _says_something(value):
@@ -325,7 +429,15 @@ def unmodelled(data: Mapping[str, Any], seen: set[str], where: str = "") -> list
         elif not why:
             continue
         if why is not None:
-            found.append(Unmodelled(f"{where}{key}", value, why))
+            # A dotted key is a GGUF metadata name copied by kvcalc.inputs.gguf.config: llama.cpp's
+            # code, not transformers', reads it, so its name alone decides.
+            judge = _BY_NAME if "." in key else code
+            if not judge.judges_out(key):
+                found.append(Unmodelled(f"{where}{key}", value, why, judge.basis()))
         elif isinstance(value, Mapping) and not _excluded(key):
-            found += unmodelled(value, set(), f"{where}{key}.")
+            if key == "quantization_config":
+                found += _scan(value, set(), f"{where}{key}.", _quantizer_code(value))
+            elif not code.judges_out(key):  # an object the code reads: its fields judged by name
+                inner = code if code is _BY_NAME or code.reads is None else _BY_NAME
+                found += _scan(value, set(), f"{where}{key}.", inner)
     return found

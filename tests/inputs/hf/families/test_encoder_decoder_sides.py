@@ -99,9 +99,12 @@ def test_rwkv_is_refused_naming_its_state() -> None:
 
 def test_encoder_only_fields_are_silent_for_their_own_model_type_only() -> None:
     # LED's attention_window sizes LEDEncoderSelfAttention's local window; the decoder caches every
-    # token (modeling_led.py): no warning for LED, but the same field on BART is not known to be
-    # encoder-only, so it is still named.
+    # token (modeling_led.py): no warning for LED. transformers' BART code never reads the field, so
+    # it is silent there too; on an encoder-decoder model type transformers does not ship, it is not
+    # known to be encoder-only, so it is still named (by its name, said so).
     base = {"d_model": 1024, "encoder_layers": 12, "decoder_layers": 12, "decoder_attention_heads": 16,
             "encoder_attention_heads": 16, "attention_window": 512}  # fmt: skip
     assert not read_config({"model_type": "led", **base}, name="led").warnings
-    assert any("attention_window" in w for w in read_config({"model_type": "bart", **base}, name="bart").warnings)
+    assert not read_config({"model_type": "bart", **base}, name="bart").warnings
+    other = read_config({"model_type": "new_seq2seq", "is_encoder_decoder": True, **base}, name="new").warnings
+    assert any("'attention_window'" in w and "judged by its name alone" in w for w in other)
