@@ -146,7 +146,7 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
         (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
         (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),
         ((), "give --gpu, --gpu-memory or --kv-budget"),
-        (("--kv-budget", "0"), "must be positive"),
+        (("--kv-budget", "0"), "--kv-budget must be a positive size in bytes, got 0"),
         (("--gpu", "h100", "--utilization", "1.5"), "--utilization"),
         (("--kv-budget", "1GiB", "--engine", "vllm", "--kv-dtype", "int4"), "vLLM stores"),
         (("--gpu", "h100", "--tp", "0"), "Invalid value for '--tp': 0"),
