@@ -129,7 +129,11 @@ def test_percentiles_outside_0_to_100(q: Any) -> None:
 
 
 def test_a_share_is_checked_as_a_number() -> None:
-    refused(lambda: kvcalc.fit(LLAMA, gpu="h100", utilization="0.9"), "utilization", "utilization must be in (0, 1] (a number)")  # type: ignore[arg-type]
+    refused(
+        lambda: kvcalc.fit(LLAMA, gpu="h100", utilization="0.9"),
+        "utilization",
+        "utilization must be in (0, 1] (a number)",
+    )  # type: ignore[arg-type]
     refused(lambda: kvcalc.fit(LLAMA, gpu="h100", utilization=math.nan), "utilization", "(0, 1]")
     # Fractions and floats as written: 0.9 is 9/10 (the same budget as Fraction(9, 10)).
     assert (

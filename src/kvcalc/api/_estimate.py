@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc import checks
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan
+from kvcalc.checks import MAX_COUNT, MAX_PARALLEL
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
@@ -67,15 +68,21 @@ def estimate(
     >>> est.total_bytes
     268435456
     """
-    # Checked before the compiled calls are looked up: True == 1 as a key, but is no batch.
-    batch = checks.count(batch, "batch")
-    shared_prefix = checks.count(shared_prefix, "shared_prefix", minimum=0)
-    images = checks.optional_count(images, "images", minimum=0)
-    image_tokens = checks.optional_count(image_tokens, "image_tokens")
-    tp, pp, dp = _layout(layout, tp, pp, dp)
-    checks.flag(strict, "strict")
-    checks.instance(serving, "serving", Serving, "a kvcalc.Serving or None")
-    checks.instance(options, "options", Mapping, "a mapping of knob names to values, or None")
+    # Checked before the compiled calls are looked up (True == 1 as a key, but is no batch); the
+    # common call (plain ints in range, no layout, no images) in one expression: ~0.3 us.
+    if not (layout is None and images is None and image_tokens is None and type(strict) is bool
+            and type(batch) is int and type(shared_prefix) is int and type(tp) is int and type(pp) is int
+            and type(dp) is int and 0 < batch <= MAX_COUNT and 0 <= shared_prefix <= MAX_COUNT
+            and 0 < tp <= MAX_PARALLEL and 0 < pp <= MAX_PARALLEL and 0 < dp <= MAX_PARALLEL):  # fmt: skip
+        batch = checks.count(batch, "batch")
+        shared_prefix = checks.count(shared_prefix, "shared_prefix", minimum=0)
+        images = checks.optional_count(images, "images", minimum=0)
+        image_tokens = checks.optional_count(image_tokens, "image_tokens")
+        tp, pp, dp = _layout(layout, tp, pp, dp)
+        checks.flag(strict, "strict")
+    if serving is not None or options is not None:
+        checks.instance(serving, "serving", Serving, "a kvcalc.Serving or None")
+        checks.instance(options, "options", Mapping, "a mapping of knob names to values, or None")
     spec = model.spec if isinstance(model, Model) else model if isinstance(model, ModelSpec) else None
     key = None
     if spec is not None and not (strict and spec.warnings):
