@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.calc.compare import Comparison
-from kvcalc.errors import SourceError, UsageError
+from kvcalc.errors import DependencyError, SourceError, UsageError
 
 if TYPE_CHECKING:
     from kvcalc.calc.speed import SweepRow
@@ -16,7 +16,7 @@ _FORMATS = {".png": "png", ".svg": "svg"}
 
 
 def _pyplot(path: str) -> tuple[Any, Path, str]:
-    """matplotlib's pyplot (files only), the target and its format; one UsageError line otherwise."""
+    """matplotlib's pyplot (files only), the target and its format; a DependencyError without matplotlib."""
     target = Path(path)
     fmt = _FORMATS.get(target.suffix.lower())
     if fmt is None:
@@ -27,7 +27,7 @@ def _pyplot(path: str) -> tuple[Any, Path, str]:
         matplotlib.use("Agg")  # files only: no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError(
+        raise DependencyError(
             "--plot needs matplotlib: pip install matplotlib (in a kvcalc checkout: pip install '.[plot]')"
         ) from None
     return plt, target, fmt

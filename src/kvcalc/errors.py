@@ -34,6 +34,13 @@ class SourceError(KvcalcError):
     (--plot) that cannot be written. Exit status 1, as the README's table says."""
 
 
+class DependencyError(KvcalcError):
+    """An environment problem, not a bad request: an optional package a command needs is not
+    installed (matplotlib for --plot, torch and transformers for the probe, llama-cpp-python), or an
+    engine's own Python (--engine-python) fails to start or to import its engine. Exit status 1, as
+    the README's table says: the same command works once the environment is set up."""
+
+
 class PresetError(KvcalcError):
     """A bundled preset file that does not match the preset schema."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+# The bounds and the range checks live in kvcalc.checks: the parsers here and the API share them.
+from kvcalc.checks import MAX_BYTES, MAX_COUNT, MAX_RATE, count
 from kvcalc.errors import UsageError
 
 Units = Literal["binary", "decimal", "both"]
@@ -16,8 +18,9 @@ Units = Literal["binary", "decimal", "both"]
 BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 DECIMAL_UNITS = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
 
-# Far beyond any real context or batch, yet keeps every derived figure within float range.
-MAX_COUNT = 2**50
+# A bare number where a size is asked is bytes; one below this (other than 0) is far more likely a
+# size whose unit was left out (--gpu-memory 80) than that many bytes, so it is refused.
+MIN_BARE_BYTES = 2**20
 
 _TOKEN_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20}
 _COUNT_RE = r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([kKmM]?)\s*$"
@@ -29,19 +32,18 @@ def parse_count(text: str, *, what: str) -> int:
     """Parse a positive token or sequence count: ``2048``, ``32k`` (= 32,768), ``1m`` (= 2**20).
 
     ``k`` and ``m`` are binary (1024 and 1024**2) because context lengths are quoted that way:
-    "32k context" means 32,768 tokens. Underscores and thousands commas are accepted.
+    "32k context" means 32,768 tokens. Thousands separators (``1,000`` or ``100_000``) are
+    accepted between groups of three digits only: ``1,00`` and ``1__0`` are refused, not read.
     """
-    cleaned = text.replace("_", "").replace(",", "")
+    cleaned = _ungrouped(text, what)
     match = re.match(_COUNT_RE, cleaned)
     if match is None:
         scientific = re.match(_SCIENTIFIC_RE, cleaned)
         if scientific is not None and int(scientific.group(2)) <= 40:
             # 1e6 is a whole number written shortly: read it exactly, then check its size.
             value = int(scientific.group(1) + "0" * int(scientific.group(2)))
-            if value > MAX_COUNT:
-                raise UsageError(f"{what} is implausibly large: {text!r} (at most {MAX_COUNT:,})")
             if value > 0:
-                return value
+                return count(value, what, text=text)
         elif scientific is not None or re.match(_LONG_DIGITS_RE, cleaned):
             raise UsageError(f"{what} is implausibly large: {text[:24]!r}... (at most {MAX_COUNT:,})")
         raise UsageError(f"{what} must be a positive whole number such as 2048 or 32k, got {text!r}")
@@ -57,11 +59,27 @@ def parse_count(text: str, *, what: str) -> int:
         value = numerator // denominator
     else:
         value = int(number) * scale
-    if value <= 0:
-        raise UsageError(f"{what} must be positive, got {text!r}")
-    if value > MAX_COUNT:
-        raise UsageError(f"{what} is implausibly large: {text!r} (at most {MAX_COUNT:,})")
-    return value
+    return count(value, what, text=text)
+
+
+# Digits grouped in threes by one separator, as a thousands separator groups them: 1,000,000 or
+# 100_000 (the whole part of a number; its fraction, suffix or unit follow).
+_GROUPED_RE = r"^(\s*)(\d{1,3}(?:,\d{3})+|\d{1,3}(?:_\d{3})+)(?![\d,_])(.*)$"
+
+
+def _ungrouped(text: str, what: str) -> str:
+    """``text`` with its thousands separators taken out; separators anywhere but between groups of
+    three digits (``1,00``, ``1__0``, ``10_00``, ``1.000,5``) are refused: read as written they
+    would give another number than the one meant."""
+    if "," not in text and "_" not in text:
+        return text
+    grouped = re.match(_GROUPED_RE, text, re.DOTALL)
+    if grouped is None or "," in grouped.group(3) or "_" in grouped.group(3):
+        raise UsageError(
+            f"{what}: thousands separators (, or _) must stand between groups of three digits, as in 1,000 "
+            f"or 100_000; got {text!r}"
+        )
+    return grouped.group(1) + grouped.group(2).replace(",", "").replace("_", "") + grouped.group(3)
 
 
 def _scaled(n: int, scale: int, unit: str) -> str:
@@ -120,15 +138,26 @@ _SIZE_UNITS = {
 
 def parse_size(text: str, *, what: str) -> int:
     """Parse a memory size to whole bytes: ``80GB`` is 80 x 10^9, ``80GiB`` is 80 x 2^30,
-    ``5.38GiB`` is floor(5.38 x 2^30); a bare number is bytes."""
-    cleaned = text.replace("_", "").replace(",", "")
+    ``5.38GiB`` is floor(5.38 x 2^30). ``B`` or no unit is bytes, a whole number of them (``1.5B``
+    is refused); a bare number other than 0 must be at least MIN_BARE_BYTES (1 MiB), as a smaller
+    one is a size whose unit was left out (``80`` meant 80GB, not 80 bytes): write ``80B``."""
+    cleaned = _ungrouped(text, what)
     match = re.match(_SIZE_RE, cleaned)
     if match is None or match.group(2).lower() not in _SIZE_UNITS:
         raise UsageError(f"{what} must be a size such as 80GB (10^9 bytes) or 80GiB (2^30 bytes), got {text!r}")
     number, unit = match.group(1), match.group(2).lower()
     scale = _SIZE_UNITS[unit]
     whole, _, frac = number.partition(".")
+    if scale == 1 and frac.strip("0"):
+        raise UsageError(f"{what} must be a whole number of bytes, got {text!r}")
     value: int = (int(whole + frac) * scale) // 10 ** len(frac)
+    if not unit and 0 < value < MIN_BARE_BYTES:
+        raise UsageError(
+            f"{what} {text.strip()!r} has no unit, so it would be {value:,} bytes: give a unit, as in {whole}GB "
+            f"(10^9 bytes) or {whole}GiB (2^30 bytes), or {whole}B for bytes"
+        )
+    if value > MAX_BYTES:
+        raise UsageError(f"{what} is implausibly large: {text!r} (at most {MAX_BYTES:,} bytes)")
     return value
 
 
@@ -146,6 +175,6 @@ def parse_rate(text: str, *, what: str) -> int:
     if m is None:
         raise UsageError(f"{what} must be a rate like 3.35TB/s or 989.4e12, got {text!r}")
     value = Decimal(m[1]) * _SI[m[2].lower()]
-    if value <= 0 or value != value.to_integral_value() or value > 10**21:
+    if value <= 0 or value != value.to_integral_value() or value > MAX_RATE:
         raise UsageError(f"{what} must come to a positive whole number per second, got {text!r}")
     return int(value)

@@ -28,7 +28,7 @@ def test_sizes_are_decimal_or_binary_as_written() -> None:
     assert parse_size("80GB", what="x") == 80 * 10**9
     assert parse_size("80GiB", what="x") == 80 * 2**30
     assert parse_size("5.38GiB", what="x") == 5_776_731_013  # floor(5.38 x 2^30)
-    assert parse_size("512", what="x") == 512
+    assert parse_size("512B", what="x") == 512
     with pytest.raises(UsageError, match="80GB"):
         parse_size("80 gigs", what="--gpu-memory")
 
@@ -133,7 +133,7 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(96))
     (folder / "config.json").write_text((FIXTURES / "gpt2.json").read_text())
-    data = run_cli("fit", str(folder / "config.json"), "--gpu-memory", "1000", "--overhead", "0",
+    data = run_cli("fit", str(folder / "config.json"), "--gpu-memory", "1000B", "--overhead", "0",
                    "--utilization", "1", "--json").json()  # fmt: skip
     assert data["kv_budget_bytes"] == 1000 - 96
 
@@ -146,7 +146,7 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
         (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
         (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),
         ((), "give --gpu, --gpu-memory or --kv-budget"),
-        (("--kv-budget", "0"), "must be positive"),
+        (("--kv-budget", "0"), "--kv-budget must be a positive size in bytes, got 0"),
         (("--gpu", "h100", "--utilization", "1.5"), "--utilization"),
         (("--kv-budget", "1GiB", "--engine", "vllm", "--kv-dtype", "int4"), "vLLM stores"),
         (("--gpu", "h100", "--tp", "0"), "Invalid value for '--tp': 0"),

@@ -122,7 +122,7 @@ def test_the_plan_checks_what_changes_between_lengths() -> None:
         (lambda: plan.at(10, 0), "batch must be a positive integer, got 0"),
         (lambda: plan.at(10, 2, 11), r"shared prefix \(11\) is longer than the 10 tokens"),
         (lambda: plan.at(10, 1), "2 data-parallel replicas need at least 2 sequences"),
-        (lambda: plan.at(10, 2, -1), "shared prefix must be a non-negative integer, got -1"),
+        (lambda: plan.at(10, 2, -1), "shared_prefix must be a non-negative integer, got -1"),
     ):
         with pytest.raises(UsageError, match=message):
             call()

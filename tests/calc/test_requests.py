@@ -13,7 +13,7 @@ import pytest
 import kvcalc
 from kvcalc.calc import requests
 from kvcalc.calc.requests import Mix, Request, RequestSummary, parse_lengths
-from kvcalc.errors import SourceError
+from kvcalc.errors import SourceError, UsageError
 from tests.conftest import assert_one_line_error
 
 # 2 x 32 layers x 8 KV heads x 128 dims x 2 B (bf16): llama-3.1-8b's bytes per token.
@@ -147,8 +147,25 @@ def test_the_bytes_percentile_orders_by_bytes_not_tokens() -> None:
     summary = RequestSummary(((100, 5, 900), (200, 3, 100), (300, 1, 500), (1000, 1, 50)), 10, 0, 0, 0, "x")
     assert [summary.bytes_percentile(q) for q in (10, 11, 40, 41, 50, 51, 100)] == [50, 100, 100, 500, 500, 900, 900]
     assert summary.tokens_percentile(50) == 100
-    with pytest.raises(ValueError, match="no requests"):
+    with pytest.raises(UsageError, match="no requests"):  # was a ValueError: the API raises KvcalcError only
         RequestSummary((), 0, 0, 0, 0, "x").tokens_percentile(50)
+
+
+@pytest.mark.parametrize("q", [101, -1, 100.5, float("nan"), float("inf"), True, "50", None])
+def test_a_percentile_outside_0_to_100_is_refused(q: object) -> None:
+    """bytes_percentile(101) raised IndexError (a rank past the last request)."""
+    summary = RequestSummary(((100, 1, 900), (200, 1, 100)), 2, 0, 0, 0, "x")
+    for method in (summary.bytes_percentile, summary.tokens_percentile):
+        with pytest.raises(UsageError, match="a percentile must be a number from 0 to 100"):
+            method(q)  # type: ignore[arg-type]
+
+
+def test_percentiles_at_the_ends_and_between() -> None:
+    # Nearest rank over 1,000 requests of lengths 1..1,000: p0 -> rank max(1, 0) = 1st -> 1;
+    # p16.1 -> rank ceil(16.1 x 1000 / 100) = 161st -> 161 (taken as written: in binary floats
+    # 16.1 x 1000 is 16100.000000000002, which would give 162); p100 -> 1,000th -> 1,000.
+    summary = RequestSummary(tuple((t, 1, t) for t in range(1, 1001)), 1000, 0, 0, 0, "x")
+    assert [summary.tokens_percentile(q) for q in (0, 16.1, 100)] == [1, 161, 1000]
 
 
 def test_past_the_distinct_lengths_bound_is_one_line(run_cli, monkeypatch, tmp_path: Path) -> None:

@@ -160,6 +160,31 @@ def test_bad_other_counts(run_cli, args: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("flag", ["--tokens", "--batch"])
+@pytest.mark.parametrize("value", ["1,00", "1__0", "10_00"])
+def test_misplaced_thousands_separators(run_cli, flag: str, value: str) -> None:
+    """1,00 was read as 100 and 1__0 as 10: a separator stands between groups of three digits."""
+    result = run_cli("estimate", "llama-3.1-8b", flag, value)
+    assert result.exit_code == 2
+    assert_one_line_error(result, flag, "thousands separators", repr(value))
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "message"),
+    [
+        (("--gpu-memory", "80"), "--gpu-memory", "has no unit, so it would be 80 bytes"),  # was 80 bytes
+        (("--kv-budget", "1.5B"), "--kv-budget", "whole number of bytes"),  # was 1 byte
+        (("--gpu", "h100", "--weights", "16"), "--weights", "has no unit"),
+        (("--gpu", "h100", "--overhead", "2"), "--overhead", "has no unit"),
+        (("--kv-budget", "16,00GB"), "--kv-budget", "thousands separators"),
+    ],
+)
+def test_bad_sizes(run_cli, args: tuple[str, ...], flag: str, message: str) -> None:
+    result = run_cli("fit", "llama-3.1-8b", *args)
+    assert result.exit_code == 2
+    assert_one_line_error(result, flag, message)
+
+
+@pytest.mark.parametrize("flag", ["--tokens", "--batch"])
 def test_count_with_too_many_digits(run_cli, flag: str) -> None:
     """A count of more than 4,300 digits once raised Python's int-conversion ValueError."""
     assert_one_line_error(run_cli("estimate", "llama-3.1-8b", flag, "9" * 5000), flag)

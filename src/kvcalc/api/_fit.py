@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc import checks
 from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines import Engine
     from kvcalc.gpus import GPU
 
-from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
 
 
@@ -46,7 +46,7 @@ class FitReport:
 
 
 def fit(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     gpu: str | None = None,
     gpu_memory: int | None = None,
@@ -85,40 +85,37 @@ def fit(
     vLLM's data parallel with expert parallel): each GPU caches only its group's requests, with
     the KV heads over tp / dp_attention GPUs, and holds the attention weights split that many
     ways."""
-    call = dict(locals())  # the request as given, to try the remedies of the verdict with
+    # Every value checked first, as the CLI's flags are (kvcalc.checks): bytes are whole and bounded.
+    gpu = checks.text(gpu, "gpu")
+    gpu_memory = None if gpu_memory is None else checks.size(gpu_memory, "gpu_memory")
+    kv_budget = None if kv_budget is None else checks.size(kv_budget, "kv_budget")
+    weights = None if weights is None else checks.size(weights, "weights")
+    overhead = None if overhead is None else checks.size(overhead, "overhead", minimum=0)
+    gpus = checks.optional_count(gpus, "gpus", maximum=checks.MAX_PARALLEL)
+    tokens = checks.optional_count(tokens, "tokens")
+    batch = checks.count(batch, "batch")
+    dp_attention = checks.count(dp_attention, "dp_attention", maximum=checks.MAX_PARALLEL)
+    max_model_len = checks.optional_count(max_model_len, "max_model_len")
+    checks.flag(context_cap, "context_cap")
+    checks.flag(verdict, "verdict")
+    checks.flag(strict, "strict")
+    call = dict(locals())  # the request as given (checked), to try the remedies of the verdict with
+    share = None if utilization is None else checks.share(utilization, "utilization")
     from kvcalc.calc.fit import Budget, BudgetLine, derive_budget
     from kvcalc.calc.fit import fit as run_fit
     from kvcalc.gpus import find_gpu
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    if isinstance(utilization, float) and not math.isfinite(utilization):
-        raise UsageError(f"utilization must be in (0, 1], got {utilization}", param="utilization")
-    from fractions import Fraction
-
-    share: Fraction | None = None
-    if utilization is not None:
-        share = Fraction(str(utilization)) if isinstance(utilization, float) else Fraction(utilization)
-        if not 0 < share <= 1:
-            raise UsageError(f"utilization must be in (0, 1], got {float(share):g}", param="utilization")
-    if weights is not None and (isinstance(weights, bool) or weights <= 0):
-        raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
-    if overhead is not None and (isinstance(overhead, bool) or overhead < 0):
-        raise UsageError(f"overhead must be zero or more, got {overhead}", param="overhead")
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
     tp, pp, dp = as_layout(layout, tp=tp, pp=pp, dp=dp)
     # The remedies re-ask with one thing changed: from the serving and layout as resolved here.
     call.update(serving=asked, engine=None, kv_dtype=None, k_dtype=None, v_dtype=None, options=None, layout=None,
                 tp=tp, pp=pp, dp=dp)  # fmt: skip
-    for param, value in (("pp", pp), ("dp", dp), ("tp", tp), ("gpus", gpus)):
-        if value is not None and value < 1:
-            raise UsageError(f"{param} must be a positive whole number, got {value}", param=param)
     if tp is None:
         tp = gpus // (pp * dp) if gpus is not None else 1
         if tp < 1:
             raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
-    if isinstance(dp_attention, bool) or not isinstance(dp_attention, int) or dp_attention < 1:
-        raise UsageError(f"dp_attention must be a positive whole number, got {dp_attention!r}", param="dp_attention")
     if tp % dp_attention:
         raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
                          "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
@@ -153,8 +150,6 @@ def fit(
             raise UsageError(
                 "kv_budget replaces gpu/gpu_memory: give one or the other", param=("kv_budget", "gpu", "gpu_memory")
             )
-        if kv_budget <= 0:
-            raise UsageError(f"kv_budget must be positive, got {kv_budget}", param="kv_budget")
         knobs = asked.options
         derivation = {"weights": weights, "overhead": overhead, "utilization": utilization,
                       "max_num_seqs": knobs.get("max_num_seqs"),
@@ -171,8 +166,6 @@ def fit(
             raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
         found = None
         if gpu_memory is not None:
-            if gpu_memory <= 0:
-                raise UsageError(f"gpu_memory must be positive, got {gpu_memory}", param="gpu_memory")
             gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
         elif gpu is not None:
             found = find_gpu(gpu)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from kvcalc import checks
 from kvcalc.dtypes import DType
 from kvcalc.errors import StrictError, UsageError
 from kvcalc.inputs.hf.configs import read_config
@@ -37,13 +39,26 @@ class Model:
         return self.spec.notes
 
 
+# What a model parameter takes: a preset name, a path (a str or any os.PathLike) to a config.json,
+# its folder or a GGUF, a Hub repo id or URL, or a model already opened or described.
+ModelArg = str | os.PathLike[str] | ModelSpec | Model
+
+
 def open_model(
-    model: str | ModelSpec | Model, *, revision: str | None = None, on_fetch: OnFetch = None, strict: bool = False
+    model: ModelArg,
+    *,
+    revision: str | None = None,
+    on_fetch: OnFetch = None,
+    strict: bool = False,
 ) -> Model:
-    """A preset name, a config.json (or its folder), a Hub repo id or URL, or an already built
-    ``ModelSpec`` -> ``Model``. ``on_fetch`` is called with a short message right before anything
-    is fetched from the Hub. The model's ``spec.warnings`` name config fields kvcalc does not
-    model that may shape the cache; ``strict`` turns them into a ``StrictError``."""
+    """A preset name, a config.json (or its folder; a str or an ``os.PathLike`` such as a
+    ``pathlib.Path``), a Hub repo id or URL, or an already built ``ModelSpec`` -> ``Model``.
+    ``on_fetch`` is called with a short message right before anything is fetched from the Hub.
+    The model's ``spec.warnings`` name config fields kvcalc does not model that may shape the
+    cache; ``strict`` turns them into a ``StrictError``."""
+    checks.text(revision, "revision")
+    checks.callback(on_fetch, "on_fetch")
+    checks.flag(strict, "strict")
     opened = _open(model, revision=revision, on_fetch=on_fetch)
     if strict and opened.spec.warnings:
         more = len(opened.spec.warnings) - 1
@@ -52,11 +67,20 @@ def open_model(
     return opened
 
 
-def _open(model: str | ModelSpec | Model, *, revision: str | None, on_fetch: OnFetch) -> Model:
+def _open(model: ModelArg, *, revision: str | None, on_fetch: OnFetch) -> Model:
     if isinstance(model, Model):
         return model
     if isinstance(model, ModelSpec):
         return Model(model)
+    if isinstance(model, os.PathLike):
+        path = os.fspath(model)
+        model = path if isinstance(path, str) else os.fsdecode(path)
+    if not isinstance(model, str):
+        raise UsageError(
+            "model must be a preset name, a path to a config.json, its folder or a GGUF, a Hub repo id, or an opened "
+            f"Model or ModelSpec; got {checks.shown(model)}",
+            param="model",
+        )
     if not model.strip():
         raise UsageError("MODEL is empty: give a preset name, a config.json path or a Hub repo id", param="models")
     source = resolve(model, revision=revision, on_fetch=on_fetch)
@@ -92,6 +116,9 @@ def model_from_geometry(
 ) -> ModelSpec:
     """A plain decoder described by hand: ``layers`` full-attention layers of ``kv_heads`` heads."""
     notes = []
+    checks.text(name, "name", optional=False)
+    layers = checks.count(layers, "layers", maximum=MAX_LAYERS)
+    head_dim = checks.count(head_dim, "head_dim", maximum=MAX_DIMENSION)
     for label, value in (("layers", layers), ("heads", heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise UsageError(f"{label} must be a positive integer, got {value!r}", param=label)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvcalc import checks
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.errors import UsageError
-from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.calc.offload import Device, LayerWeights
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.inputs.gguf.header import GgufHeader
 
 from kvcalc.api._fit import _weights
-from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Serving, _merge, resolve_serving
 
 
@@ -45,7 +46,7 @@ class OffloadReport:
 
 
 def fit_offload(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     gpu_layers: int | str,
     gpu: str | None = None,
@@ -72,21 +73,35 @@ def fit_offload(
     from kvcalc.gpus import find_gpu
     from kvcalc.inputs.hf.dims import read_dims
 
+    gpu = checks.text(gpu, "gpu")
+    gpu_memory = None if gpu_memory is None else checks.size(gpu_memory, "gpu_memory")
+    weights = None if weights is None else checks.size(weights, "weights")
+    gpus = checks.count(gpus, "gpus", maximum=checks.MAX_PARALLEL)
+    tokens = checks.optional_count(tokens, "tokens")
+    batch = checks.count(batch, "batch")
+    checks.flag(kv_offload, "kv_offload")
+    if (
+        isinstance(tensor_split, str | bytes)
+        or not isinstance(tensor_split, Sequence)
+        or any(isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) for s in tensor_split)
+    ):
+        raise UsageError(f"tensor_split must be a list of numbers, one share per GPU, got {checks.shown(tensor_split)}",
+                         param="tensor_split")  # fmt: skip
+    checks.instance(options, "options", Mapping, "a mapping of knob names to values, or None")
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     asked = Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options or {})
     chosen = resolve_serving(spec, asked)
     if not chosen.engine.splits_layers:
         raise UsageError("gpu_layers applies to llama.cpp: use engine llama.cpp or llama-server", param="gpu_layers")
-    if gpus < 1:
-        raise UsageError(f"gpus must be a positive whole number, got {gpus}", param="gpus")
     if tensor_split and (len(tensor_split) != gpus or any(s < 0 for s in tensor_split) or not sum(tensor_split)):
         raise UsageError(
             f"tensor_split needs {gpus} non-negative share(s), one per GPU, not all zero", param="tensor_split"
         )
     auto = gpu_layers == "auto"
-    if not auto and (not isinstance(gpu_layers, int) or isinstance(gpu_layers, bool) or gpu_layers < 0):
-        raise UsageError(f"gpu_layers must be a count of layers or 'auto', got {gpu_layers!r}", param="gpu_layers")
+    if not auto and (not isinstance(gpu_layers, int) or isinstance(gpu_layers, bool) or not 0 <= gpu_layers <= 2**31):
+        raise UsageError(f"gpu_layers must be a count of layers or 'auto', got {checks.shown(gpu_layers)}",
+                         param="gpu_layers")  # fmt: skip
     notes = list(chosen.notes)
     gpu_bytes, gpu_label = None, None
     if gpu is not None and gpu_memory is not None:

@@ -38,7 +38,9 @@ def list_presets() -> list[PresetSummary]:
 
 def show_preset(name: str) -> PresetSummary:
     """One preset by name or alias (case-insensitive)."""
+    from kvcalc import checks
     from kvcalc.inputs.presets import get_preset
 
+    checks.text(name, "name", optional=False)
     preset = get_preset(name)
     return next(s for s in list_presets() if s.preset.name == preset.name)

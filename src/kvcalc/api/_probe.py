@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvcalc import checks as valid
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
-from kvcalc.errors import UsageError
+from kvcalc.errors import DependencyError, UsageError
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
@@ -24,8 +26,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import fit
-from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
-from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, resolve_serving
+from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
+from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, check_options, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class ProbeReport:
 
 
 def probe_request(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     tokens: int = 512,
     batch: int = 1,
@@ -91,13 +93,18 @@ def probe_request(
     from kvcalc.engines import make_engine
     from kvcalc.engines.transformers.crosscheck import model_request, parse_tolerance, raw_request
 
+    tokens = valid.count(tokens, "tokens")
+    batch = valid.count(batch, "batch")
+    decode = valid.count(decode, "decode", minimum=0)
+    valid.flag(raw, "raw")
+    valid.text(engine, "engine", optional=False)
+    valid.text(tolerance, "tolerance", optional=False)
+    encoder_tokens = valid.optional_count(encoder_tokens, "encoder_tokens")
     if not raw and engine != "transformers":
         raise UsageError("the model probe measures transformers' cache: engine applies to the raw probe only",
                          param="engine")  # fmt: skip
-    if decode < 0:
-        raise UsageError(f"decode must not be negative, got {decode}", param="decode")
     if device not in ("auto", "cpu", "cuda"):
-        raise UsageError(f"device must be auto, cpu or cuda, got {device!r}", param="device")
+        raise UsageError(f"device must be auto, cpu or cuda, got {valid.shown(device)}", param="device")
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
@@ -124,7 +131,7 @@ def probe_request(
 
 
 def probe(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     tokens: int = 512,
     batch: int = 1,
@@ -147,7 +154,12 @@ def probe(
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
     a file path or the parsed JSON), refusing one that answers another request."""
     from kvcalc.engines.transformers.crosscheck import check_model, validate_result
-    from kvcalc.engines.transformers.torch_probe import ProbeError, run
+    from kvcalc.engines.transformers.torch_probe import MissingPackage, ProbeError, run
+
+    if from_result is not None and not isinstance(from_result, str | os.PathLike | dict):
+        raise UsageError(f"from_result must be a result file's path or its parsed JSON (a dict), got "
+                         f"{valid.shown(from_result)}", param="from_result")  # fmt: skip
+    valid.callback(progress, "progress")
 
     opened, est, request, allowed, notes = probe_request(
         model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
@@ -163,6 +175,8 @@ def probe(
     else:
         try:
             result = run(request, progress=progress) if progress is not None else run(request)
+        except MissingPackage as exc:
+            raise DependencyError(str(exc)) from None
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
     if raw:
@@ -174,7 +188,7 @@ def probe(
 
 
 def probe_llamacpp(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     tokens: int = 512,
     batch: int = 1,
@@ -195,6 +209,7 @@ def probe_llamacpp(
     from kvcalc.engines import engine_entry
     from kvcalc.engines.llamacpp.probe import (
         ALLOCATE_LIMIT,
+        LlamaCppMissing,
         LlamaCppProbeError,
         compare,
         context_request,
@@ -202,6 +217,8 @@ def probe_llamacpp(
         measure,
     )
 
+    tokens = valid.count(tokens, "tokens")
+    batch = valid.count(batch, "batch")
     if engine_entry(engine).module != "llamacpp":
         raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
     _check_timeout(timeout)
@@ -216,6 +233,8 @@ def probe_llamacpp(
     allocated = max(est.total_bytes, plan.weights_bytes) <= ALLOCATE_LIMIT
     try:
         answer = measure(plan, [request], timeout=timeout, no_alloc=not allocated)
+    except LlamaCppMissing as exc:
+        raise DependencyError(str(exc)) from None
     except LlamaCppProbeError as exc:
         raise UsageError(str(exc)) from None
     result = answer["results"][0]
@@ -227,10 +246,16 @@ def probe_llamacpp(
     return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
 
 
+# The longest a real engine's run may be given: a day (a large model's first start takes minutes).
+MAX_TIMEOUT = 86_400
+
+
 def _check_timeout(timeout: float) -> None:
-    """A real engine's time limit: a finite number of seconds, at least one."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 1:
-        raise UsageError(f"timeout must be a finite number of seconds, at least 1, got {timeout}", param="timeout")
+    """A real engine's time limit: a finite number of seconds, at least one, at most a day."""
+    if (isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout)
+            or not 1 <= timeout <= MAX_TIMEOUT):  # fmt: skip
+        raise UsageError(f"timeout must be a finite number of seconds, at least 1 and at most {MAX_TIMEOUT:,}, got "
+                         f"{valid.shown(timeout)}", param="timeout")  # fmt: skip
 
 
 def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
@@ -247,7 +272,7 @@ def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, in
 
 
 def probe_vllm(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     max_model_len: int = 4096,
     kv_budget: int | None = None,
@@ -275,9 +300,9 @@ def probe_vllm(
     if kv_budget is None:
         kv_budget = 64 * 2**20  # room for a few requests of a small model; the figures scale with it
     _check_timeout(timeout)
-    for param, value in (("max_model_len", max_model_len), ("kv_budget", kv_budget)):
-        if isinstance(value, bool) or value <= 0:
-            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    max_model_len = valid.count(max_model_len, "max_model_len")
+    kv_budget = valid.size(kv_budget, "kv_budget")
+    valid.text(python, "python")
     # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
     knobs = {"block_size": block_size, "max_batched_tokens": max_batched_tokens}
     resolve_serving(opened.spec, Serving("vllm", options=knobs))
@@ -298,7 +323,7 @@ def probe_vllm(
 
 
 def probe_sglang(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     kv_budget: int | None = None,
     block_size: int | None = None,
@@ -326,9 +351,11 @@ def probe_sglang(
     if kv_budget is None:
         kv_budget = 256 * 2**20
     _check_timeout(timeout)
-    for param, value in (("kv_budget", kv_budget), ("context_length", context_length or 1)):
-        if isinstance(value, bool) or value <= 0:
-            raise UsageError(f"{param} must be positive, got {value}", param=param)
+    kv_budget = valid.size(kv_budget, "kv_budget")
+    context_length = valid.optional_count(context_length, "context_length")
+    if allocate is not None:
+        valid.flag(allocate, "allocate")
+    valid.text(python, "python")
     if allocate is None:
         allocate = kv_budget <= 2**34
     if allocate and kv_budget > 2**34:
@@ -358,7 +385,7 @@ def probe_sglang(
 
 
 def probe_mlx(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     tokens: int = 512,
     decode: int = 2,
@@ -384,12 +411,13 @@ def probe_mlx(
     if not isinstance(config, dict):
         raise UsageError("the mlx-lm probe needs a model's JSON config (a preset, file or repo id)")
     _check_timeout(timeout)
-    for param, value, low in (("tokens", tokens, 1), ("decode", decode, 0), ("window", window or 2, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise UsageError(f"{param} must be an integer of at least {low}, got {value!r}", param=param)
+    tokens = valid.count(tokens, "tokens")
+    decode = valid.count(decode, "decode", minimum=0)
+    window = valid.optional_count(window, "window", minimum=2)
+    valid.text(python, "python")
     if decode >= tokens:
         raise UsageError(f"decode ({decode:,}) leaves no prompt in {tokens:,} tokens", param="decode")
-    knobs = dict(options or {})
+    knobs = dict(check_options(options or {}))
     if "max_tokens" in knobs:
         raise UsageError("the probe's generated tokens are decode, not max_tokens", param="options")
     # Checked here first: a setting kvcalc refuses fails in a second, not after mlx-lm's run.

@@ -3,16 +3,17 @@ once), summarised by its distinct lengths."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc import checks
+from kvcalc.api._models import DTypeLike, ModelArg, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Layout, Serving, _merge, _past_limit, as_layout, as_serving, resolve_serving
 from kvcalc.calc.estimate import Workload
 from kvcalc.errors import SourceError, UsageError
-from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.calc.requests import Request, RequestSummary
@@ -21,18 +22,18 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-def read_requests(path: str | Path) -> list[Request]:
+def read_requests(path: str | os.PathLike[str]) -> list[Request]:
     """A request-mix file's requests in file order: CSV (prompt,output or tokens columns) or JSON
     lines, a regular file. This holds every request; ``estimate_requests`` given the path streams
     the file instead, holding only its distinct lengths."""
     from kvcalc.calc.requests import parse_requests
 
-    return _read(path, parse_requests)
+    return _read(_path(path, "path"), parse_requests)
 
 
 def estimate_requests(
-    model: str | ModelSpec | Model,
-    requests: Sequence[Request] | str | Path,
+    model: ModelArg,
+    requests: Sequence[Request] | str | os.PathLike[str],
     *,
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
@@ -50,14 +51,28 @@ def estimate_requests(
 ) -> RequestSummary:
     """A request mix (a list of ``Request``, or a CSV/JSONL file path, read in one pass): each
     distinct length's cache (one request of it), percentiles over the requests, and the total with
-    every request resident at once."""
-    from kvcalc.calc.requests import mix_of, parse_lengths, summarize_requests
+    every request resident at once. A mix of no requests is refused: it has no cache to size."""
+    from kvcalc.calc.requests import Request, mix_of, parse_lengths, summarize_requests
 
+    shared_prefix = checks.count(shared_prefix, "shared_prefix", minimum=0)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    mix = _read(requests, parse_lengths) if isinstance(requests, str | Path) else mix_of(requests)
+    if isinstance(requests, str | os.PathLike):
+        mix = _read(_path(requests, "requests"), parse_lengths)  # a file of no requests is refused
+    else:
+        if not isinstance(requests, Sequence) or isinstance(requests, bytes):
+            raise UsageError(f"requests must be a list of kvcalc.Request or a file's path, got "
+                             f"{checks.shown(requests)}", param="requests")  # fmt: skip
+        for request in requests:
+            if not isinstance(request, Request):
+                raise UsageError(f"requests must hold kvcalc.Request(prompt=..., output=...) items, got "
+                                 f"{checks.shown(request)}", param="requests")  # fmt: skip
+        if not requests:
+            raise UsageError("requests is empty: a mix of no requests has no cache to size", param="requests")
+        mix = mix_of(cast("Sequence[Request]", requests))  # not a path: narrowed above
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
     chosen = resolve_serving(spec, asked)
+    checks.instance(layout, "layout", Layout, "a kvcalc.Layout or None")
     if layout is not None and layout.dp != 1:
         raise UsageError("a request mix is sized on one replica: layout's dp changes nothing", param="layout")
     got_tp, pp, _ = as_layout(layout, tp=tp, pp=pp, dp=1)
@@ -76,13 +91,21 @@ def estimate_requests(
     return replace(summary, notes=_merge(spec.notes, chosen.notes, summary.notes, limit_notes))
 
 
-def _read(path: str | Path, parse: Callable[..., _T]) -> _T:
+def _path(path: object, param: str) -> Path:
+    """A file's path as the API takes it: a str or any os.PathLike."""
+    if not isinstance(path, str | os.PathLike):
+        raise UsageError(f"{param} must be a file's path (a str or a pathlib.Path), got {checks.shown(path)}",
+                         param=param)  # fmt: skip
+    return Path(path)
+
+
+def _read(path: Path, parse: Callable[..., _T]) -> _T:
     """``parse`` over the file at ``path``, streamed; every failure is a SourceError of ``lengths``."""
     from kvcalc.inputs.files import open_regular_file
 
     # A file that cannot be read or parsed is a failure (exit 1), as an unreadable MODEL is.
     try:
-        with open_regular_file(Path(path), what="lengths file") as stream:
+        with open_regular_file(path, what="lengths file") as stream:
             return parse(stream, name=f"lengths file {path}")
     except SourceError as exc:
         raise SourceError(str(exc), param="lengths") from None

@@ -6,10 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvcalc import checks
+from kvcalc.checks import MAX_COUNT
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, ModelSpec
-from kvcalc.units import MAX_COUNT
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines import Engine
@@ -82,6 +83,7 @@ def as_serving(
     ``options=``...), not both."""
     short = {"engine": engine, "kv_dtype": kv_dtype, "k_dtype": k_dtype, "v_dtype": v_dtype, "options": options}
     given = {name: value for name, value in short.items() if value is not None}
+    checks.instance(serving, "serving", Serving, "a kvcalc.Serving or None")
     if serving is None:
         return Serving(**given)  # type: ignore[arg-type]
     if given:
@@ -91,12 +93,27 @@ def as_serving(
 
 
 def as_layout(layout: Layout | None, *, tp: int | None, pp: int, dp: int) -> tuple[int | None, int, int]:
-    """(tp, pp, dp) from ``layout`` or the short forms, not both."""
+    """(tp, pp, dp) from ``layout`` or the short forms, not both; each a count of GPUs."""
+    checks.instance(layout, "layout", Layout, "a kvcalc.Layout or None")
     if layout is None:
-        return tp, pp, dp
+        tp = checks.optional_count(tp, "tp", maximum=checks.MAX_PARALLEL)
+        return (
+            tp,
+            checks.count(pp, "pp", maximum=checks.MAX_PARALLEL),
+            checks.count(dp, "dp", maximum=checks.MAX_PARALLEL),
+        )
     if (tp is not None and tp != 1) or pp != 1 or dp != 1:
         raise UsageError("tp, pp and dp are part of layout: give layout or them, not both", param=("layout", "tp"))
-    return layout.tp, layout.pp, layout.dp
+    return tuple(checks.count(getattr(layout, n), n, maximum=checks.MAX_PARALLEL) for n in ("tp", "pp", "dp"))  # type: ignore[return-value]
+
+
+def check_options(options: object) -> Mapping[str, KnobValue]:
+    """An engine's knobs as given: a mapping of their names to values (each checked as the engine
+    is resolved)."""
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise UsageError(f"options must be a mapping of knob names to values, got {checks.shown(options)}",
+                         param="options")  # fmt: skip
+    return options
 
 
 def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
@@ -107,7 +124,11 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
     from kvcalc.engines import make_engine, uses_dsa
 
     engine, kv_dtype, k_dtype, v_dtype = asked.engine, asked.kv_dtype, asked.k_dtype, asked.v_dtype
-    quant_group, residual_tokens, options = asked.quant_group, asked.residual_tokens, dict(asked.options)
+    quant_group, residual_tokens = asked.quant_group, asked.residual_tokens
+    if not isinstance(engine, str | EngineBase):
+        raise UsageError(f"engine must be an engine's name (a str) or an Engine, got {checks.shown(engine)}",
+                         param="engine")  # fmt: skip
+    options = dict(check_options(asked.options))
     for param, value in options.items():
         most = _KNOB_LIMITS.get(param)
         if param in _FLAG_KNOBS:
@@ -122,13 +143,10 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
             raise UsageError(f"{param} {what}, got {value}", param=param)
         elif value is not None and value > most:
             raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
-    if quant_group is not None and (isinstance(quant_group, bool) or quant_group <= 0):
-        raise UsageError(f"quant_group must be positive, got {quant_group}", param="quant_group")
-    if quant_group is not None and quant_group > MAX_DIMENSION:
-        raise UsageError(f"quant_group is implausibly large: {quant_group:.3g} (at most {MAX_DIMENSION:,})",
-                         param="quant_group")  # fmt: skip
-    if residual_tokens is not None and residual_tokens < 0:
-        raise UsageError(f"residual_tokens must not be negative, got {residual_tokens}", param="residual_tokens")
+    if quant_group is not None:
+        checks.count(quant_group, "quant_group", maximum=MAX_DIMENSION)
+    if residual_tokens is not None:
+        checks.count(residual_tokens, "residual_tokens", minimum=0)
     notes: list[str] = []
     if isinstance(engine, EngineBase):
         if any(value is not None and value is not False for value in options.values()):
@@ -197,6 +215,9 @@ def is_theoretical(engine: str | Engine) -> bool:
 def _dtype(value: DTypeLike, quant_group: int, param: str) -> DType | None:
     if value is None or isinstance(value, DType):
         return value
+    if not isinstance(value, str):
+        raise UsageError(f"{param} must be a format's name such as 'fp8' (a str) or a DType, got {checks.shown(value)}",
+                         param=param)  # fmt: skip
     try:
         return parse_kv_dtype(value, quant_group=quant_group)
     except UsageError as exc:
@@ -209,6 +230,14 @@ def _tokens(
     """T (and the encoder length) from ``tokens`` or ``prompt`` + ``output``: decoder-only models
     cache P + O; encoder-decoder models cache O in self-attention and the prompt in cross-attention."""
     notes: list[str] = []
+    if tokens is not None:
+        tokens = checks.count(tokens, "tokens")
+    if prompt is not None:
+        prompt = checks.count(prompt, "prompt", minimum=0)
+    if output is not None:
+        output = checks.count(output, "output", minimum=0)
+    if encoder_tokens is not None:
+        encoder_tokens = checks.count(encoder_tokens, "encoder_tokens")
     if encoder_tokens is not None and not spec.is_encoder_decoder:
         raise UsageError(
             f"encoder_tokens applies to encoder-decoder models; {spec.name} has no cross-attention",
@@ -237,8 +266,8 @@ def _images(spec: ModelSpec, images: int | None, image_tokens: int | None) -> di
                 f"{param} applies to models with image cross-attention (Llama 3.2 Vision); {spec.name} has none",
                 param=param,
             )
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise UsageError(f"{param} must be a non-negative integer, got {value!r}", param=param)
+        if value is not None:
+            checks.count(value, param, minimum=0)
     if image_tokens == 0:
         raise UsageError("image_tokens must be positive", param="image_tokens")
     if images and image_tokens is None and spec.image_tokens is None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc import checks
 from kvcalc.calc.estimate import Plan, Workload, compile_plan
 from kvcalc.dtypes import DType
 from kvcalc.errors import SourceError, UsageError
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines import Engine
 
 from kvcalc.api._fit import _weights
-from kvcalc.api._models import DTypeLike, Model, OnFetch, open_model
+from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._offload import _gguf_headers
 from kvcalc.api._serving import Serving, _merge, _past_limit, resolve_serving
 
@@ -45,7 +45,7 @@ class SpeedReport:
 
 
 def speed(
-    model: str | ModelSpec | Model,
+    model: ModelArg,
     *,
     prompt: int,
     output: int,
@@ -93,12 +93,17 @@ def speed(
     from kvcalc.inputs.hf.dims import read_dims
     from kvcalc.spec import Kind
 
-    for param, value in (("prompt", prompt), ("output", output), ("batch", batch), ("tp", tp), ("pp", pp), ("ep", ep),
-                         ("dp_attention", dp_attention)):  # fmt: skip
-        least = 0 if param == "prompt" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            what = "zero or a positive whole number" if least == 0 else "a positive whole number"
-            raise UsageError(f"{param} must be {what}, got {value!r}", param=param)
+    prompt = checks.count(prompt, "prompt", minimum=0)
+    output = checks.count(output, "output")
+    batch = checks.count(batch, "batch")
+    tp, pp, ep, dp_attention = (checks.count(value, param, maximum=checks.MAX_PARALLEL) for param, value in
+                                (("tp", tp), ("pp", pp), ("ep", ep), ("dp_attention", dp_attention)))  # fmt: skip
+    bandwidth = None if bandwidth is None else checks.rate(bandwidth, "bandwidth")
+    flops = None if flops is None else checks.rate(flops, "flops")
+    weights = None if weights is None else checks.size(weights, "weights")
+    sweep = None if sweep is None else checks.counts(sweep, "sweep", allow_empty=True)  # []: the batch alone
+    gpu = checks.text(gpu, "gpu")
+    checks.flag(eager, "eager")
     if tp % ep:
         raise UsageError(f"ep {ep} must divide tp {tp}: the experts are split over ep of the tp GPUs",
                          param=("ep", "tp"))  # fmt: skip
@@ -108,21 +113,13 @@ def speed(
     if weights_format is not None and weights_format not in WEIGHT_FORMATS:
         raise UsageError(f"weights_format must be one of {', '.join(WEIGHT_FORMATS)}, got {weights_format!r}",
                          param="weights_format")  # fmt: skip
-    if weights is not None and (isinstance(weights, bool) or weights <= 0):
-        raise UsageError(f"weights must be a positive size in bytes, got {weights}", param="weights")
     if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
         raise UsageError(f"compute dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {compute_dtype!r}",
                          param="compute_dtype")  # fmt: skip
     efficiency: dict[str, Fraction] = {}
     for param, given in (("bandwidth_efficiency", bandwidth_efficiency), ("flops_efficiency", flops_efficiency)):
-        if given is not None and (isinstance(given, bool) or not isinstance(given, int | float | Fraction)
-                                  or (isinstance(given, float) and not math.isfinite(given))):  # fmt: skip
-            raise UsageError(f"{param} must be in (0, 1], got {given}", param=param)
-        factor = Fraction(1) if given is None else Fraction(str(given)) if isinstance(given, float) else Fraction(given)
-        if not 0 < factor <= 1:
-            raise UsageError(f"{param} must be in (0, 1], got {given}", param=param)
         if given is not None:
-            efficiency[param] = factor
+            efficiency[param] = checks.share(given, param)
     notes: list[str] = []
     peaks = None
     label = "given peaks"
@@ -143,9 +140,6 @@ def speed(
         raise UsageError("give a gpu preset, or bandwidth (bytes/s) and flops (FLOP/s)", param="gpu")
     if flops is not None:
         label += f", {flops:,} FLOP/s given"
-    for param, rate in (("bandwidth", bandwidth), ("flops", flops)):
-        if rate is not None and (isinstance(rate, bool) or rate <= 0):
-            raise UsageError(f"{param} must be positive, got {rate}", param=param)
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec

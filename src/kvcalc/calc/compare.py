@@ -128,9 +128,11 @@ def attention_variants(
     if k_dim is None or v_dim is None:  # only MLA entries can lack them
         raise UsageError(f"{spec.name} is MLA without qk_nope_head_dim/v_head_dim: its uncompressed heads are unknown")
     for label, value, least in (("latent dim", latent_dim, 1), ("rope dim", rope_dim, 0)):
-        if value is not None and (isinstance(value, bool) or not least <= value <= MAX_DIMENSION):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not least <= value <= MAX_DIMENSION):  # fmt: skip
             kind = "positive" if least else "non-negative"
-            raise UsageError(f"the MLA {label} must be a {kind} whole number up to {MAX_DIMENSION:,}, got {value!r}")
+            raise UsageError(f"the MLA {label} must be a {kind} whole number up to {MAX_DIMENSION:,}, got "
+                             f"{value!r:.40}", param=label.replace(" ", "_"))  # fmt: skip
     if rope_dim is not None and latent_dim is None:
         raise UsageError("--rope-dim is the MLA variant's RoPE key beside --latent-dim: give --latent-dim too")
     for kv in kv_heads:

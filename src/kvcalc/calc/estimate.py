@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
+from kvcalc.checks import MAX_PARALLEL, count
 from kvcalc.dtypes import DType
 from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
 from kvcalc.kinds.base import LayerKind
 from kvcalc.spec import Kind, LayerCache, ModelSpec
 
-# More GPUs in one layout than any deployment has; keeps every loop over ranks or stages small.
-MAX_PARALLEL = 2**16
 # More image tokens per sequence than any context holds (Llama 3.2 Vision: 6,404 per image).
 MAX_IMAGE_TOKENS = 2**32
 
@@ -74,15 +73,14 @@ class Workload:
             raise UsageError(f"{self.images:,} images are implausibly many (at most {MAX_IMAGE_TOKENS:,} image tokens)")
         for name in ("tp", "pp", "dp"):
             if getattr(self, name) > MAX_PARALLEL:
-                raise UsageError(f"{name} {getattr(self, name):,} is implausibly large (at most {MAX_PARALLEL:,})")
+                raise UsageError(f"{name} {getattr(self, name):,} is implausibly large (at most {MAX_PARALLEL:,})",
+                                 param=name)  # fmt: skip
         if self.dp > self.batch:
             raise UsageError(f"{self.dp} data-parallel replicas need at least {self.dp} sequences")
 
 
 def _check_count(name: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum else "a non-negative integer"
-        raise UsageError(f"{name.replace('_', ' ')} must be {kind}, got {value!r}")
+    count(value, name, minimum=minimum)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import codecs
 import csv
 import io
 import json
+import math
 import re
 from array import array
 from bisect import bisect_left
@@ -32,16 +33,27 @@ from operator import add, itemgetter
 from typing import Protocol
 
 from kvcalc.calc.estimate import Plan, Workload, compile_plan
+from kvcalc.checks import MAX_COUNT, count
 from kvcalc.engines import Engine
-from kvcalc.errors import SourceError
+from kvcalc.errors import SourceError, UsageError
 from kvcalc.spec import ModelSpec
-from kvcalc.units import MAX_COUNT
 
 
 @dataclass(frozen=True)
 class Request:
+    """One request: ``prompt`` tokens and ``output`` generated tokens (each zero or more, at least
+    one token in all)."""
+
     prompt: int
     output: int
+
+    def __post_init__(self) -> None:
+        prompt, output = self.prompt, self.output
+        if not (type(prompt) is int and type(output) is int and 0 <= prompt <= MAX_COUNT and 0 <= output <= MAX_COUNT):
+            count(prompt, "prompt", minimum=0)
+            count(output, "output", minimum=0)
+        if not self.prompt and not self.output:
+            raise UsageError("a request of 0 tokens caches nothing: give prompt or output", param=("prompt", "output"))
 
     @property
     def tokens(self) -> int:
@@ -122,14 +134,14 @@ def _keys(names: list[str], where: str) -> list[str]:
 def _request(fields: dict[str, object], where: str) -> Request:
     keys = dict(zip(_keys([str(k) for k in fields], where), fields.values(), strict=True))
     if "tokens" in keys and "prompt" not in keys:
-        request = Request(_count(keys["tokens"], where), 0)
+        prompt, output = _count(keys["tokens"], where), 0
     elif "prompt" in keys:
-        request = Request(_count(keys["prompt"], where), _count(keys.get("output", 0), where))
+        prompt, output = _count(keys["prompt"], where), _count(keys.get("output", 0), where)
     else:
         raise SourceError(f"{where}: needs a 'prompt' (and 'output') or a 'tokens' field")
-    if request.tokens == 0:
+    if prompt + output == 0:  # said with its line, before Request refuses it
         raise SourceError(f"{where}: a request of 0 tokens caches nothing")
-    return request
+    return Request(prompt, output)
 
 
 class _Twice(ValueError):
@@ -539,19 +551,28 @@ class RequestSummary:
     engine: str
     notes: tuple[str, ...] = ()
 
-    def tokens_percentile(self, q: int) -> int:
-        """Nearest rank: the smallest length with at least q% of the requests at or below it."""
+    def tokens_percentile(self, q: float) -> int:
+        """Nearest rank: the smallest length with at least q% of the requests at or below it
+        (``q`` in [0, 100]; 0 is the shortest)."""
         return self.lengths[bisect_left(self._tokens_ranks, self._rank(q))][0]
 
-    def bytes_percentile(self, q: int) -> int:
+    def bytes_percentile(self, q: float) -> int:
         """Nearest rank over each request's bytes (ordered by bytes: they need not grow with tokens)."""
         values, ranks = self._bytes_ranks
         return values[bisect_left(ranks, self._rank(q))]
 
-    def _rank(self, q: int) -> int:
+    def _rank(self, q: float) -> int:
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 100:  # NaN too
+            raise UsageError(f"a percentile must be a number from 0 to 100, got {q!r:.40}", param="q")
         if not self.requests:
-            raise ValueError("a mix of no requests has no percentiles")
-        return max(1, -(-q * self.requests // 100))
+            raise UsageError("a mix of no requests has no percentiles", param="q")
+        if isinstance(q, float):
+            from fractions import Fraction
+
+            rank = math.ceil(Fraction(str(q)) * self.requests / 100)  # exactly: 99.9% of 1,000 is 999
+        else:
+            rank = -(-q * self.requests // 100)
+        return max(1, rank)
 
     # Requests up to and including each length (8 bytes each: a million lengths take 8 MB).
     @cached_property

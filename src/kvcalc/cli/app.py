@@ -55,7 +55,7 @@ def _root(
 
 
 # API parameters whose flag is not the parameter name with dashes.
-_FLAG_OF = {"models": "MODEL", "lengths": "--lengths", "max_batched_tokens": "--max-batched-tokens",
+_FLAG_OF = {"models": "MODEL", "model": "MODEL", "lengths": "--lengths", "max_batched_tokens": "--max-batched-tokens",
             "context_cap": "--no-context-cap", "kv_dtypes": "--kv-dtype"}  # fmt: skip
 
 

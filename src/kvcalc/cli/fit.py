@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
+    SIZE_HELP,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -72,7 +73,7 @@ def fit(
         typer.Option(
             "--gpu-memory",
             metavar="SIZE",
-            help="Memory per GPU instead of a preset: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30.",
+            help="Memory per GPU instead of a preset." + SIZE_HELP,
         ),
     ] = None,
     utilization: Annotated[
@@ -92,7 +93,7 @@ def fit(
             metavar="auto|SIZE",
             help="Model weights: auto reads model.safetensors.index.json "
             "beside a local config, the Hub's safetensors metadata for a repo id, or the preset's "
-            "parameter count x dtype.",
+            "parameter count x dtype." + SIZE_HELP,
         ),
     ] = "auto",
     overhead: Annotated[
@@ -103,7 +104,8 @@ def fit(
             help="Per-GPU memory for activations and the runtime. auto: the engine's runtime model, each term "
             "shown with its range (vLLM: profiling-run activation peak, non-torch memory, CUDA graphs; SGLang: "
             "its reserved share; llama.cpp: compute buffers); 2 GiB assumed for the theoretical and "
-            "transformers engines. SIZE replaces the model (e.g. from 'Available KV cache memory' in a log).",
+            "transformers engines. SIZE replaces the model (e.g. from 'Available KV cache memory' in a log)."
+            + SIZE_HELP,
         ),
     ] = "auto",
     max_num_seqs: Annotated[
@@ -124,7 +126,7 @@ def fit(
             "--kv-budget",
             metavar="SIZE",
             help="KV memory per GPU, skipping the derivation (vLLM logs it "
-            "as 'Available KV cache memory' for each worker).",
+            "as 'Available KV cache memory' for each worker)." + SIZE_HELP,
         ),
     ] = None,
     tokens: Annotated[
@@ -160,7 +162,7 @@ def fit(
         typer.Option(
             "--prompt-cache-bytes",
             metavar="SIZE",
-            help="mlx: room for mlx_lm.server's cache of finished prompts (its --prompt-cache-bytes).",
+            help="mlx: room for mlx_lm.server's cache of finished prompts (its --prompt-cache-bytes)." + SIZE_HELP,
         ),
     ] = None,
     max_model_len: Annotated[

@@ -75,6 +75,11 @@ KV_DTYPE_HELP = (
     "q*: llama.cpp blocks of 32), or auto: what the engine stores by default (the model's dtype; vLLM "
     "and SGLang run float32 checkpoints in 16 bits, llama.cpp uses f16)."
 )
+# Appended to the help of every flag that takes a SIZE (units.parse_size).
+SIZE_HELP = (
+    " SIZE: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30; B or no unit is whole bytes, and a bare number "
+    "other than 0 must be at least 1 MiB (a smaller one is refused as a size missing its unit: 80B for 80 bytes)."
+)
 ENGINE_HELP = "Storage semantics: " + "; ".join(f"{e.name} ({e.summary})" for e in REGISTRY.values()) + "."
 
 ModelArg = Annotated[

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvcalc.cli.options import (
+    SIZE_HELP,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -114,7 +115,7 @@ def probe(
         typer.Option(
             "--kv-budget",
             metavar="SIZE",
-            help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB).",
+            help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB)." + SIZE_HELP,
         ),
     ] = None,
     block_size: BlockOpt = None,

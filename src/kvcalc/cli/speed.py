@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
+    SIZE_HELP,
     BatchOpt,
     DpAttentionOpt,
     EngineOpt,
@@ -122,7 +123,7 @@ def speed(
             "--weights",
             metavar="auto|SIZE",
             help="Model weights: auto reads them as fit does (safetensors "
-            "index, the Hub, a GGUF's tensors, the preset); SIZE gives them, e.g. 70GB for an FP8 70B.",
+            "index, the Hub, a GGUF's tensors, the preset); SIZE gives them, e.g. 70GB for an FP8 70B." + SIZE_HELP,
         ),
     ] = "auto",
     weights_format: Annotated[

@@ -113,6 +113,8 @@ def _load(entry: EngineEntry) -> type[Engine]:
 
 def engine_entry(name: str) -> EngineEntry:
     """The registry entry a name (or alias, any case; any ``@VERSION`` left off) stands for."""
+    if not isinstance(name, str):
+        raise UsageError(f"engine must be an engine's name (a str) such as 'vllm', got {name!r:.60}", param="engine")
     key = name.strip().lower().partition("@")[0]
     for entry in REGISTRY.values():
         if key == entry.name or key in entry.aliases:

@@ -19,7 +19,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kvcalc.errors import UsageError
+from kvcalc.errors import DependencyError, UsageError
 
 # An engine's own error lines can be long; one line of the user's terminal is enough to say why.
 _REASON_LIMIT = 400
@@ -27,7 +27,7 @@ _REASON_LIMIT = 400
 
 def engine_python(explicit: str | None, env_var: str, module: str, engine: str, hint: str) -> str:
     """The Python that runs an engine: ``explicit`` (--engine-python), then $``env_var``, then this
-    one if it can import ``module``; else a one-line UsageError with the set-up ``hint``."""
+    one if it can import ``module``; else a one-line DependencyError with the set-up ``hint``."""
     chosen = explicit or os.environ.get(env_var)
     if chosen:
         if not Path(chosen).is_file():
@@ -36,7 +36,7 @@ def engine_python(explicit: str | None, env_var: str, module: str, engine: str, 
         return chosen
     if find_spec(module) is not None:  # found without importing it (it takes seconds)
         return sys.executable
-    raise UsageError(f"{engine} is not installed here: {hint}")
+    raise DependencyError(f"{engine} is not installed here: {hint}")
 
 
 def run_child(
@@ -72,7 +72,11 @@ def run_child(
             raise
     _kill_group(process)
     if process.returncode != 0:
-        raise UsageError(_failure(err.decode("utf-8", "replace"), process.returncode, script.stem))
+        stderr = err.decode("utf-8", "replace")
+        own = _own_error(stderr, script.stem)
+        if own is not None:  # the probe ran and refused the request, saying why
+            raise UsageError(own)
+        raise DependencyError(_failure(stderr, process.returncode, python, engine, script.name))
     try:
         result: dict[str, Any] = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -86,11 +90,24 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def _failure(stderr: str, status: int, name: str) -> str:
-    """The child's own ``<name>: error:`` line, or the last line the engine wrote."""
+def _own_error(stderr: str, name: str) -> str | None:
+    """The child's own last ``<name>: error:`` line: a request it ran and refused."""
+    mine = [line.strip() for line in stderr.splitlines() if line.strip().startswith(f"{name}: error:")]
+    return _printable(mine[-1]) if mine else None
+
+
+def _failure(stderr: str, status: int, python: str, engine: str, script: str) -> str:
+    """A child that ended without a result or a refusal of its own: it could not start, import the
+    engine, or run it. The message names the Python that was run, its exit status (a signal when
+    killed by one) and the last line it wrote on stderr, if any."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    mine = [line for line in lines if line.startswith(f"{name}: error:")]
-    line = mine[-1] if mine else (lines[-1] if lines else f"exit status {status}")
+    ended = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+    last = f": {_printable(lines[-1])}" if lines else " and wrote nothing on stderr"
+    return (f"{python} (the Python that runs {engine}) failed to start {engine} or to import it: running {script} "
+            f"it {ended}{last}")  # fmt: skip
+
+
+def _printable(line: str) -> str:
     line = "".join(ch if ch.isprintable() else "?" for ch in line)
     return line if len(line) <= _REASON_LIMIT else line[: _REASON_LIMIT - 3] + "..."
 

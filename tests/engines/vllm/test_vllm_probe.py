@@ -26,7 +26,7 @@ import pytest
 
 from kvcalc import api
 from kvcalc.engines.vllm.probe import ENV_PYTHON, vllm_python
-from kvcalc.errors import UsageError
+from kvcalc.errors import DependencyError, UsageError
 from tests.helpers.paths import ROOT
 
 
@@ -37,7 +37,7 @@ def _python() -> str | None:
             return candidate
     try:
         return vllm_python()
-    except UsageError:
+    except DependencyError:  # not installed here
         return None
 
 
@@ -160,7 +160,7 @@ def test_cli_probe_engine_vllm(run_cli, tmp_path: Path) -> None:
 def test_missing_vllm_is_a_one_line_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENV_PYTHON, raising=False)
     monkeypatch.setattr("kvcalc.engines.child.find_spec", lambda name: None)
-    with pytest.raises(UsageError, match=r"vLLM is not installed here: pip install 'kvcalc\[vllm\]'") as caught:
+    with pytest.raises(DependencyError, match=r"vLLM is not installed here: pip install 'kvcalc\[vllm\]'") as caught:
         vllm_python()
     assert "\n" not in str(caught.value)
     with pytest.raises(UsageError, match="is not a file"):

@@ -63,6 +63,7 @@ from kvcalc.engines.llamacpp.probe_plans import (
     TINY_VOCAB,
     VALUE_TYPES,
     GgufPlan,
+    LlamaCppMissing,
     LlamaCppProbeError,
     file_plan,
     gguf_plan,
@@ -95,6 +96,7 @@ __all__ = [
     "_SIZE_LINE",
     "GgufPlan",
     "GroupCheck",
+    "LlamaCppMissing",
     "LlamaCppProbe",
     "LlamaCppProbeError",
     "_context_result",
@@ -434,7 +436,7 @@ def measure(
     (llama_model_params.no_alloc): llama.cpp sizes every tensor as it would allocate it but
     allocates none, for caches larger than this machine's memory."""
     if not llama_cpp_available():
-        raise LlamaCppProbeError(INSTALL_HINT)
+        raise LlamaCppMissing(INSTALL_HINT)
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         path = Path(tmp) / "model.gguf"
         write_gguf(plan, path)
@@ -446,7 +448,7 @@ def measure_file(
 ) -> dict[str, Any]:
     """Create ``contexts`` with llama.cpp from the GGUF at ``path`` in a child process (see ``measure``)."""
     if not llama_cpp_available():
-        raise LlamaCppProbeError(INSTALL_HINT)
+        raise LlamaCppMissing(INSTALL_HINT)
     with tempfile.TemporaryDirectory(prefix="kvcalc-llamacpp-") as tmp:
         request = Path(tmp) / "request.json"
         request.write_text(json.dumps({"gguf": str(path), "contexts": contexts, "no_alloc": no_alloc}))

@@ -38,6 +38,10 @@ class LlamaCppProbeError(Exception):
     """The probe could not run llama.cpp (missing package, failed load, time-out)."""
 
 
+class LlamaCppMissing(LlamaCppProbeError):
+    """llama-cpp-python or gguf is not installed here (INSTALL_HINT)."""
+
+
 @dataclass(frozen=True)
 class GgufPlan:
     """What convert_hf_to_gguf.py would write for the model's attention, as GGUF metadata:
@@ -459,7 +463,7 @@ def write_gguf(plan: GgufPlan, path: Path) -> None:
     try:
         gguf: Any = import_module("gguf")
     except ImportError:
-        raise LlamaCppProbeError(INSTALL_HINT) from None
+        raise LlamaCppMissing(INSTALL_HINT) from None
     writer = gguf.GGUFWriter(str(path), plan.arch)
     kinds = {name: gguf.GGUFValueType(number) for number, name in VALUE_TYPES.items()}
     for key, kind, value in plan.keys:

@@ -22,6 +22,10 @@ class ProbeError(Exception):
     """A request the probe cannot run; the message is one line for the user."""
 
 
+class MissingPackage(ProbeError):
+    """The probe's packages (torch, transformers) are not installed in this Python."""
+
+
 def _returned_cache(output: Any) -> Any:
     """The cache a forward pass returned, or None (transformers 5.24 outputs name it
     ``past_key_values``; a model output without one raises AttributeError)."""

@@ -55,6 +55,7 @@ def _sibling() -> Any:
 
 _cache = _sibling()
 ProbeError: type[Exception] = _cache.ProbeError
+MissingPackage: type[Exception] = _cache.MissingPackage
 (_cache_layers, _cache_tensors, _Held, _held_elsewhere, _layer_bytes, _module_tensors, _positions, _returned_cache,
  _storage_bytes) = (_cache._cache_layers, _cache._cache_tensors, _cache._Held, _cache._held_elsewhere,
     _cache._layer_bytes, _cache._module_tensors, _cache._positions, _cache._returned_cache,
@@ -170,7 +171,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise ProbeError(f"the probe needs PyTorch: {_INSTALL}") from None
+        raise MissingPackage(f"the probe needs PyTorch: {_INSTALL}") from None
     return torch
 
 
@@ -178,7 +179,7 @@ def _transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        raise ProbeError(f"the model probe needs transformers: {_INSTALL}") from None
+        raise MissingPackage(f"the model probe needs transformers: {_INSTALL}") from None
     return transformers
 
 
