@@ -153,6 +153,7 @@ def probe(
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
     a file path or the parsed JSON), refusing one that answers another request."""
+    from kvcalc.engines.transformers import RULES_VERSION, version_warning
     from kvcalc.engines.transformers.crosscheck import check_model, validate_result
     from kvcalc.engines.transformers.torch_probe import MissingPackage, ProbeError, run
 
@@ -179,6 +180,8 @@ def probe(
             raise DependencyError(str(exc)) from None
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
+    warning = version_warning(str(result.get("transformers", RULES_VERSION)))
+    notes = (warning, *notes) if warning else notes
     if raw:
         return ProbeReport(opened, est, request, result, allowed, None, notes)
     check = check_model(opened.spec, est, result)

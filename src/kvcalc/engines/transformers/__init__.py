@@ -12,6 +12,22 @@ from kvcalc.spec import KVWindowCache, LayerCache
 if TYPE_CHECKING:
     from kvcalc.calc.step_cost import StepOverhead
 
+# The transformers release these rules, the model-type tables (inputs/hf/reads.py) and the probe's
+# expectations were read from; the test extra pins it (pyproject.toml).
+RULES_VERSION = "5.24.0"
+
+
+def version_warning(installed: str) -> str | None:
+    """One line when the transformers a probe ran differs from the release the rules were read
+    from: a mismatch may then be transformers' own change (5.25 caches Falcon-40B's KV heads
+    unbroadcast), not kvcalc's error."""
+    if installed == RULES_VERSION:
+        return None
+    return (
+        f"warning: transformers {installed} ran the probe; kvcalc's transformers rules were read from "
+        f"{RULES_VERSION} (pip install transformers=={RULES_VERSION}): a mismatch may be transformers' own change"
+    )
+
 
 @dataclass(frozen=True)
 class Transformers(Engine):
