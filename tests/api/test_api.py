@@ -141,3 +141,15 @@ def test_every_public_api_name_resolves_to_its_service_module() -> None:
     assert sorted(public._EXPORTS) == sorted(public.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         public.nothing  # noqa: B018
+
+
+def test_a_request_mix_refuses_a_shared_prefix_rather_than_drop_it() -> None:
+    # Each length of a mix is one request alone: a prefix shared with nothing saved nothing, and the
+    # figures without it were printed as if it applied (hardening round 4).
+    from kvcalc.api import estimate_requests
+    from kvcalc.calc.requests import Request
+    from kvcalc.errors import UsageError
+
+    with pytest.raises(UsageError, match="shared prefix is not modelled for a request mix") as caught:
+        estimate_requests("llama-3.1-8b", [Request(prompt=1000, output=10)], shared_prefix=500)
+    assert caught.value.params[0] == "shared_prefix"

@@ -55,6 +55,14 @@ def estimate_requests(
     from kvcalc.calc.requests import Request, mix_of, parse_lengths, summarize_requests
 
     shared_prefix = checks.count(shared_prefix, "shared_prefix", minimum=0)
+    if shared_prefix:
+        # Each length of a mix is sized as one request alone, where a prefix shared with nothing
+        # saves nothing: taking it would print the figures without it as if it were applied.
+        raise UsageError(
+            "a shared prefix is not modelled for a request mix (each length is sized as one request alone): give "
+            "tokens and batch for a batch that shares a prefix",
+            param=("shared_prefix", "tokens", "batch"),
+        )
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     if isinstance(requests, str | os.PathLike):
