@@ -55,6 +55,9 @@ def _first(config: Mapping[str, Any], keys: tuple[str, ...], where: str = "") ->
     for key in keys:
         if config.get(key) == 0 and not isinstance(config.get(key), bool):
             continue
+        given = config.get(key)
+        if isinstance(given, list):
+            continue  # per-layer values (Gemma 3n's intermediate_size, Hunyuan's moe_topk): no one width to read
         value = count_field(config, key, where)
         if value is not None:
             return value, key
