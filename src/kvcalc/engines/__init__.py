@@ -53,7 +53,7 @@ REGISTRY: dict[str, EngineEntry] = {
             module="vllm",
             class_name="VLLM",
             summary="16-token blocks (MLA 64), sliding reservation; vllm@0.11 etc. for a release (default 0.33); "
-            "vllm-cpu: the CPU build's defaults (default 0.32); vllm-cpu-amx: on a CPU with AMX tiles",
+            "vllm-cpu: the CPU build's defaults (default 0.32)",
             aliases=("vllm-cpu", "vllm-cpu-amx"),
             versions=VLLM_VERSIONS,
             default_version="0.33",

@@ -127,8 +127,11 @@ def explain_lines(est: Estimate, units: Units) -> list[str]:
         ]
     formula = _group_formula if seed else _slot_formula
     for g in est.groups:
-        held = f"{g.layers} empty {g.kind.short} slots the engine pads its layer groups with" if g.padding else (
-            f"{g.layers} layers")
+        held = (
+            f"{g.layers} empty {g.kind.short} slots the engine pads its layer groups with"
+            if g.padding
+            else (f"{g.layers} layers")
+        )
         lines.append(f"  {g.kind} ({held}):")
         lines.extend(f"    {line}" for line in formula(est, g))
     if len(est.groups) > 1:

@@ -391,7 +391,7 @@ class VLLM(Engine):
     def arrange(self, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
         """vLLM's layer groups (engines.vllm.capacity.group_layers): larger blocks for a kind whose
         page is unified or aligned to a mamba state, the state padded to the page, empty slots."""
-        from kvcalc.engines.vllm.capacity import arrange
+        from kvcalc.engines.vllm.groups import arrange
 
         if not any(cache.caches_tokens or cache.is_state for cache, _, _ in layers):
             return None

@@ -79,12 +79,16 @@ def test_flash_by_hand() -> None:
         ("sglang", 4096, 120_130_560),
         # vLLM, 16-token blocks, max_num_batched_tokens 8192: a sliding layer reserves
         # cdiv(min(128 + 8192, T), 16) + 1 blocks, never more than cdiv(T, 16).
-        #   T = 4,096: the window reserve (257 blocks) exceeds the 256 of the whole sequence:
-        #   every layer holds 4,096 tokens: 4,096 x 222,720 = 912,261,120.
-        ("vllm", 4096, 912_261_120),
+        #   vLLM's groups (kv_cache_utils.py): pages of 16 x 2,560 (full) and 16 x 5,120 (sliding) unify
+        #   at 81,920 B, so full layers take 32-token blocks; 39 >= 1.5 x 9 sliding layers: groups of 9,
+        #   the sliding kind in cdiv(39, 9) = 5 groups, 45 slots of which 6 empty, each holding blocks
+        #   as a sliding layer.
+        #   T = 4,096: the window reserve (257 blocks) exceeds the 256 of the whole sequence: full
+        #   9 x 4,096 x 2,560 = 94,371,840 (128 blocks of 32), sliding 45 x 4,096 x 5,120 = 943,718,400.
+        ("vllm", 4096, 94_371_840 + 943_718_400),
         #   T = 32,768: full 9 x 32,768 x 2,560 = 754,974,720; sliding cdiv(8,320, 16) + 1 = 521
-        #   blocks = 8,336 tokens: 39 x 8,336 x 5,120 = 1,664,532,480 (one batch in flight: up to 0.25).
-        ("vllm@0.25", 32768, 754_974_720 + 1_664_532_480),
+        #   blocks = 8,336 tokens: 45 x 8,336 x 5,120 = 1,920,614,400 (one batch in flight: up to 0.25).
+        ("vllm@0.25", 32768, 754_974_720 + 1_920_614_400),
         # llama.cpp: 4,096 cells in full layers; sliding pad(min(4,096, 129 + 512), 256) = 768
         # cells: 39 x 768 x 5,120 = 153,354,240.
         ("llamacpp", 4096, 94_371_840 + 153_354_240),
