@@ -121,10 +121,10 @@ def test_expert_parallel_is_refused_for_a_dense_model() -> None:
     assert moe.estimate is not None and moe.estimate.setting.layout.ep == 2
 
 
-@pytest.mark.parametrize("engine", ["transformers", "mlx"])
-def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str) -> None:
+@pytest.mark.parametrize(("engine", "gpu"), [("transformers", "h100-sxm"), ("mlx", "m4-max-64gb")])
+def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str, gpu: str) -> None:
     with pytest.raises(UsageError, match="no CUDA graphs to turn off"):
-        api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", engine=engine, eager=True, sweep=[])
+        api.speed("llama-3.1-8b", prompt=16, output=2, gpu=gpu, engine=engine, eager=True, sweep=[])
 
 
 @pytest.mark.parametrize(
@@ -186,8 +186,10 @@ def test_dp_attention_caches_each_groups_requests() -> None:
     latent (MLA's one KV head is not split), 8 x 1,000 x 70,272 B; with 8 attention-DP groups each
     holds one request's, and the attention weights split over 1 GPU instead of 8: 7/8 of them more a
     GPU (61 x 187,107,328 parameters at the checkpoint's mean bytes a parameter)."""
-    tp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, sweep=[])
-    dp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, dp_attention=8, sweep=[])
+    # SGLang's --enable-dp-attention (the theoretical engine runs none: refused there)
+    tp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, engine="sglang", sweep=[])
+    dp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, dp_attention=8, engine="sglang",
+                   sweep=[])  # fmt: skip
     assert tp.result.decode.first.kv_bytes == 8 * 1000 * DSV3_LATENT_TOKEN
     assert dp.result.decode.first.kv_bytes == 1000 * DSV3_LATENT_TOKEN
     w = tp.result.weights

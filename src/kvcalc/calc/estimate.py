@@ -599,7 +599,9 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
     spec, engine_notes = engine.prepare(spec, k_dtype, v_dtype)
     notes += engine_notes
     if w.pp > spec.layers:
-        raise UsageError(f"--pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}")
+        raise UsageError(f"pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}",
+                         param="pp")  # fmt: skip
+    engine.check_shared_prefix(w.shared_prefix)
     _check_parallel(spec, w.tp)
     lead = tuple(notes)
     notes = []

@@ -576,6 +576,7 @@ def summarize_requests(
     if not isinstance(mix, Mix):
         mix = mix_of(mix)
     counts = mix.counts
+    engine.check_shared_prefix(workload.shared_prefix)
     # One plan for every length the mix holds.
     plan = compile_plan(spec, replace(workload, tokens=1, batch=1, dp=1, shared_prefix=0), engine)
     prefix = workload.shared_prefix
