@@ -316,6 +316,7 @@ class _GroupPlan:
     __slots__ = (
         "bound",
         "cache",
+        "full_dtype",
         "layers",
         "meta_per_slot",
         "per_slot",
@@ -341,6 +342,7 @@ class _GroupPlan:
         residual_extra: int = 0,
         plain: bool = False,
         bound: int | None = None,
+        full_dtype: DType | None = None,
     ) -> None:
         self.cache = cache
         self.layers = layers
@@ -353,6 +355,7 @@ class _GroupPlan:
         self.residual_extra = residual_extra
         self.plain = plain
         self.bound = bound
+        self.full_dtype = full_dtype  # the format of the ``residual`` full-precision rows
 
 
 class Plan:
@@ -399,7 +402,15 @@ class Plan:
     def monotone(self) -> bool:
         """Whether the bytes never fall as the tokens grow: no layer holds fewer entries for more
         tokens (a compressor's pending buffer empties each time a window closes)."""
-        return all(type(g.cache).entries is LayerKind.entries for g in self.groups)
+        return not self.drops and all(type(g.cache).entries is LayerKind.entries for g in self.groups)
+
+    @cached_property
+    def drops(self) -> tuple[int, ...]:
+        """The lengths at which the bytes fall as the tokens grow, the engine converting a whole
+        buffer of full-precision slots to the quantized format at once (``full_precision_drops``):
+        the cost is monotone between them."""
+        drops = self.engine.full_precision_drops
+        return tuple(sorted({d for g in self.groups if g.residual for d in drops(g.residual)}))
 
     def at(
         self,
@@ -426,6 +437,7 @@ class Plan:
         busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
         groups = []
         busiest_bytes = []
+        stored = []  # a quantized group's rows all still in full precision: (its format, whether so)
         for g in self.groups:
             total_bytes = meta_bytes = 0
             kept = slots = 0
@@ -441,6 +453,13 @@ class Plan:
             changes: dict[str, object] = {"bytes": total_bytes * scale}
             if g.rows:
                 changes.update(tokens_kept=kept, slots=slots, metadata_bytes=meta_bytes * scale)
+            if g.residual and g.full_dtype is not None:
+                # Every row kept in full precision (MLX below quantized_kv_start, a quantized cache
+                # shorter than its residual): the group stores the model dtype, as its bytes say.
+                whole = 0 < kept <= self.engine.full_precision_slots(kept, tokens, g.residual)
+                stored.append((g.full_dtype, whole))
+                if whole:
+                    changes.update(dtype=g.full_dtype, v_dtype=None, bytes_per_token=g.per_slot + g.residual_extra)
             groups.append(copy_with(g.shape, changes))
         if len(self.stages) == 1:
             per_gpu = sum(cost * g.layers for g, cost in zip(self.groups, busiest_bytes, strict=True))
@@ -449,6 +468,9 @@ class Plan:
         changes = {"tokens": tokens, "batch": batch, "shared_prefix": shared_prefix}
         if encoder_tokens is not None:
             changes["encoder_tokens"] = encoder_tokens
+        formats: dict[str, object] = {}
+        if stored and all(whole for _, whole in stored) and len({d for d, _ in stored}) == 1:
+            formats = {"kv_dtype": stored[0][0], "v_dtype": None}
         if notes or assumed:  # the length added some: each in its place among the compiled ones
             merged = tuple(dict.fromkeys((*lead, *self.lead_notes, *assumed, *self.tail_notes, *notes, *tail)))
         elif lead or tail:
@@ -457,8 +479,9 @@ class Plan:
             merged = self.static_notes
         return copy_with(
             self.estimate,
-            {"workload": copy_with(w, changes), "groups": tuple(groups), "notes": merged, "per_gpu_bytes": per_gpu},
-        )
+            {"workload": copy_with(w, changes), "groups": tuple(groups), "notes": merged, "per_gpu_bytes": per_gpu,
+             **formats},
+        )  # fmt: skip
 
     def total_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
         """``at(...).total_bytes`` without building the estimate: a sweep asks it per length."""
@@ -689,5 +712,5 @@ def _compile_group(
              and cache.compress_ratio == 1)  # fmt: skip
     return _GroupPlan(
         cache, layers, shape, rows=True, per_slot=per_slot, meta_per_slot=k_meta + v_meta, residual=kept_full,
-        residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound,
+        residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound, full_dtype=compute_dtype,
     )  # fmt: skip

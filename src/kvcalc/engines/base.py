@@ -232,6 +232,12 @@ class Engine:
         the model dtype: the newest ``residual`` (transformers' QuantizedCache)."""
         return min(kept, residual)
 
+    def full_precision_drops(self, residual: int) -> tuple[int, ...]:
+        """The sequence lengths at which ``full_precision_slots`` falls as the tokens grow, so the
+        bytes fall with them (between them they never do): none, as the newest ``residual`` only
+        move from one slot to the next."""
+        return ()
+
     # --- fit: the engine's share of a GPU, its runtime, and how it turns a budget into tokens ------
 
     @property

@@ -267,6 +267,11 @@ class MLX(Engine):
         (quantized_kv_start) tokens; before that no slot is quantized."""
         return kept if tokens < residual else 0
 
+    def full_precision_drops(self, residual: int) -> tuple[int, ...]:
+        """At quantized_kv_start tokens the whole buffer turns quantized: a sequence of that
+        length holds fewer bytes than one a token shorter."""
+        return (residual,)
+
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         """The buffer slots after a prompt of ``tokens - generated`` tokens and ``generated`` more
         (growth.py): spare slots of the last 256-token step included, as nbytes counts them."""
