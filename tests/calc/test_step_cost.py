@@ -233,3 +233,24 @@ def test_the_json_estimate_keeps_the_bounds_names() -> None:
     assert est["sweep"][0]["batch"] == 2 and est["cuda_graphs"] is True
     assert est["engine_costs"]["engine"] == "vllm" and est["prefill_passes"] == 1
     assert data["kind"] == "bound"
+
+
+def test_mean_ttft_over_prefill_passes_by_hand() -> None:
+    # vLLM passes of at most 8,192 tokens (max_num_batched_tokens): 3 prompts of 5,000 take 2 passes
+    # of 7,500; the prompts end in passes ceil(5,000 / 7,500) = 1, ceil(10,000 / 7,500) = 2 and 2:
+    # the mean TTFT is 5 / 3 passes, plus the engine's own time a request.
+    r = api.speed("llama-3.1-8b", prompt=5000, output=2, batch=3, gpu="h100-sxm", engine="vllm", sweep=[])
+    e = r.estimate
+    assert e is not None and e.prefill_passes == 2
+    assert e.at.ttft_mean_s == pytest.approx(5 / 3 * e.prefill.seconds + e.overhead.request_s, rel=1e-12)
+
+
+def test_a_billion_requests_pass_by_pass_in_closed_form() -> None:
+    # 10^9 prompts of 1,024 in passes of 8,192: the i-th ends in pass ceil(i / 8), and the sum over
+    # i = 1..10^9 of ceil(i / 8) is 8 x (1 + ... + 10^9 / 8): the mean is (10^9 / 8 + 1) / 2 passes.
+    b = 10**9
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, batch=b, gpu="h100-sxm", engine="vllm", sweep=[])
+    e = r.estimate
+    assert e is not None and e.prefill_passes == b // 8
+    mean = (b // 8 + 1) / 2 * e.prefill.seconds + e.overhead.request_s
+    assert e.at.ttft_mean_s == pytest.approx(mean, rel=1e-9)
