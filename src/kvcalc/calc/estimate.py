@@ -544,11 +544,16 @@ class Plan:
     def per_gpu_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
         """Bytes on the most loaded GPU for ``batch`` sequences of ``tokens`` on one replica:
         ``at(...).per_gpu_bytes`` without building the estimate (fit's searches ask it often)."""
+        return max(self.stage_bytes(tokens, batch, shared_prefix))
+
+    def stage_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> list[int]:
+        """Bytes on one GPU of each pipeline stage (one stage unless pp > 1) for ``batch``
+        sequences of ``tokens`` on one replica: a request mix sums them stage by stage."""
         self._check(tokens, batch, shared_prefix, None, replicas=False)
         encoder = tokens if self.encoder_tokens is None else self.encoder_tokens
         notes: list[str] = []
         costs = [self._cost(g, tokens, batch, shared_prefix, encoder, notes)[0] for g in self.groups]
-        return max(sum(costs[i] * n for i, n in stage) for stage in self.stages)
+        return [sum(costs[i] * n for i, n in stage) for stage in self.stages]
 
     def _check(
         self, tokens: int, batch: int, shared_prefix: int, encoder_tokens: int | None, *, replicas: bool = True
