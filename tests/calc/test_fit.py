@@ -198,3 +198,44 @@ def test_only_a_cost_that_never_falls_is_solved() -> None:
     # bytes are not monotone in T, so fit does not solve for its context.
     assert compile_plan(load_model("llama-3.1-8b"), Workload(tokens=1)).monotone
     assert not compile_plan(load_model("deepseek-v4-flash"), Workload(tokens=1)).monotone
+
+
+def test_largest_within_searches_each_monotone_piece() -> None:
+    # A cost that falls at 50 (n below, n / 4 from there): within 30 the largest n is 30 below
+    # the drop, and 120 past it; a bisection over 1..1,000 would stop below the drop.
+    def cost(n: int) -> int:
+        return n if n < 50 else n // 4
+
+    assert largest_within(cost, 30, 1000, drops=(50,)) == 123  # 123 // 4 = 30, 124 // 4 = 31
+    assert largest_within(cost, 11, 1000, drops=(50,)) == 11  # past the drop every n costs >= 12
+    assert largest_within(cost, 10**6, 1000, drops=(50,)) is None
+    assert largest_within(cost, 0, 1000, drops=(50,)) == 0
+
+
+# llama-3.1-8b under mlx-lm: a token of its 32 layers is 2 x 8 x 128 elements a layer, bf16 (2 B):
+# 131,072 B; 4-bit (group 64: 32 B of data and a bf16 scale and bias, 36 B per 64 elements):
+# 32 x 2,048 / 64 x 36 = 36,864 B. Buffers grow 256 tokens at a time; the whole cache turns 4-bit
+# once it holds quantized_kv_start (5,000) tokens.
+MLX_BF16, MLX_Q4 = 131_072, 36_864
+
+
+@pytest.mark.parametrize(
+    ("budget", "context"),
+    [
+        # 7,936 x 36,864 = 292,552,704 fits 300 MB, 8,192 x 36,864 = 301,989,888 does not
+        (300_000_000, 7_936),
+        # 5,000 tokens hold 5,120 4-bit slots: 188,743,680 <= 190 MB < 5,376 x 36,864
+        (190_000_000, 5_120),
+        # 5,120 4-bit slots do not fit 150 MB; below the start 1,024 bf16 slots (134,217,728) do
+        (150_000_000, 1_024),
+    ],
+)
+def test_mlx_max_context_past_quantized_kv_start(budget: int, context: int) -> None:
+    from kvcalc import api
+
+    r = api.fit("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, kv_budget=budget, tokens=1000).result
+    below = api.estimate("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, tokens=context)
+    assert below.total_bytes == -(-context // 256) * 256 * (MLX_BF16 if context < 5000 else MLX_Q4)
+    assert r.max_context == context
+    # max tokens: the 4-bit cache's capacity in whole steps of 256, budget // 36,864 rounded down
+    assert r.max_tokens == budget // MLX_Q4 // 256 * 256

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import kvcalc
+from kvcalc import api
 from kvcalc.calc import requests
 from kvcalc.calc.requests import Mix, Request, RequestSummary, parse_lengths
 from kvcalc.errors import SourceError, UsageError
@@ -205,3 +206,23 @@ def test_read_requests_keeps_every_request_in_order(tmp_path: Path) -> None:
     assert kvcalc.read_requests(str(path)) == kvcalc.read_requests(path)
     listed = kvcalc.estimate_requests("llama-3.1-8b", [Request(p, o) for p, o in ROWS])
     assert listed == kvcalc.estimate_requests("llama-3.1-8b", path)
+
+
+def test_a_request_mix_on_two_gpus_gives_the_bytes_per_gpu(run_cli, tmp_path: Path) -> None:
+    # llama-3.1-8b: 131,072 B a token; requests of 1,024 and 3,096 tokens hold 4,120 x 131,072 =
+    # 540,016,640 B in all; tp 2 splits the 8 KV heads 4 and 4: half on each GPU. tp 16 holds each
+    # KV head on 2 GPUs: the whole doubles, and each GPU holds 1 / 16 of that.
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n1000,24\n3000,96\n", encoding="utf-8")
+    one = api.estimate_requests("llama-3.1-8b", path)
+    assert (one.total_bytes, one.per_gpu_bytes) == (540_016_640, None)
+    two = api.estimate_requests("llama-3.1-8b", path, tp=2)
+    assert (two.total_bytes, two.per_gpu_bytes, two.gpus) == (540_016_640, 270_008_320, 2)
+    staged = api.estimate_requests("llama-3.1-8b", path, tp=2, pp=2)  # 16 layers a stage
+    assert (staged.per_gpu_bytes, staged.gpus) == (135_004_160, 4)
+    wide = api.estimate_requests("llama-3.1-8b", path, tp=16)
+    assert (wide.total_bytes, wide.per_gpu_bytes) == (2 * 540_016_640, 2 * 540_016_640 // 16)
+    data = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--tp", "2", "--json").json()
+    assert (data["total_bytes"], data["per_gpu_bytes"], data["gpus"]) == (540_016_640, 270_008_320, 2)
+    table = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--tp", "2").stdout
+    assert "per GPU        270,008,320 bytes" in table

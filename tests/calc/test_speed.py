@@ -300,3 +300,59 @@ def test_a_gguf_without_tensors_needs_weights(tmp_path) -> None:  # type: ignore
     path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
     with pytest.raises(SourceError, match="holds no tensors: give --weights"):
         api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
+
+
+def test_mean_ttft_at_batch_one_is_the_prefill_ttft() -> None:
+    # A 64-token prompt is memory-bound: its FLOPs (2 x BODY x 64 + 2 x EMBEDDING + 32 x 32 x 2 x
+    # 256 x (1 + ... + 64) = 895,514,165,248) take 0.91 ms, its bytes 4.5 ms. Those bytes are the
+    # weights and the cache the prompt writes, 64 x 131,072; the mean over one request is that TTFT.
+    r = api.speed("llama-3.1-8b", prompt=64, output=2, gpu="h100-sxm", sweep=[]).result
+    ttft = (WEIGHTS_READ + 64 * PER_TOKEN) / H100_BW
+    assert r.prefill.bound_by == "memory" and r.prefill.seconds == pytest.approx(ttft, rel=1e-12)
+    assert r.ttft_mean_s == pytest.approx(ttft, rel=1e-12)
+
+
+def test_mean_ttft_counts_each_request_s_share_of_the_kv_write() -> None:
+    # 4 prompts of 64: the i-th first token waits for the weights and i prompts' cache, i x 64 x
+    # 131,072 bytes (i x 0.91 ms of FLOPs stays below that: 3.6 ms at i = 4 against 4.5 ms). The
+    # mean is the weights and (1 + 2 + 3 + 4) / 4 = 2.5 prompts' cache; the last is the prefill.
+    r = api.speed("llama-3.1-8b", prompt=64, output=2, batch=4, gpu="h100-sxm", sweep=[]).result
+    assert r.ttft_mean_s == pytest.approx((WEIGHTS_READ + 2.5 * 64 * PER_TOKEN) / H100_BW, rel=1e-12)
+    assert r.prefill.seconds == pytest.approx((WEIGHTS_READ + 4 * 64 * PER_TOKEN) / H100_BW, rel=1e-12)
+
+
+ONE_PROMPT_S = 14_570_393_436_160 / H100_BF16  # a 1,024-token prompt's FLOPs (test_llama_prefill_by_hand)
+
+
+def test_a_billion_requests_in_closed_form() -> None:
+    # Each request of the batch is one of a group of one length: the sums over them are arithmetic
+    # series, not a loop (which took ~8 us a request: minutes at 10^9). Every prompt is
+    # compute-bound (14.7 ms of FLOPs against 40 us of cache a prompt), so the i-th first token
+    # waits i prompts' FLOPs: the mean is (10^9 + 1) / 2 prompts', the last 10^9 prompts'.
+    b = 10**9
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, batch=b, gpu="h100-sxm", sweep=[]).result
+    assert r.ttft_mean_s == pytest.approx((b + 1) / 2 * ONE_PROMPT_S, rel=1e-9)
+    assert r.prefill.seconds == pytest.approx(b * ONE_PROMPT_S, rel=1e-9)
+    assert r.decode.first.kv_bytes == b * 1024 * PER_TOKEN == 134_217_728_000_000_000
+
+
+def test_a_sweep_to_a_billion_in_closed_form() -> None:
+    b = 10**9
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm", sweep=[b]).result
+    row = next(row for row in r.sweep if row.batch == b)
+    assert row.ttft_mean_s == pytest.approx((b + 1) / 2 * ONE_PROMPT_S, rel=1e-9)
+    assert row.prefill.kv_bytes == b * 1024 * PER_TOKEN
+
+
+def test_floor_sum_by_hand_and_by_brute_force() -> None:
+    from kvcalc.calc.speed import floor_sum
+
+    # floor((2i + 1) / 3) for i = 0..3: 0, 1, 1, 2
+    assert floor_sum(4, 3, 2, 1) == 4
+    # floor(i x 5 / 7) summed over i = 1..7 = (5 x 28 - (sum of i x 5 mod 7 = 21)) / 7 = 17
+    assert floor_sum(8, 7, 5, 0) == 17
+    for n in range(0, 30):
+        for m in range(1, 9):
+            for a in range(0, 12):
+                for b in range(0, 12):
+                    assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))

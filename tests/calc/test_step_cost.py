@@ -121,10 +121,10 @@ def test_expert_parallel_is_refused_for_a_dense_model() -> None:
     assert moe.estimate is not None and moe.estimate.setting.layout.ep == 2
 
 
-@pytest.mark.parametrize("engine", ["transformers", "mlx"])
-def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str) -> None:
+@pytest.mark.parametrize(("engine", "gpu"), [("transformers", "h100-sxm"), ("mlx", "m4-max-64gb")])
+def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str, gpu: str) -> None:
     with pytest.raises(UsageError, match="no CUDA graphs to turn off"):
-        api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", engine=engine, eager=True, sweep=[])
+        api.speed("llama-3.1-8b", prompt=16, output=2, gpu=gpu, engine=engine, eager=True, sweep=[])
 
 
 @pytest.mark.parametrize(
@@ -186,8 +186,10 @@ def test_dp_attention_caches_each_groups_requests() -> None:
     latent (MLA's one KV head is not split), 8 x 1,000 x 70,272 B; with 8 attention-DP groups each
     holds one request's, and the attention weights split over 1 GPU instead of 8: 7/8 of them more a
     GPU (61 x 187,107,328 parameters at the checkpoint's mean bytes a parameter)."""
-    tp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, sweep=[])
-    dp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, dp_attention=8, sweep=[])
+    # SGLang's --enable-dp-attention (the theoretical engine runs none: refused there)
+    tp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, engine="sglang", sweep=[])
+    dp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, dp_attention=8, engine="sglang",
+                   sweep=[])  # fmt: skip
     assert tp.result.decode.first.kv_bytes == 8 * 1000 * DSV3_LATENT_TOKEN
     assert dp.result.decode.first.kv_bytes == 1000 * DSV3_LATENT_TOKEN
     w = tp.result.weights
@@ -284,3 +286,24 @@ def test_extrapolated_names_each_gap() -> None:
     dense = sc.Model(layers=32, hidden=4096, moe_layers=0, top_k=0, kinds=frozenset({str(Kind.FULL)}))
     assert sc.extrapolated("hopper", dense, sc.Layout(tp=8)) == ()
     assert sc.extrapolated("hopper", dense, sc.Layout(), replace(sc.COSTS.coverage, moe=False)) == ()
+
+
+def test_mean_ttft_over_prefill_passes_by_hand() -> None:
+    # vLLM passes of at most 8,192 tokens (max_num_batched_tokens): 3 prompts of 5,000 take 2 passes
+    # of 7,500; the prompts end in passes ceil(5,000 / 7,500) = 1, ceil(10,000 / 7,500) = 2 and 2:
+    # the mean TTFT is 5 / 3 passes, plus the engine's own time a request.
+    r = api.speed("llama-3.1-8b", prompt=5000, output=2, batch=3, gpu="h100-sxm", engine="vllm", sweep=[])
+    e = r.estimate
+    assert e is not None and e.prefill_passes == 2
+    assert e.at.ttft_mean_s == pytest.approx(5 / 3 * e.prefill.seconds + e.overhead.request_s, rel=1e-12)
+
+
+def test_a_billion_requests_pass_by_pass_in_closed_form() -> None:
+    # 10^9 prompts of 1,024 in passes of 8,192: the i-th ends in pass ceil(i / 8), and the sum over
+    # i = 1..10^9 of ceil(i / 8) is 8 x (1 + ... + 10^9 / 8): the mean is (10^9 / 8 + 1) / 2 passes.
+    b = 10**9
+    r = api.speed("llama-3.1-8b", prompt=1024, output=2, batch=b, gpu="h100-sxm", engine="vllm", sweep=[])
+    e = r.estimate
+    assert e is not None and e.prefill_passes == b // 8
+    mean = (b // 8 + 1) / 2 * e.prefill.seconds + e.overhead.request_s
+    assert e.at.ttft_mean_s == pytest.approx(mean, rel=1e-9)

@@ -419,3 +419,58 @@ def test_console_entry_prints_no_traceback_for_a_bad_flag() -> None:
     result = run_subprocess("estimate", "llama-3.1-8b", "--tokens", "abc")
     assert_one_line_error(result, "--tokens", "'abc'")
     assert result.exit_code == 2
+
+
+# --- flags that make no sense for this model, engine or GPU (issue 36) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        # deepseek-v3 has 61 layers: 1,000 stages would hold none
+        (["speed", "deepseek-v3", "--gpu", "h100-sxm", "--pp", "1000"], ["--pp 1000", "61 layers"]),
+        # only SGLang and vLLM run attention data-parallel within a TP group
+        (["speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2", "--dp-attention", "2"], ["--dp-attention 2"]),
+        (
+            ["speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2", "--dp-attention", "2", "--engine", "llama.cpp"],
+            ["--dp-attention 2", "llama.cpp"],
+        ),
+        (
+            ["speed", "llama-3.1-8b", "--gpu", "m4-max-64gb", "--tp", "2", "--dp-attention", "2", "--engine", "mlx"],
+            ["--dp-attention 2", "mlx"],
+        ),
+        # RotatingKVCache keeps 4 tokens always (mlx-lm 0.32.2)
+        (["estimate", "llama-3.1-8b", "--engine", "mlx", "--max-kv-size", "1"], ["--max-kv-size 1", "give 5"]),
+        (["estimate", "llama-3.1-8b", "--engine", "mlx", "--max-kv-size", "4"], ["--max-kv-size 4", "give 5"]),
+        # vLLM 0.32's CUDA attention backends take blocks in multiples of 16
+        (["estimate", "llama-3.1-8b", "--engine", "vllm", "--block-size", "7"], ["--block-size", "multiples of 16"]),
+        (["fit", "llama-3.1-8b", "--engine", "vllm", "--gpu", "h100-sxm", "--block-size", "8"], ["--block-size"]),
+        # an engine that does not run on that kind of GPU
+        (["fit", "llama-3.1-8b", "--gpu", "m4-max-64gb", "--engine", "vllm"], ["--gpu m4-max-64gb", "Metal"]),
+        (["speed", "llama-3.1-8b", "--gpu", "m4-max-64gb", "--engine", "vllm"], ["--gpu m4-max-64gb", "Metal"]),
+        (["fit", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "mlx"], ["--gpu mi300x", "Apple silicon"]),
+        (["speed", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "mlx"], ["--gpu mi300x", "Apple silicon"]),
+        # llama.cpp (and mlx-lm) store a shared prefix once per sequence all the same
+        (
+            ["estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--batch", "2", "--shared-prefix", "100"],
+            ["--shared-prefix changes nothing"],
+        ),
+        (
+            ["estimate", "llama-3.1-8b", "--engine", "mlx", "--batch", "2", "--shared-prefix", "100"],
+            ["--shared-prefix changes nothing"],
+        ),
+    ],
+)
+def test_flags_that_change_nothing_or_cannot_run(run_cli, args: list[str], needles: list[str]) -> None:
+    result = run_cli(*args)
+    assert_one_line_error(result, *needles)
+    assert result.exit_code == 2
+
+
+def test_lengths_with_shared_prefix_under_llama_cpp(run_cli, tmp_path: Path) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n100,10\n200,20\n", encoding="utf-8")
+    args = ("estimate", "llama-3.1-8b", "--lengths", str(path), "--engine", "llama.cpp", "--shared-prefix", "50")
+    result = run_cli(*args)
+    assert_one_line_error(result, "--shared-prefix changes nothing")
+    assert result.exit_code == 2

@@ -169,6 +169,7 @@ def fit(
             gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
         elif gpu is not None:
             found = find_gpu(gpu)
+            chosen.engine.check_gpu(found)
             gpu_bytes = found.runtime_bytes
             gpu_label = (
                 f"{found.name}, {found.runtime_bytes:,} bytes the GPU may wire"

@@ -154,7 +154,13 @@ def speed(
     attends = any(not c.is_state and c.kind is not Kind.NONE for c in spec.caches)
     if attends and not query_heads:
         raise UsageError(f"{spec.name}: the config gives no attention head count", param="model")
+    if pp > spec.layers:
+        raise UsageError(f"pp {pp} is more pipeline stages than the {spec.layers} layers of {spec.name}",
+                         param="pp")  # fmt: skip
     chosen = resolve_serving(spec, Serving(engine, kv_dtype=kv_dtype))
+    if gpu is not None:
+        chosen.engine.check_gpu(find_gpu(gpu))
+    chosen.engine.check_attention_dp(dp_attention)
     headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
     if weights is None and headers is not None:  # the headers in hand: no second read
         from kvcalc.inputs.gguf import loaded_tensor_bytes

@@ -318,6 +318,7 @@ class _GroupPlan:
         "bound",
         "cache",
         "engine",
+        "full_dtype",
         "layers",
         "meta_per_slot",
         "per_slot",
@@ -344,6 +345,7 @@ class _GroupPlan:
         plain: bool = False,
         bound: int | None = None,
         engine: Engine | None = None,
+        full_dtype: DType | None = None,
     ) -> None:
         self.cache = cache
         self.engine = engine  # the engine holding this group where it differs from the plan's (larger blocks)
@@ -357,6 +359,7 @@ class _GroupPlan:
         self.residual_extra = residual_extra
         self.plain = plain
         self.bound = bound
+        self.full_dtype = full_dtype  # the format of the ``residual`` full-precision rows
 
 
 class Plan:
@@ -403,7 +406,15 @@ class Plan:
     def monotone(self) -> bool:
         """Whether the bytes never fall as the tokens grow: no layer holds fewer entries for more
         tokens (a compressor's pending buffer empties each time a window closes)."""
-        return all(type(g.cache).entries is LayerKind.entries for g in self.groups)
+        return not self.drops and all(type(g.cache).entries is LayerKind.entries for g in self.groups)
+
+    @cached_property
+    def drops(self) -> tuple[int, ...]:
+        """The lengths at which the bytes fall as the tokens grow, the engine converting a whole
+        buffer of full-precision slots to the quantized format at once (``full_precision_drops``):
+        the cost is monotone between them."""
+        drops = self.engine.full_precision_drops
+        return tuple(sorted({d for g in self.groups if g.residual for d in drops(g.residual)}))
 
     def at(
         self,
@@ -430,6 +441,7 @@ class Plan:
         busiest = batches[0][0]  # the largest replica batch sits on the most loaded GPU
         groups = []
         busiest_bytes = []
+        stored = []  # a quantized group's rows all still in full precision: (its format, whether so)
         for g in self.groups:
             total_bytes = meta_bytes = 0
             kept = slots = 0
@@ -445,6 +457,13 @@ class Plan:
             changes: dict[str, object] = {"bytes": total_bytes * scale}
             if g.rows:
                 changes.update(tokens_kept=kept, slots=slots, metadata_bytes=meta_bytes * scale)
+            if g.residual and g.full_dtype is not None:
+                # Every row kept in full precision (MLX below quantized_kv_start, a quantized cache
+                # shorter than its residual): the group stores the model dtype, as its bytes say.
+                whole = 0 < kept <= self.engine.full_precision_slots(kept, tokens, g.residual)
+                stored.append((g.full_dtype, whole))
+                if whole:
+                    changes.update(dtype=g.full_dtype, v_dtype=None, bytes_per_token=g.per_slot + g.residual_extra)
             groups.append(copy_with(g.shape, changes))
         if len(self.stages) == 1:
             per_gpu = sum(cost * g.layers for g, cost in zip(self.groups, busiest_bytes, strict=True))
@@ -453,6 +472,9 @@ class Plan:
         changes = {"tokens": tokens, "batch": batch, "shared_prefix": shared_prefix}
         if encoder_tokens is not None:
             changes["encoder_tokens"] = encoder_tokens
+        formats: dict[str, object] = {}
+        if stored and all(whole for _, whole in stored) and len({d for d, _ in stored}) == 1:
+            formats = {"kv_dtype": stored[0][0], "v_dtype": None}
         if notes or assumed:  # the length added some: each in its place among the compiled ones
             merged = tuple(dict.fromkeys((*lead, *self.lead_notes, *assumed, *self.tail_notes, *notes, *tail)))
         elif lead or tail:
@@ -461,8 +483,9 @@ class Plan:
             merged = self.static_notes
         return copy_with(
             self.estimate,
-            {"workload": copy_with(w, changes), "groups": tuple(groups), "notes": merged, "per_gpu_bytes": per_gpu},
-        )
+            {"workload": copy_with(w, changes), "groups": tuple(groups), "notes": merged, "per_gpu_bytes": per_gpu,
+             **formats},
+        )  # fmt: skip
 
     def total_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
         """``at(...).total_bytes`` without building the estimate: a sweep asks it per length."""
@@ -526,11 +549,16 @@ class Plan:
     def per_gpu_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> int:
         """Bytes on the most loaded GPU for ``batch`` sequences of ``tokens`` on one replica:
         ``at(...).per_gpu_bytes`` without building the estimate (fit's searches ask it often)."""
+        return max(self.stage_bytes(tokens, batch, shared_prefix))
+
+    def stage_bytes(self, tokens: int, batch: int = 1, shared_prefix: int = 0) -> list[int]:
+        """Bytes on one GPU of each pipeline stage (one stage unless pp > 1) for ``batch``
+        sequences of ``tokens`` on one replica: a request mix sums them stage by stage."""
         self._check(tokens, batch, shared_prefix, None, replicas=False)
         encoder = tokens if self.encoder_tokens is None else self.encoder_tokens
         notes: list[str] = []
         costs = [self._cost(g, tokens, batch, shared_prefix, encoder, notes)[0] for g in self.groups]
-        return max(sum(costs[i] * n for i, n in stage) for stage in self.stages)
+        return [sum(costs[i] * n for i, n in stage) for stage in self.stages]
 
     def _check(
         self, tokens: int, batch: int, shared_prefix: int, encoder_tokens: int | None, *, replicas: bool = True
@@ -604,7 +632,9 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
     spec, engine_notes = engine.prepare(spec, k_dtype, v_dtype)
     notes += engine_notes
     if w.pp > spec.layers:
-        raise UsageError(f"--pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}")
+        raise UsageError(f"pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}",
+                         param="pp")  # fmt: skip
+    engine.check_shared_prefix(w.shared_prefix)
     _check_parallel(spec, w.tp)
     lead = tuple(notes)
     notes = []
@@ -670,7 +700,7 @@ def _arranged(
                 arranged[index[cache]] = _GroupPlan(
                     g.cache, g.layers, g.shape, state_bytes=g.state_bytes, rows=g.rows, per_slot=g.per_slot,
                     meta_per_slot=g.meta_per_slot, residual=g.residual, residual_extra=g.residual_extra, plain=False,
-                    bound=g.bound, engine=held_by,
+                    bound=g.bound, engine=held_by, full_dtype=g.full_dtype,
                 )  # fmt: skip
             for cache, state in arrangement.state_bytes.items():
                 g = arranged[index[cache]]
@@ -690,6 +720,7 @@ def _arranged(
             like.cache, slots, copy_with(like.shape, {"layers": slots, "padding": True}), state_bytes=like.state_bytes,
             rows=like.rows, per_slot=like.per_slot, meta_per_slot=like.meta_per_slot, residual=like.residual,
             residual_extra=like.residual_extra, plain=like.plain, bound=like.bound, engine=like.engine,
+            full_dtype=like.full_dtype,
         )  # fmt: skip
     return tuple(arranged)
 
@@ -744,5 +775,5 @@ def _compile_group(
              and cache.compress_ratio == 1)  # fmt: skip
     return _GroupPlan(
         cache, layers, shape, rows=True, per_slot=per_slot, meta_per_slot=k_meta + v_meta, residual=kept_full,
-        residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound,
+        residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound, full_dtype=compute_dtype,
     )  # fmt: skip

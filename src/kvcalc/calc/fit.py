@@ -9,7 +9,7 @@ Pure: sizes come in as integers, nothing is read or printed here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -116,13 +116,13 @@ def derive_budget(
     return Budget(kv, tuple(lines), kv_low if ranged else None, kv_high if ranged else None, runtime, least)
 
 
-def largest(fits: Callable[[int], bool], limit: int) -> int | None:
-    """The largest n in [1, limit] with fits(n) (fits is monotone), 0 if none, None if limit fits."""
-    if not fits(1):
+def largest(fits: Callable[[int], bool], limit: int, low: int = 1) -> int | None:
+    """The largest n in [low, limit] with fits(n) (fits is monotone), 0 if none, None if limit fits."""
+    if not fits(low):
         return 0
     if fits(limit):
         return None
-    low, high = 1, limit
+    high = limit
     while high - low > 1:
         mid = (low + high) // 2
         if fits(mid):
@@ -132,26 +132,44 @@ def largest(fits: Callable[[int], bool], limit: int) -> int | None:
     return low
 
 
-def largest_within(cost: Callable[[int], int], budget: int, limit: int, *, solve: bool = True) -> int | None:
-    """The largest n in [1, limit] with cost(n) <= budget (cost is monotone), 0 if none, None if
-    limit fits: ``largest`` for a cost in bytes. Where the cost is affine in n past some point
-    (every layer's tokens past its window, the batch's sequences) the answer is solved for from
-    two far-apart points and kept once cost(n) <= budget < cost(n + 1) proves it; steps (blocks,
-    pages, cells) or ``solve=False`` (a cost not known to be monotone) leave it to bisection."""
-    if cost(1) > budget:
+def largest_within(
+    cost: Callable[[int], int], budget: int, limit: int, *, solve: bool = True, drops: Sequence[int] = ()
+) -> int | None:
+    """The largest n in [1, limit] with cost(n) <= budget, 0 if none, None if limit fits: ``largest``
+    for a cost in bytes, monotone between ``drops`` (the n where it may fall: MLX quantizes a whole
+    buffer at its quantized_kv_start). Each monotone piece is searched, the last first: the answer
+    is the largest n of the last piece that holds one."""
+    starts = sorted({1, *(d for d in drops if 1 < d <= limit)})
+    ends = [s - 1 for s in starts[1:]] + [limit]
+    for low, high in reversed(list(zip(starts, ends, strict=True))):
+        found = _largest_within(cost, budget, low, high, solve=solve)
+        if found is None:
+            return None if high == limit else high
+        if found:
+            return found
+    return 0
+
+
+def _largest_within(cost: Callable[[int], int], budget: int, low: int, limit: int, *, solve: bool) -> int | None:
+    """``largest_within`` on [low, limit], where cost is monotone. Where the cost is affine in n
+    past some point (every layer's tokens past its window, the batch's sequences) the answer is
+    solved for from two far-apart points and kept once cost(n) <= budget < cost(n + 1) proves it;
+    steps (blocks, pages, cells) or ``solve=False`` (a cost not known to be monotone) leave it to
+    bisection."""
+    if cost(low) > budget:
         return 0
     high_cost = cost(limit)
     if high_cost <= budget:
         return None
-    if solve and limit > 2:
-        low = limit // 2
-        slope = (high_cost - cost(low)) // (limit - low)
+    if solve and limit - low > 1:
+        mid = (low + limit) // 2
+        slope = (high_cost - cost(mid)) // (limit - mid)
         if slope > 0:
             # cost(n) = high_cost - slope x (limit - n) <= budget
-            n = max(1, limit - cdiv(high_cost - budget, slope))
+            n = max(low, limit - cdiv(high_cost - budget, slope))
             if cost(n) <= budget < cost(n + 1):
                 return n
-    return largest(lambda n: cost(n) <= budget, limit)
+    return largest(lambda n: cost(n) <= budget, limit, low)
 
 
 @dataclass(frozen=True)
@@ -216,8 +234,9 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
     max_tokens = None if per_token == 0 else engine.max_tokens(probe, budget)
     concurrency = largest_within(lambda b: per_gpu(w.tokens, b), budget, SEARCH_LIMIT)
     context = largest_within(
-        lambda t: per_gpu(t, cdiv(w.batch, w.dp)), budget, context_limit or SEARCH_LIMIT, solve=plan.monotone
-    )
+        lambda t: per_gpu(t, cdiv(w.batch, w.dp)), budget, context_limit or SEARCH_LIMIT, solve=plan.monotone,
+        drops=plan.drops,
+    )  # fmt: skip
     if context is None and context_limit is not None:
         context = context_limit
     return Fit(

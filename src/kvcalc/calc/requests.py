@@ -550,6 +550,9 @@ class RequestSummary:
     total_bytes: int
     engine: str
     notes: tuple[str, ...] = ()
+    # With tp x pp > 1: every request resident, the bytes on the most loaded GPU (None: one GPU).
+    per_gpu_bytes: int | None = None
+    gpus: int = 1
 
     def tokens_percentile(self, q: float) -> int:
         """Nearest rank: the smallest length with at least q% of the requests at or below it
@@ -597,9 +600,19 @@ def summarize_requests(
     if not isinstance(mix, Mix):
         mix = mix_of(mix)
     counts = mix.counts
+    engine.check_shared_prefix(workload.shared_prefix)
     # One plan for every length the mix holds.
     plan = compile_plan(spec, replace(workload, tokens=1, batch=1, dp=1, shared_prefix=0), engine)
     prefix = workload.shared_prefix
     lengths = tuple((t, counts[t], request_bytes(plan, prefix, t)) for t in sorted(counts))
     total = sum(n * size for _, n, size in lengths)
-    return RequestSummary(lengths, mix.requests, mix.prompt_tokens, mix.output_tokens, total, engine.name)
+    gpus = workload.tp * workload.pp
+    per_gpu = None
+    if gpus > 1:  # each stage's GPU holds its layers' share of every request: summed stage by stage
+        stages = [0] * len(plan.stages)
+        for t, n, _ in lengths:
+            for i, size in enumerate(plan.stage_bytes(t, 1, min(prefix, t))):
+                stages[i] += n * size
+        per_gpu = max(stages)
+    return RequestSummary(lengths, mix.requests, mix.prompt_tokens, mix.output_tokens, total, engine.name,
+                          per_gpu_bytes=per_gpu, gpus=gpus)  # fmt: skip

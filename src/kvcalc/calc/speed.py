@@ -344,20 +344,60 @@ def prefill_step(
     )  # fmt: skip
 
 
-def ttft_mean(hw: Hardware, weights: WeightSplit, one: Step, *, prompt: int, batch: int, tp: int) -> float:
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum(floor((a * i + b) / m) for i in range(n)) for a, b >= 0, m > 0, in O(log) steps (the
+    Euclid-like reduction of AtCoder Library's floor_sum): a batch of a billion requests of one
+    length costs no more than one."""
+    total = 0
+    while n > 0:
+        total += (n * (n - 1) // 2) * (a // m) + n * (b // m)
+        a, b = a % m, b % m
+        last = a * n + b
+        if last < m:
+            break
+        n, b, m, a = last // m, last % m, a, m
+    return total
+
+
+def _weight_read_sum(weights: WeightSplit, tokens: int, n: int, tp: int) -> int:
+    """sum(weights.read_bytes(i * tokens) // tp for i in 1..n), in closed form: exact for a dense
+    model (a constant read); with routed experts, their expected share is a geometric series (to
+    within a byte or two a term, as read_bytes and the split over tp round each)."""
+    dense = weights.total_bytes - weights.embedding_bytes - weights.expert_bytes
+    if not weights.experts or n == 0:
+        return dense // tp * n
+    q = (1 - weights.top_k / weights.experts) ** tokens  # an expert left out by one request's tokens
+    untouched = n if q == 1 else q * (1 - q**n) / (1 - q)  # sum of q^i, i = 1..n
+    return (dense * n + int(weights.expert_bytes * (n - untouched))) // tp
+
+
+def ttft_mean(
+    hw: Hardware, weights: WeightSplit, one: Step, *, prompt: int, batch: int, tp: int, kv_bytes: int = 0
+) -> float:
     """The mean TTFT over ``batch`` requests whose prompts arrive together, however an engine orders
     and chunks them: the i-th to get its first token waits at least for i prompts' FLOPs (``one``:
-    a single prompt's prefill) and for the weights those i x prompt tokens read; the mean over i of
-    the larger is the bound (the last request's is the whole batch's prefill)."""
+    a single prompt's prefill), for the weights those i x prompt tokens read and for i / batch of
+    the batch's KV write (``kv_bytes`` per GPU, which the batch's prefill step counts: at batch 1
+    the mean is that step's TTFT); the mean over i of the larger is the bound (the last request's
+    is the whole batch's prefill).
+
+    The requests are one group of one length, so the sum is in closed form: the memory term wins
+    up to some i (the compute term grows linearly, the bytes at most so), the compute term after;
+    a billion requests cost what one does."""
     if prompt == 0:
         return 0.0
-    return (
-        sum(
-            max(i * one.compute_s, hw.memory_seconds(weights.read_bytes(i * prompt) // tp + weights.replicated_per_gpu))
-            for i in range(1, batch + 1)
-        )
-        / batch
-    )
+    extra = weights.replicated_per_gpu
+
+    def memory_bytes(i: int) -> int:
+        return weights.read_bytes(i * prompt) // tp + extra + kv_bytes * i // batch
+
+    # Requests 1..n wait on memory, n + 1..batch on FLOPs.
+    crossing = first_where(lambda i: i * one.compute_s >= hw.memory_seconds(memory_bytes(i)), 1, batch)
+    n = batch if crossing is None else crossing - 1
+    weight_sum = _weight_read_sum(weights, prompt, n, tp)
+    memory = weight_sum + extra * n + floor_sum(n + 1, batch, kv_bytes, 0)
+    compute = (batch * (batch + 1) - n * (n + 1)) // 2  # sum of i over n + 1..batch
+    return (hw.memory_seconds(memory) + compute * one.compute_s) / batch
 
 
 def decode_phase(
@@ -431,10 +471,11 @@ def speed(
         fits = None
         if memory_per_gpu is not None:
             fits = weights.total_bytes // tp + weights.replicated_per_gpu + kv(prompt + output, b) <= memory_per_gpu
-        rows.append(SweepRow(b, d, p, fits, ttft_mean(hw, weights, single, prompt=prompt, batch=b, tp=tp)))
+        mean = ttft_mean(hw, weights, single, prompt=prompt, batch=b, tp=tp, kv_bytes=p.kv_bytes)
+        rows.append(SweepRow(b, d, p, fits, mean))
     return Speed(
         hw, weights, prompt, output, batch, tp, prefill, decode,
-        ttft_mean(hw, weights, single, prompt=prompt, batch=batch, tp=tp),
+        ttft_mean(hw, weights, single, prompt=prompt, batch=batch, tp=tp, kv_bytes=prefill.kv_bytes),
         first_where(compute_bound, 1, context_limit), first_where(kv_ahead, 1, context_limit),
         tuple(rows), tuple(notes),
     )  # fmt: skip

@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kvcalc.calc.speed import Speed, Step
+from kvcalc.calc.speed import Speed, Step, floor_sum
 from kvcalc.kinds.base import Kind
 
 MIB = 2**20
@@ -350,9 +350,11 @@ def phase(
         first = step_terms(one, device, model, layout, overhead, tokens=tokens, graphs=False, costs=costs,
                            prefill=True)  # fmt: skip
         ttft = passes * first.seconds + overhead.request_s
-        # The i-th request's prompt is done with the pass that holds its last token.
-        done = [min(passes, math.ceil((i + 1) * prompt / tokens)) for i in range(batch)]
-        ttft_mean = sum(done) / batch * first.seconds + overhead.request_s
+        # The i-th request's prompt is done with the pass that holds its last token, ceil(i x
+        # prompt / tokens) (never past the last pass: tokens x passes >= batch x prompt); their sum
+        # over i = 1..batch in closed form, floor((i x prompt + tokens - 1) / tokens) summed.
+        done = floor_sum(batch + 1, tokens, prompt, tokens - 1)
+        ttft_mean = done / batch * first.seconds + overhead.request_s
     decode = [step_terms(s, device, model, layout, overhead, tokens=batch, graphs=graphs, costs=costs)
               for s in evaluated]  # fmt: skip
     tpot = sum(t.seconds for t in decode) / len(decode)

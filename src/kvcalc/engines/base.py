@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.calc.step_cost import StepOverhead
+    from kvcalc.gpus import GPU
     from kvcalc.inputs.hf.dims import ModelDims
 
 
@@ -257,6 +258,12 @@ class Engine:
         the model dtype: the newest ``residual`` (transformers' QuantizedCache)."""
         return min(kept, residual)
 
+    def full_precision_drops(self, residual: int) -> tuple[int, ...]:
+        """The sequence lengths at which ``full_precision_slots`` falls as the tokens grow, so the
+        bytes fall with them (between them they never do): none, as the newest ``residual`` only
+        move from one slot to the next."""
+        return ()
+
     # --- fit: the engine's share of a GPU, its runtime, and how it turns a budget into tokens ------
 
     @property
@@ -339,6 +346,22 @@ class Engine:
     def has_cuda_graphs(self) -> bool:
         """Whether this engine's decode can run with or without CUDA graphs (``--eager``)."""
         return True
+
+    def check_gpu(self, gpu: GPU) -> None:
+        """Raise a UsageError (of ``gpu``) for a GPU this engine does not run on: vLLM on a Mac's
+        GPU, mlx-lm anywhere else. The theoretical engine runs anywhere."""
+
+    def check_attention_dp(self, groups: int) -> None:
+        """Raise a UsageError (of ``dp_attention``) where the engine runs no data-parallel
+        attention within a TP group: only SGLang (--enable-dp-attention) and vLLM (data parallel
+        with expert parallel) do, so ``groups`` > 1 changes nothing elsewhere."""
+        if groups > 1:
+            raise UsageError(f"{self.name} runs no data-parallel attention: dp_attention {groups} changes nothing "
+                             "(sglang and vllm have it)", param="dp_attention")  # fmt: skip
+
+    def check_shared_prefix(self, prefix: int) -> None:
+        """Raise a UsageError (of ``shared_prefix``) where a prefix shared by the batch's sequences
+        is stored no differently (an engine that allocates every sequence whole)."""
 
     def matmul_dtype(self, weight_format: str, arch: str) -> tuple[str, str]:
         """The dtype a checkpoint's matmuls run at by this engine's default on a GPU generation

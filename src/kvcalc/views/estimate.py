@@ -210,10 +210,13 @@ def lengths_view(summary: RequestSummary, units: Units) -> list[Block]:
     title = f"{requests} ({summary.engine}): tokens and KV bytes per request"
     columns = (Column("", right=False), Column("tokens"), Column("bytes"), Column("size"))
     mean = (summary.prompt_tokens + summary.output_tokens) / n
+    per_gpu = summary.per_gpu_bytes
+    gpu_line = [] if per_gpu is None else [f"per GPU        {format_exact(per_gpu, units)}  (most loaded)"]
     return [
         Grid(title, columns, tuple(rows)),
         f"mean tokens    {mean:,.1f} (prompt {summary.prompt_tokens / n:,.1f}, "
         f"output {summary.output_tokens / n:,.1f})",
         f"all resident   {format_exact(summary.total_bytes, units)}",
+        *gpu_line,
         *(Note(note) for note in dict.fromkeys(summary.notes)),
     ]

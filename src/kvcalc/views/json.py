@@ -100,6 +100,7 @@ def lengths_json(summary: RequestSummary, notes: list[str]) -> dict[str, Any]:
         "engine": summary.engine,
         "requests": summary.requests,
         "total_bytes": summary.total_bytes,
+        **({} if summary.per_gpu_bytes is None else {"per_gpu_bytes": summary.per_gpu_bytes, "gpus": summary.gpus}),
         "tokens": {key: summary.tokens_percentile(q) for key, q in quantiles.items()},
         "bytes_per_request": {key: summary.bytes_percentile(q) for key, q in quantiles.items()},
         "notes": notes,

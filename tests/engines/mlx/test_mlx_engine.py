@@ -177,3 +177,25 @@ def test_cli_flags_are_mlx_only(run_cli) -> None:
     assert result.exit_code == 0
     # 6,144 slots x 36 layers x 1,152 B.
     assert result.json()["total_bytes"] == 6144 * 36 * 1152
+
+
+@pytest.mark.parametrize(("tokens", "dtype", "per_token"), [(1000, "bf16", LLAMA_SLOT), (4999, "bf16", LLAMA_SLOT),
+                                                           (5000, "mlx-q4", 36_864)])  # fmt: skip
+def test_kv_bits_header_says_what_is_stored(tokens: int, dtype: str, per_token: int) -> None:
+    # Below quantized_kv_start (5,000) every token stays bf16 (maybe_quantize_kv_cache converts a
+    # cache once its offset >= the start): the estimate names bf16 and its bytes a token; past it,
+    # 4-bit with a bf16 scale and bias per 64 elements, 36 B per 64 of the 32 x 2,048 a token.
+    est = api.estimate("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, tokens=tokens)
+    assert est.kv_dtype.name == dtype and [g.dtype.name for g in est.groups] == [dtype]
+    assert est.per_token_bytes == per_token
+    assert est.total_bytes == -(-tokens // 256) * 256 * per_token
+
+
+def test_max_kv_size_must_leave_room_past_the_kept_tokens() -> None:
+    # mlx_lm/models/cache.py (0.32.2): make_prompt_cache builds RotatingKVCache(max_kv_size, keep=4);
+    # a full buffer rotates to _idx = keep and writes slot keep, which must lie within max_size.
+    for size in (1, 4):
+        with pytest.raises(UsageError, match=r"max_kv_size .* give 5 or more") as info:
+            make_engine("mlx", max_kv_size=size)
+        assert info.value.params == ("max_kv_size",)
+    assert make_engine("mlx", max_kv_size=5)[0].max_kv_size == 5  # type: ignore[attr-defined]

@@ -184,6 +184,13 @@ class LlamaCpp(Engine):
         ``n_ubatch = min(n_batch, n_ubatch)``, both before n_ctx is padded."""
         return min(n_ctx, self.n_batch, self.n_ubatch)
 
+    def check_shared_prefix(self, prefix: int) -> None:
+        """llama.cpp allocates its context's cells whole (n_ctx = batch x tokens, padded: batch_slots),
+        however many of them the sequences would share."""
+        if prefix > 0:
+            raise UsageError(f"{self.name} allocates n_ctx cells for every sequence's tokens whatever they share: "
+                             "shared_prefix changes nothing", param="shared_prefix")  # fmt: skip
+
     def batch_slots(self, cache: LayerCache, tokens: int, batch: int, prefix: int) -> int:
         n_ctx = pad(batch * tokens, self.cell_padding)
         if isinstance(cache, (KVWindowCache, CompressedCache)) or (isinstance(cache, IndexerCache) and cache.ratio > 1):

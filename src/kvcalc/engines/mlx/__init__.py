@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.calc.step_cost import StepOverhead
+    from kvcalc.gpus import GPU
 
 # Plain float formats mlx-lm caches in: the dtype the model's weights are stored (and run) in.
 _FLOATS = ("fp32", "fp16", "bf16")
@@ -120,6 +121,14 @@ class MLX(Engine):
                 if getattr(options, knob) is not None:
                     raise UsageError(f"{flag} applies to a quantized cache: it changes nothing without --kv-bits",
                                      param=knob)  # fmt: skip
+        if options.max_kv_size is not None and options.max_kv_size <= MAX_KV_KEEP:
+            # mlx_lm/models/cache.py (0.32.2) RotatingKVCache._update_in_place: a full buffer
+            # rotates to _idx = keep and writes keys[..., keep : keep + 1]; with max_size <= keep
+            # (4, make_prompt_cache's) that slot lies past the buffer's max_size slots, and the
+            # first decode step fails.
+            raise UsageError(f"max_kv_size {options.max_kv_size:,} leaves no room past the first {MAX_KV_KEEP} tokens "
+                             f"mlx-lm's RotatingKVCache always keeps (keep={MAX_KV_KEEP}): give {MAX_KV_KEEP + 1} or "
+                             "more", param="max_kv_size")  # fmt: skip
         group = options.kv_group_size or KV_GROUP_SIZE
         if group not in KV_GROUP_SIZES:
             raise UsageError(f"mlx.quantize takes --kv-group-size {', '.join(map(str, KV_GROUP_SIZES))}, not {group}",
@@ -271,6 +280,11 @@ class MLX(Engine):
         (quantized_kv_start) tokens; before that no slot is quantized."""
         return kept if tokens < residual else 0
 
+    def full_precision_drops(self, residual: int) -> tuple[int, ...]:
+        """At quantized_kv_start tokens the whole buffer turns quantized: a sequence of that
+        length holds fewer bytes than one a token shorter."""
+        return (residual,)
+
     def tokens_held(self, cache: LayerCache, tokens: int) -> int:
         """The buffer slots after a prompt of ``tokens - generated`` tokens and ``generated`` more
         (growth.py): spare slots of the last 256-token step included, as nbytes counts them."""
@@ -290,6 +304,17 @@ class MLX(Engine):
     def shared_tokens(self, cache: LayerCache, tokens: int, prefix: int) -> int:
         """mlx-lm gives each sequence its own buffers: a common prefix is stored in every one."""
         return 0
+
+    def check_shared_prefix(self, prefix: int) -> None:
+        if prefix > 0:
+            raise UsageError("mlx-lm gives each sequence its own buffers, a common prefix stored in every one: "
+                             "shared_prefix changes nothing", param="shared_prefix")  # fmt: skip
+
+    def check_gpu(self, gpu: GPU) -> None:
+        """mlx-lm as kvcalc models it runs on Apple silicon: Metal, its wired limit on unified memory."""
+        if gpu.unified_bytes is None:
+            raise UsageError(f"gpu {gpu.name}: kvcalc models mlx-lm on Apple silicon only (Metal, its wired limit on "
+                             "unified memory): give a Mac's GPU (m4-max-64gb, ...)", param="gpu")  # fmt: skip
 
     def rows(self, cache: LayerCache, tp: int) -> tuple[int, int, int | None]:
         k_row, v_row, heads = super().rows(cache, tp)

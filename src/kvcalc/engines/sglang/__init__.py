@@ -117,6 +117,9 @@ class SGLang(Engine):
     def granularity(self) -> int:
         return self.page_size
 
+    def check_attention_dp(self, groups: int) -> None:
+        """--enable-dp-attention --dp N: N attention groups within the TP group."""
+
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in FLOAT_KV:
             raise UsageError(f"SGLang stores the KV cache as the model dtype or fp8, not {dtype.name}")

