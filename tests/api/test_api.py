@@ -150,6 +150,6 @@ def test_a_request_mix_refuses_a_shared_prefix_rather_than_drop_it() -> None:
     from kvcalc.calc.requests import Request
     from kvcalc.errors import UsageError
 
-    with pytest.raises(UsageError, match="shared prefix is not modelled for a request mix") as caught:
+    with pytest.raises(UsageError, match="shared_prefix is not modelled for a request mix") as caught:
         estimate_requests("llama-3.1-8b", [Request(prompt=1000, output=10)], shared_prefix=500)
     assert caught.value.params[0] == "shared_prefix"

@@ -59,7 +59,7 @@ def estimate_requests(
         # Each length of a mix is sized as one request alone, where a prefix shared with nothing
         # saves nothing: taking it would print the figures without it as if it were applied.
         raise UsageError(
-            "a shared prefix is not modelled for a request mix (each length is sized as one request alone): give "
+            "shared_prefix is not modelled for a request mix (each length is sized as one request alone): give "
             "tokens and batch for a batch that shares a prefix",
             param=("shared_prefix", "tokens", "batch"),
         )
