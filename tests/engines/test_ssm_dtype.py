@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Estimate, Workload, estimate
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
@@ -41,6 +41,12 @@ PER_TOKEN = 65_536
 FIXED = 48 * (30_720 * 2 + 786_432 * 4)
 
 
+def _state_own_bytes(est: Estimate) -> int:
+    """A sequence's state bytes as its parts are stored, before any engine page around them."""
+    return sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in est.groups
+               if g.state_parts and not g.padding)  # fmt: skip
+
+
 @pytest.mark.parametrize("engine_name", ["theoretical", "vllm"])
 def test_qwen35_27b_by_hand(engine_name: str) -> None:
     spec = read_config(qwen35_27b(), name="qwen3.5-27b")
@@ -50,14 +56,24 @@ def test_qwen35_27b_by_hand(engine_name: str) -> None:
     engine, _ = make_engine(engine_name)
     est = estimate(spec, Workload(tokens=300), engine=engine)
     assert est.per_token_bytes == PER_TOKEN
-    assert est.fixed_bytes_per_sequence == FIXED == 153_944_064
+    assert _state_own_bytes(est) == FIXED == 153_944_064
+    if engine_name == "vllm":
+        # vLLM's hybrid layout (_align_hybrid_block_size): attention pages of 4 x 256 x 2 x 2 B = 4,096 B
+        # a token grow in steps of 16 tokens until one holds a 3,207,168 B state: 16 x cdiv(3,207,168,
+        # 65,536) = 784 tokens, a 3,211,264 B page; each state takes one (48 = 3 groups of 16, none empty).
+        assert est.fixed_bytes_per_sequence == 48 * 784 * 4_096 == 154_140_672
+    else:
+        assert est.fixed_bytes_per_sequence == FIXED
 
 
 def test_qwen35_without_the_field_keeps_the_model_dtype_in_vllm_and_fp32_in_sglang() -> None:
     spec = read_config(qwen35_27b(mamba_ssm_dtype=None), name="q")
-    # vLLM: mamba_ssm_cache_dtype "auto" = the model dtype: (30,720 + 786,432) x 2 B x 48 layers.
+    # vLLM: mamba_ssm_cache_dtype "auto" = the model dtype: (30,720 + 786,432) x 2 B x 48 layers,
+    # each state (1,634,304 B) in a page of 16 x cdiv(1,634,304, 65,536) = 400 tokens x 4,096 B.
     vllm, _ = make_engine("vllm")
-    assert estimate(spec, Workload(tokens=300), engine=vllm).fixed_bytes_per_sequence == 48 * 817_152 * 2
+    est = estimate(spec, Workload(tokens=300), engine=vllm)
+    assert _state_own_bytes(est) == 48 * 817_152 * 2
+    assert est.fixed_bytes_per_sequence == 48 * 400 * 4_096
     # SGLang: mamba2_state_dtype falls back to float32 (conv bf16).
     sglang, _ = make_engine("sglang")
     assert estimate(spec, Workload(tokens=300), engine=sglang).fixed_bytes_per_sequence == FIXED

@@ -705,7 +705,8 @@ def _arranged(
             for cache, state in arrangement.state_bytes.items():
                 g = arranged[index[cache]]
                 g.state_bytes = state
-                g.shape = copy_with(g.shape, {"state_bytes": state, "state_parts": ()})
+                # The state's own parts stay as they are; the page around them is what it holds.
+                g.shape = copy_with(g.shape, {"state_bytes": state})
         for cache, slots in arrangement.padding.items():
             if cache not in padding_groups:
                 padding_groups[cache] = len(arranged)

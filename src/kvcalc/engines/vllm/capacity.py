@@ -92,7 +92,12 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     encoder = w.encoder_tokens or spec.encoder_tokens or (w.tokens if spec.is_encoder_decoder else None)
     one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0, encoder_tokens=encoder),
                    engine=engine)  # fmt: skip
-    per_layer = {g.cache: (g.bytes_per_token, g.state_bytes) for g in one.groups if not g.padding}
+    # A state's own bytes (its parts), not the page the estimate's layout gives it: the grouping pads it.
+    per_layer = {
+        g.cache: (g.bytes_per_token, sum(n * d.bytes_per_element for n, d in g.state_parts) or g.state_bytes)
+        for g in one.groups
+        if not g.padding
+    }
     stage = max(stage_entries(spec, w.pp), key=len)
     layers = [(spec.caches[i], *per_layer[spec.caches[i]]) for i in stage]
     grouped = group_layers(engine, layers)

@@ -87,11 +87,14 @@ def group_layers(engine: VLLM, layers: Sequence[tuple[LayerCache, int, int]]) ->
         for k in attention:
             block[k] = size
             page_of[k] = page_of[k] // engine.block_size * size
+        state_bytes = max(page_of[k] for k in states)
         for k in states:
             page_of[k] = max(page_of[a] for a in attention)
+        page = max(page_of[a] for a in attention)
+        grown = f"attention blocks grow to {size} tokens and " if size > engine.block_size else ""
         notes.append(
-            f"vLLM enlarges attention blocks to {size} tokens so a page holds one mamba state (hybrid "
-            "attention/mamba layouts follow vLLM's rule approximately)"
+            f"vLLM's hybrid layout: {grown}each mamba state ({state_bytes:,} B) takes a whole page of {page:,} B "
+            "(_align_hybrid_block_size; followed approximately)"
         )
     largest = max(page_of.values())
     for kind, page in page_of.items():
@@ -111,10 +114,6 @@ def arrange(engine: VLLM, layers: Sequence[tuple[LayerCache, int, int]]) -> Arra
     """The estimate's view of vLLM's grouping (``Engine.arrange``): each kind held with its own
     block size, states padded to the page, empty layer slots costing as a layer of their kind."""
     grouped = group_layers(engine, layers)
-    if len(grouped.kinds) > 1 and any(k.cache.is_state for k in grouped.kinds):
-        # Hybrid attention/mamba layouts (attention blocks enlarged to hold a state, the state padded
-        # to the page) stay fit's own arithmetic for now: their estimate counts each layer alone.
-        return None
     engines: dict[LayerCache, Engine] = {}
     state_bytes: dict[LayerCache, int] = {}
     for cache, _, _ in layers:

@@ -102,8 +102,11 @@ def test_falcon_h1_engines_by_hand() -> None:
     #   SSM state float32, 786,432 x 4 = 3,145,728 B: 3,174,400 B per layer x 44 = 139,673,600.
     assert _bytes(spec, "transformers") == (45_056, 44 * (3_584 * 4 * 2 + 786_432 * 4)) == (45_056, 139_673_600)
     # vLLM: kernel - 1 conv columns, both states in the model dtype (mamba_cache_dtype and
-    #   mamba_ssm_cache_dtype "auto"): (10,752 + 786,432) x 2 = 1,594,368 x 44 = 70,152,192.
-    assert _bytes(spec, "vllm") == (45_056, 70_152_192)
+    #   mamba_ssm_cache_dtype "auto"): (10,752 + 786,432) x 2 = 1,594,368 B a layer; its hybrid layout
+    #   (_align_hybrid_block_size) grows the 1,024 B/token attention pages in steps of 16 tokens until
+    #   one holds it: 16 x cdiv(1,594,368, 16,384) = 1,568 tokens, 1,605,632 B, a page each state
+    #   takes: x 44 = 70,647,808 (44 attention and 44 mamba entries: groups of 44, none empty).
+    assert _bytes(spec, "vllm") == (45_056, 44 * 1_568 * 1_024) == (45_056, 70_647_808)
     # SGLang: conv bf16 10,752 x 2 = 21,504, SSM float32 3,145,728: 3,167,232 x 44 = 139,358,208.
     assert _bytes(spec, "sglang") == (45_056, 44 * (10_752 * 2 + 786_432 * 4)) == (45_056, 139_358_208)
     # llama.cpp: recurrent memory in f32, (10,752 + 786,432) x 4 = 3,188,736 x 44 = 140,304,384.
@@ -196,8 +199,14 @@ def test_zamba2_engines_by_hand() -> None:
     spec = _zamba()
     # transformers: conv 5,248 x 4 x 2 B = 41,984, SSM float32 327,680 x 4 = 1,310,720: 1,352,704 x 54.
     assert _bytes(spec, "transformers") == (184_320, 54 * (5_248 * 4 * 2 + 327_680 * 4)) == (184_320, 73_046_016)
-    # vLLM: kernel - 1 columns, both in bf16: 686,848 x 54 = 37,089,792.
-    assert _bytes(spec, "vllm") == (184_320, 37_089_792)
+    # vLLM: kernel - 1 columns, both in bf16: 686,848 B a layer, x 54 = 37,089,792; its hybrid layout
+    # grows the attention pages (2 x 32 x 160 x 2 B = 20,480 B a token) in steps of 16 tokens until
+    # one holds a state: 16 x cdiv(686,848, 327,680) = 48 tokens, 983,040 B, a page each state takes
+    # (54 mamba layers in 6 groups of 9, none empty): 54 x 983,040 = 53,084,160.
+    spec_est = estimate(spec, Workload(tokens=4096), engine=make_engine("vllm")[0])
+    own = sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in spec_est.groups)
+    assert own == 37_089_792
+    assert _bytes(spec, "vllm") == (184_320, 54 * 48 * 20_480) == (184_320, 53_084_160)
     # Neither SGLang nor llama.cpp runs Zamba2 at all.
     with pytest.raises(UsageError, match="SGLang has no zamba2"):
         _bytes(spec, "sglang")

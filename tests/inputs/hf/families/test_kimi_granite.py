@@ -82,10 +82,13 @@ def test_kimi_linear_engines_by_hand() -> None:
     est = estimate(spec, Workload(tokens=300), engine=engine)
     assert (est.fixed_bytes_per_sequence, est.total_bytes) == (43_909_120, 43_909_120 + 2_419_200)
     # vLLM: convs kernel - 1 in bf16, recurrent float32 (kda_state_dtype) = the theoretical state;
-    # MLA in 64-token blocks: 300 -> 5 blocks = 320 slots x 8,064 = 2,580,480.
+    # MLA in 64-token blocks of 576 x 2 = 1,152 B a token. Its hybrid layout grows them in steps of 64
+    # until a page holds a 2,170,880 B state: 64 x cdiv(2,170,880, 73,728) = 1,920 tokens, 2,211,840 B,
+    # a page each state takes; 20 KDA layers in groups of 7: 3 groups, 21 slots (1 empty):
+    # 21 x 2,211,840 = 46,448,640; MLA 300 -> 1 block of 1,920: 7 x 1,920 x 1,152 = 15,482,880.
     engine, _ = make_engine("vllm", uses_mla=True)
     est = estimate(spec, Workload(tokens=300), engine=engine)
-    assert (est.fixed_bytes_per_sequence, est.total_bytes) == (KIMI_FIXED, KIMI_FIXED + 2_580_480)
+    assert (est.fixed_bytes_per_sequence, est.total_bytes) == (21 * 2_211_840, 21 * 2_211_840 + 15_482_880)
     # SGLang: conv bf16, SSM float32 (KimiLinearStateShape with mamba2_state_dtype): the same state.
     engine, _ = make_engine("sglang")
     est = estimate(spec, Workload(tokens=300), engine=engine)
@@ -220,9 +223,14 @@ def test_granite_engines_by_hand() -> None:
     # -> 2,131,968 x 36 = 76,750,848.
     engine, _ = make_engine("transformers")
     assert estimate(spec, Workload(tokens=300), engine=engine).fixed_bytes_per_sequence == 76_750_848
-    # vLLM: kernel - 1, both in the model dtype (granitemoehybrid sets no mamba_ssm_cache_dtype).
+    # vLLM: kernel - 1, both in the model dtype (granitemoehybrid sets no mamba_ssm_cache_dtype): the
+    # theoretical 1,074,688 B a layer, in a page its hybrid layout grows to hold it: attention pages of
+    # 2,048 B a token in steps of 16 tokens, 16 x cdiv(1,074,688, 32,768) = 528 tokens = 1,081,344 B
+    # (36 mamba layers in 9 groups of 4, none empty) - the 528-token blocks the vLLM probe measured.
     engine, _ = make_engine("vllm")
-    assert estimate(spec, Workload(tokens=300), engine=engine).fixed_bytes_per_sequence == GRANITE_FIXED
+    est = estimate(spec, Workload(tokens=300), engine=engine)
+    assert sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in est.groups) == GRANITE_FIXED
+    assert est.fixed_bytes_per_sequence == 36 * 528 * 2_048 == 38_928_384
     # SGLang: conv bf16 26,112 + SSM float32 2,097,152 = 2,123,264 x 36 = 76,437,504.
     engine, _ = make_engine("sglang")
     assert estimate(spec, Workload(tokens=300), engine=engine).fixed_bytes_per_sequence == 76_437_504
@@ -333,9 +341,15 @@ def test_nemotron_3_nano_by_hand() -> None:
     assert isinstance(state, StateCache) and state.recurrent_dtype == FP32
     est = estimate(spec, Workload(tokens=4096))
     assert (est.per_token_bytes, est.fixed_bytes_per_sequence) == (NANO_PER_TOKEN, NANO_FIXED)
-    # vLLM keeps the SSM state in mamba_ssm_cache_dtype (NemotronHForCausalLMConfig): the same.
+    # vLLM keeps the SSM state in mamba_ssm_cache_dtype (NemotronHForCausalLMConfig): the same state,
+    # in a page its hybrid layout grows to hold it: 1,024 B/token attention pages in steps of 16
+    # tokens, 16 x cdiv(2,134,016, 16,384) = 2,096 tokens = 2,146,304 B; 23 mamba layers in groups of
+    # 6: 4 groups, 24 slots (1 empty): 24 x 2,146,304 = 51,511,296.
     engine, _ = make_engine("vllm")
-    assert estimate(spec, Workload(tokens=4096), engine=engine).fixed_bytes_per_sequence == NANO_FIXED
+    est = estimate(spec, Workload(tokens=4096), engine=engine)
+    assert sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in est.groups
+               if not g.padding) == NANO_FIXED  # fmt: skip
+    assert est.fixed_bytes_per_sequence == 24 * 2_096 * 1_024 == 51_511_296
     # 'E' letters, mamba_ssm_cache_dtype, the MoE fields, sliding_window null: all read, no warning.
     assert spec.warnings == () and spec.notes == ()
 

@@ -63,12 +63,15 @@ def test_lfm2_engines_by_hand() -> None:
     est = estimate(spec, Workload(tokens=300), engine=engine)
     assert est.fixed_bytes_per_sequence == 122_880
     assert est.total_bytes == 122_880 + 300 * 12_288 == 3_809_280
-    # vLLM keeps kernel - 1 (like the theoretical figure), in the model dtype: 81,920 B; attention
-    # in 16-token blocks: 300 -> 19 blocks = 304 slots x 12,288 = 3,735,552.
+    # vLLM keeps kernel - 1 (like the theoretical figure), in the model dtype: 2048 x 2 x 2 B = 8,192 B a
+    # conv layer; attention in 16-token blocks, a page 16 x 2,048 B = 32,768 B, which already holds a
+    # state: the blocks stay 16 and each state takes a whole page (_align_hybrid_block_size). Groups
+    # of 6 (10 < 1.5 x 6 is false): the 10 conv layers in 2 groups, 12 slots of which 2 empty:
+    # 12 x 32,768 = 393,216 a sequence; attention 300 -> 19 blocks = 6 x 19 x 32,768 = 3,735,552.
     engine, _ = make_engine("vllm")
     est = estimate(spec, Workload(tokens=300), engine=engine)
-    assert est.fixed_bytes_per_sequence == 81_920
-    assert est.total_bytes == 81_920 + 304 * 12_288
+    assert est.fixed_bytes_per_sequence == 12 * 32_768 == 393_216
+    assert est.total_bytes == 393_216 + 6 * 19 * 32_768
     # Batch 4 (theoretical): the state is per sequence, 4 x (81,920 + 300 x 12,288) = 15,073,280.
     assert estimate(spec, Workload(tokens=300, batch=4)).total_bytes == 15_073_280
 

@@ -260,9 +260,13 @@ def test_qwen35_engines_by_hand() -> None:
     # recurrent state is float32: 18 x (49,152 + 1,048,576) = 19,759,104.
     hf, _ = make_engine("transformers")
     assert estimate(spec, Workload(tokens=300), engine=hf).fixed_bytes_per_sequence == 19_759_104
-    # vLLM honours mamba_ssm_dtype for Qwen3.5: as theoretical.
+    # vLLM honours mamba_ssm_dtype for Qwen3.5: the theoretical state, in a page its hybrid layout grows
+    # to hold it: 2,048 B/token attention pages in steps of 16 tokens, 16 x cdiv(1,085,440, 32,768) =
+    # 544 tokens = 1,114,112 B (18 linear layers in 3 groups of 6, none empty): 18 x 1,114,112.
     vllm, _ = make_engine("vllm")
-    assert estimate(spec, Workload(tokens=300), engine=vllm).fixed_bytes_per_sequence == QWEN_FIXED
+    est = estimate(spec, Workload(tokens=300), engine=vllm)
+    assert sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in est.groups) == QWEN_FIXED
+    assert est.fixed_bytes_per_sequence == 18 * 544 * 2_048 == 20_054_016
     # llama.cpp keeps both states in f32: 18 x (18,432 + 262,144) x 4 = 20,201,472.
     cpp, _ = make_engine("llamacpp")
     assert estimate(spec, Workload(tokens=300), engine=cpp).fixed_bytes_per_sequence == 20_201_472
