@@ -105,6 +105,7 @@ SAMPLES: list[LayerCache] = [_sample(cls) for cls in KINDS] + [
     AttentionCache(8, 128, 128, tokens="image"),
     LatentCache(512, 64),
     StateCache("mamba", 64, 4, 64),
+    StateCache("mamba", 64, 4, 64, whole_kernel=True),  # mamba_ssm's own format keeps d_conv columns
     StateCache("short_conv", 64, 3, 0),
     IndexerCache(128, family="msa"),
     CompressedCache(512, 4),  # in its company: DeepSeek-V4 exactly

@@ -20,8 +20,11 @@ class StateCache(LayerKind):
     head and no conv) or ``rg_lru`` (Griffin's recurrent block: a conv history over lru_width
     channels and one lru_width-wide recurrent state). The causal conv
     runs over ``conv_channels`` with a kernel of ``conv_kernel``: it must remember kernel - 1
-    past inputs (engines may keep the whole kernel). ``dtype`` is the state's own storage format
-    when it differs from the model's (None: decided by the engine and workload).
+    past inputs (engines may keep the whole kernel); ``whole_kernel`` says the model's own code
+    keeps all ``conv_kernel`` columns whatever the engine (mamba_ssm's ``allocate_inference_cache``
+    in modules/mamba_simple.py, mamba2.py and mha.py: a conv state of d_conv columns). ``dtype`` is
+    the state's own storage format when it differs from the model's (None: decided by the engine and
+    workload).
     ``recurrent_dtype`` is the format the config names for the recurrent (SSM / delta-rule) state
     alone (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``); None: as ``dtype``. Each engine decides
     whether it honours it (``state_parts``).
@@ -33,6 +36,7 @@ class StateCache(LayerKind):
     recurrent_elements: int
     dtype: DType | None = None
     recurrent_dtype: DType | None = None
+    whole_kernel: bool = False
 
     @property
     def kind(self) -> Kind:
@@ -47,8 +51,13 @@ class StateCache(LayerKind):
         return self.dtype
 
     def state_elements(self, *, whole_kernel: bool) -> tuple[int, int]:
-        conv = self.conv_channels * (self.conv_kernel if whole_kernel else self.conv_kernel - 1)
-        return conv, self.recurrent_elements
+        return self._conv(whole_kernel=whole_kernel), self.recurrent_elements
+
+    def _conv(self, *, whole_kernel: bool) -> int:
+        """Conv history elements: ``conv_kernel`` columns where the engine or the model keeps the
+        whole kernel, else kernel - 1."""
+        whole = whole_kernel or self.whole_kernel
+        return self.conv_channels * (self.conv_kernel if whole else self.conv_kernel - 1)
 
     def describe(self) -> tuple[str, str]:
         return "state", "-"
@@ -65,7 +74,7 @@ class StateCache(LayerKind):
 
     @property
     def conv_elements(self) -> int:
-        return self.conv_channels * (self.conv_kernel - 1)
+        return self._conv(whole_kernel=False)
 
     @property
     def total_state_elements(self) -> int:

@@ -146,32 +146,6 @@ def test_cla_fields_nobody_reads_are_named() -> None:
     assert shaping_reason("cla_share_factor") in ("cross-layer KV sharing", "KV sharing")
 
 
-# mamba_ssm's own format: state-spaces/mamba-2.8b's config.json (d_model 2560, n_layer 64, ssm_cfg {}).
-MAMBA_SSM: dict[str, Any] = {
-    "d_model": 2560, "n_layer": 64, "vocab_size": 50277, "ssm_cfg": {}, "rms_norm": True,
-    "residual_in_fp32": True, "fused_add_norm": True, "pad_vocab_size_multiple": 8,
-}  # fmt: skip
-
-
-def test_mamba_ssm_format_by_hand() -> None:
-    spec = read_config(MAMBA_SSM, name="mamba-2.8b")
-    # Mamba1 defaults: d_inner = 2 x 2560 = 5120; conv 5120 x (4 - 1) + state 5120 x 16 = 97,280
-    # elements x 2 B (fp16) = 194,560 B per layer; x 64 = 12,451,840 per sequence.
-    assert spec.model_type == "mamba_ssm" and spec.warnings == ()
-    est = estimate(spec, Workload(tokens=1000))
-    assert est.total_bytes == 64 * 97_280 * 2 == 12_451_840
-    # Mamba2 with two MHA layers: conv over 5120 + 2 x 1 x 128 = 5376 channels x 3, state 5120 x 128:
-    # 671,488 elements x 2 B per Mamba layer (62); MHA 20 heads of 128, all KV: 2 x 20 x 128 x 2 B =
-    # 10,240 B per token per layer.
-    hybrid = {**MAMBA_SSM, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [9, 18], "attn_cfg": {"num_heads": 20}}
-    est = estimate(read_config(hybrid, name="m2"), Workload(tokens=100))
-    assert est.total_bytes == 62 * (5376 * 3 + 5120 * 128) * 2 + 2 * 100 * 10_240
-    with pytest.raises(UsageError, match="own checkpoint format"):
-        estimate(spec, Workload(tokens=10), engine=make_engine("vllm")[0])
-    with pytest.raises(ConfigError, match=r"ssm_cfg\.layer"):
-        read_config({**MAMBA_SSM, "ssm_cfg": {"layer": "Mamba3"}}, name="bad")
-
-
 def test_griffin_pattern_saved_as_underscored_block_types() -> None:
     # transformers 4.40-4.4x saved RecurrentGemmaConfig's pattern as "_block_types" (the published
     # google/recurrentgemma-2b config.json, tests/fixtures/recurrentgemma-2b.json): it is read, so a
