@@ -19,6 +19,11 @@ CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
                                                   dp_attention=2, engine="llama.cpp"), ("dp_attention",)),
     ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", tp=2,
                                             dp_attention=2, engine="mlx"), ("dp_attention",)),
+    # fit as speed: the engine's hook (engines/base.py check_attention_dp), where fit once took it
+    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, tp=2,
+       dp_attention=2, engine=engine)), ("dp_attention",))
+      for engine, gpu in (("theoretical", "h100-sxm"), ("transformers", "h100-sxm"), ("llama.cpp", "h100-sxm"),
+                          ("llama-server", "h100-sxm"), ("mlx", "m4-max-64gb"))],
     ("max_kv_size 4", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="mlx", options={"max_kv_size": 4}),
      ("max_kv_size",)),
     ("block_size 7", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 7}),

@@ -439,6 +439,11 @@ def test_console_entry_prints_no_traceback_for_a_bad_flag() -> None:
             ["speed", "llama-3.1-8b", "--gpu", "m4-max-64gb", "--tp", "2", "--dp-attention", "2", "--engine", "mlx"],
             ["--dp-attention 2", "mlx"],
         ),
+        (
+            ["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2", "--dp-attention", "2", "--engine", "llama.cpp"],
+            ["--dp-attention 2", "llama.cpp"],
+        ),
+        (["fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2", "--dp-attention", "2"], ["--dp-attention 2"]),
         # RotatingKVCache keeps 4 tokens always (mlx-lm 0.32.2)
         (["estimate", "llama-3.1-8b", "--engine", "mlx", "--max-kv-size", "1"], ["--max-kv-size 1", "give 5"]),
         (["estimate", "llama-3.1-8b", "--engine", "mlx", "--max-kv-size", "4"], ["--max-kv-size 4", "give 5"]),

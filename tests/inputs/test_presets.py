@@ -175,16 +175,25 @@ PLAIN_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 # Presets whose checkpoint size no source gives; fit asks for --weights. recurrentgemma-2b: its only
 # config copy names no dtype, and no index or file size of the gated repo was found.
-NO_WEIGHTS = {"recurrentgemma-2b"}
-
-
 def test_every_preset_has_its_weights() -> None:
     """fit works offline for every preset: each carries its checkpoint's bytes with a source."""
-    missing = [p.name for p in load_presets().values() if p.weights is None and p.name not in NO_WEIGHTS]
+    missing = [p.name for p in load_presets().values() if p.weights is None]
     assert not missing, f"presets without weights: {missing}"
-    for preset in load_presets().values():
-        assert preset.name in NO_WEIGHTS or (preset.weights is not None and preset.weights.source.strip())
-    assert all(load_presets()[name].weights is None for name in NO_WEIGHTS)
+    assert all(p.weights is not None and p.weights.source.strip() for p in load_presets().values())
+
+
+def test_recurrentgemma_parameters_by_hand() -> None:
+    """recurrentgemma-2b's parameters from its config (transformers 5.24 modeling_recurrent_gemma.py:
+    MLPs of intermediate_size // 2 with biases, o_proj with a bias, RG-LRU gates per head), tied
+    embeddings counted once; float32 assumed (no torch_dtype in the config copy)."""
+    embeddings = 256_000 * 2_560
+    mlp = 2 * (2_560 * 7_680 + 7_680) + 7_680 * 2_560 + 2_560
+    norms = 26 * 2 * 2_560 + 2_560
+    attention = 2 * 2_560 * 2_560 + 2 * 2_560 * 256 + 2_560
+    recurrent = 3 * (2_560 * 2_560 + 2_560) + 2_560 * 4 + 2_560 + 2_560 + 2 * (10 * 256 * 256 + 10 * 256)
+    total = embeddings + 26 * mlp + norms + 8 * attention + 18 * recurrent
+    w = get_preset("recurrentgemma-2b").weights
+    assert w is not None and w.parameters == total == 2_682_862_080 and w.bytes == 4 * total
 
 
 @pytest.mark.parametrize("preset", sorted(load_presets().values(), key=lambda p: p.name), ids=lambda p: p.name)

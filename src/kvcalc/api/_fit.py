@@ -122,6 +122,7 @@ def fit(
     if gpus is not None and gpus != tp * pp * dp:
         raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
     chosen = resolve_serving(spec, asked)
+    chosen.engine.check_attention_dp(dp_attention)  # as speed: only an engine with attention-DP groups
     notes = list(chosen.notes)
     if tokens is None:
         tokens = 4096

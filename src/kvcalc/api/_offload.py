@@ -134,6 +134,9 @@ def fit_offload(
         compute, how = buffer
         notes.append(f"compute buffer {compute:,} B on each backend that holds layers ({how}; an upper bound "
                      "when layers are split)")  # fmt: skip
+    elif dims is not None and not dims.heads:
+        notes.append("compute buffer not sized: kvcalc models llama.cpp's attention graph only, and this model has "
+                     "no attention heads")  # fmt: skip
     else:
         notes.append("compute buffer not sized: the model does not give its hidden size, heads and vocabulary")
     context = chosen.engine.device_context_bytes

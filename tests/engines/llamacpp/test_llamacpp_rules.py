@@ -177,3 +177,30 @@ def test_probe_llama_server_quantized(run_cli: Any) -> None:
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "427,819,008" in result.stdout and "13,369,344" in result.stdout
     assert "matches byte for byte" in result.stdout
+
+
+@pytest.mark.parametrize(("preset", "model_type"), [("bart-large", "bart"), ("whisper-large-v3", "whisper")])
+@pytest.mark.parametrize("engine", ["llama.cpp", "llama-server"])
+def test_no_llama_cpp_architecture_for_bart_or_whisper(preset: str, model_type: str, engine: str) -> None:
+    """LLM_ARCH_NAMES of llama.cpp 0c1e570 (src/llama-arch.cpp) has neither: estimate, and so fit,
+    refuse them where they printed figures for a model llama.cpp cannot load."""
+    with pytest.raises(UsageError, match=f"llama.cpp has no {model_type} architecture"):
+        api.estimate(preset, tokens=1024, engine=engine)
+    with pytest.raises(UsageError, match=f"llama.cpp has no {model_type} architecture"):
+        api.fit(preset, gpu="h100-sxm", engine=engine)
+
+
+@pytest.mark.parametrize("preset", ["mamba-2.8b", "falcon-mamba-7b"])
+def test_fit_of_a_recurrent_only_model_names_the_unmodelled_buffer(preset: str) -> None:
+    """A Mamba model has no attention heads: kvcalc's compute buffer is llama.cpp's attention graph,
+    so fit asks for --overhead naming why, not for widths the config does give; with it, fit answers."""
+    with pytest.raises(UsageError, match="compute buffer for a recurrent-only model is not modelled") as err:
+        api.fit(preset, gpu="h100-sxm", engine="llama.cpp")
+    assert err.value.params == ("overhead",)
+    result = api.fit(preset, gpu="h100-sxm", engine="llama.cpp", overhead=2**30).result
+    if preset == "mamba-2.8b":
+        # 85,017,755,648 B (H100 SXM) - 5,536,691,200 (2,768,345,600 parameters in bf16) - 2^30 given
+        # = 78,407,322,624 B; a sequence holds 64 layers x (3 x 5,120 + 16 x 5,120) x 4 B = 24,903,680
+        # of f32 state: 78,407,322,624 // 24,903,680 = 3,148 sequences.
+        assert result.max_concurrency == 3148
+    assert result.max_concurrency is not None and result.max_concurrency > 0

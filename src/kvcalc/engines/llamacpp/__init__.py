@@ -268,6 +268,13 @@ class LlamaCpp(Engine):
         from kvcalc.engines.llamacpp.runtime import llamacpp_runtime
 
         dims = request.dims
+        if dims is not None and not dims.heads and request.recurrent:
+            # src/models/mamba.cpp's graph (the conv and scan buffers, n_seq states) is not the
+            # attention graph llamacpp_compute_bytes was measured on.
+            raise UsageError(
+                "llama.cpp's compute buffer for a recurrent-only model is not modelled: give overhead (bytes per GPU)",
+                param="overhead",
+            )
         if dims is None or not dims.heads:
             raise UsageError(
                 "llama.cpp's compute buffer needs the model's hidden size, heads and vocabulary, and this model does "

@@ -396,6 +396,11 @@ ARCHITECTURES: tuple[Architecture, ...] = (
 NO_ARCHITECTURE = {
     # No "zamba" anywhere in src/ or conversion/ (ggml-org/llama.cpp PR #21412 adding it is unmerged).
     "zamba2": "src/llama-arch.cpp @ 0c1e570 lists none, and convert_hf_to_gguf converts none",
+    # LLM_ARCH_NAMES @ 0c1e570 has no bart or whisper (nor any string of them in llama-cpp-python
+    # 0.3.36's libllama.so); its only Whisper is libmtmd's audio encoder (clip_graph_whisper_enc)
+    # in front of another model's decoder. The encoder-decoder it runs is t5.
+    "bart": "src/llama-arch.cpp @ 0c1e570 lists none; its only encoder-decoder is t5",
+    "whisper": "src/llama-arch.cpp @ 0c1e570 lists none; libmtmd runs only Whisper's encoder, for audio input",
 }
 
 BY_NAME: dict[str, Architecture] = {a.name: a for a in ARCHITECTURES}

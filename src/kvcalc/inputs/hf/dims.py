@@ -14,11 +14,15 @@ from typing import Any
 
 from kvcalc.inputs.hf.configs import family_default, text_config
 from kvcalc.inputs.hf.context import count_field
+from kvcalc.inputs.hf.families.encoder_decoder import DECODER_HEAD_KEYS, DECODER_KV_HEAD_KEYS, DECODER_LAYER_KEYS
 
+# An encoder-decoder's widths are its decoder's (the side that generates and keeps a cache): its
+# per-side names first, as the cache reader takes them (families/encoder_decoder.py).
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
-_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-_HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
-_INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "d_ff", "decoder_ffn_dim")
+_LAYERS = (*DECODER_LAYER_KEYS, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEADS = (*DECODER_HEAD_KEYS, "num_attention_heads", "n_head", "num_heads", "n_heads")
+_KV_HEADS = (*DECODER_KV_HEAD_KEYS, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+_INTERMEDIATE = ("decoder_ffn_dim", "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "d_ff")
 _EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", "n_experts")
 _TOP_K = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k", "moe_k")
 _MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
@@ -98,8 +102,8 @@ def read_dims(raw: Mapping[str, Any]) -> ModelDims | None:
         experts = top_k = 0
         expert_width = 0
     heads, _ = _first(text, _HEADS)
-    kv_heads, _ = _first(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
-    head_dim, _ = _first(text, ("head_dim", "qk_head_dim"))
+    kv_heads, _ = _first(text, _KV_HEADS)
+    head_dim, _ = _first(text, ("head_dim", "qk_head_dim", "d_kv"))  # T5: d_kv
     if heads and not head_dim:
         head_dim = hidden // heads
     if intermediate is None:

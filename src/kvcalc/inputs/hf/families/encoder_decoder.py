@@ -44,6 +44,14 @@ _NOT_THE_DECODER_CACHE: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+# The decoder's own layer, head and KV-head counts, per-side names first (BART's and Whisper's
+# decoder_*, T5's and ProphetNet's num_decoder_*, Moonshine's decoder_num_*); kvcalc.inputs.hf.dims
+# reads the decoder's widths by the same names.
+DECODER_LAYER_KEYS = ("decoder_layers", "num_decoder_layers", "decoder_num_hidden_layers")
+DECODER_HEAD_KEYS = ("decoder_attention_heads", "num_decoder_attention_heads", "decoder_num_attention_heads")
+DECODER_KV_HEAD_KEYS = ("decoder_key_value_heads", "decoder_num_key_value_heads")
+
+
 def read(r: Reader) -> Layout:
     """Decoder self-attention per generated token plus cross-attention over the encoder output; the
     encoder's length, where the config gives one, goes to ``r.encoder_tokens``."""
@@ -59,7 +67,7 @@ def read(r: Reader) -> Layout:
     # Every decoder layer of an encoder-decoder attends to the encoder (ProphetNet states it).
     r.considered("add_cross_attention")
     r.considered(*_NOT_THE_DECODER_CACHE.get(r.model_type, ()))
-    layer_key = r.first_key(("decoder_layers", "num_decoder_layers", "decoder_num_hidden_layers"))
+    layer_key = r.first_key(DECODER_LAYER_KEYS)
     if layer_key is not None:
         layers = r.check_positive(layer_key, r.raw[layer_key])
     else:
@@ -67,9 +75,7 @@ def read(r: Reader) -> Layout:
         if r.has("num_layers"):
             r.notes.append(f"no '{r.where}num_decoder_layers': the decoder has as many layers as the encoder")
     layers = checked_layers(r, layers)
-    head_key = r.first_key(
-        ("decoder_attention_heads", "num_decoder_attention_heads", "decoder_num_attention_heads", *HEAD_KEYS)
-    )
+    head_key = r.first_key((*DECODER_HEAD_KEYS, *HEAD_KEYS))
     if head_key is None:
         raise ConfigError(f"config field '{r.where}decoder_attention_heads' is missing")
     heads = r.check_positive(head_key, r.raw[head_key])
@@ -81,7 +87,7 @@ def read(r: Reader) -> Layout:
         if hidden % heads:
             raise ConfigError(f"config field '{r.where}d_model' ({hidden}) is not divisible by {heads} heads")
         head_dim = hidden // heads
-    kv_key = r.first_key(("decoder_key_value_heads", "decoder_num_key_value_heads", *KV_HEAD_KEYS))
+    kv_key = r.first_key((*DECODER_KV_HEAD_KEYS, *KV_HEAD_KEYS))
     kv = r.check_positive(kv_key, r.raw[kv_key]) if kv_key else heads
     if heads % kv:
         raise ConfigError(f"config field '{r.where}{kv_key}' ({kv}) must divide {heads} heads")
