@@ -81,3 +81,13 @@ def test_overhead_refuses_the_knobs_only_the_runtime_model_reads(run_cli) -> Non
         )
     # Without them --overhead still answers.
     assert api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", overhead=10**9).result.max_tokens > 0
+
+
+def test_weights_that_leave_nothing_still_say_what_the_workload_needs() -> None:
+    """Llama 3.1 70B's 141 GB of bf16 weights leave an L4 nothing: the verdict's needed_bytes was 0
+    (so --json's headroom_bytes was the budget alone). 3 requests of 5,000 tokens need 80 layers x
+    2 (K, V) x 8 KV heads x 128 x 2 B = 327,680 B a token x 15,000 tokens = 4,915,200,000 B."""
+    report = api.fit("llama-3.1-70b", gpu="l4", tokens=5000, batch=3)
+    assert report.budget.leaves_nothing and report.verdict is not None and not report.verdict.fits
+    assert report.verdict.needed_bytes == 80 * 2 * 8 * 128 * 2 * 15_000 == 4_915_200_000
+    assert report.verdict.headroom_bytes == report.budget.kv_bytes - 4_915_200_000

@@ -270,7 +270,9 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
                 if remedy.fits:
                     break
         remedies_found = tuple(r for r in tried if r.fits) or tuple(tried[-1:])
-        return Verdict(False, 0, result.kv_budget, remedies_found, reason)
+        # What the workload needs stays the estimate's figure (it was 0, a headroom of the budget alone).
+        needed = workload_bytes(spec, w, engine, result)
+        return Verdict(False, needed, result.kv_budget, remedies_found, reason)
     needed = workload_bytes(spec, w, engine, result)
     if result.sglang is not None and result.sglang.refusal is not None:
         # SGLang would not start: no change of the workload inside the same budget helps.
