@@ -96,3 +96,15 @@ def test_parse_size_refuses(text: str, message: str) -> None:
 
 def test_parse_size_largest() -> None:
     assert parse_size("1048576TiB", what="x") == MAX_BYTES == 2**60  # 2^20 x 2^40
+
+
+@pytest.mark.parametrize("value", [5, None, 2.5, b"32k"])
+@pytest.mark.parametrize("parser", ["parse_count", "parse_size", "parse_rate"])
+def test_the_text_parsers_refuse_what_is_not_text(parser: str, value: object) -> None:
+    """The README names parse_count and parse_size as the API's readers of CLI text; given a
+    number or None they raised TypeError ('argument of type 'int' is not iterable')."""
+    import kvcalc.units
+
+    with pytest.raises(UsageError, match=r"must be text such as .* \(a str\)") as raised:
+        getattr(kvcalc.units, parser)(value, what="tokens")
+    assert raised.value.params == ("tokens",)

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc import checks
 from kvcalc.errors import UsageError
+
+# The widest block a format takes (as kvcalc.spec.MAX_DIMENSION bounds a dimension).
+_MAX_BLOCK = 2**24
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,15 @@ class DType:
     block: int = 1
     meta_bytes: int = 0
     strict_blocks: bool = False
+
+    def __post_init__(self) -> None:
+        # A format built by hand (kvcalc.DType is public) is checked as a parameter is: a float block
+        # or bit width would make every byte count a float.
+        checks.text(self.name, "name", optional=False)
+        checks.count(self.bits, "bits", maximum=64)
+        checks.count(self.block, "block", maximum=_MAX_BLOCK)
+        checks.count(self.meta_bytes, "meta_bytes", minimum=0, maximum=_MAX_BLOCK)
+        checks.flag(self.strict_blocks, "strict_blocks")
 
     @property
     def is_group_quantized(self) -> bool:
@@ -81,8 +94,7 @@ DEFAULT_QUANT_GROUP = 64
 
 def group_quantized(bits: int, group: int = DEFAULT_QUANT_GROUP) -> DType:
     """intN with one fp16 scale and one fp16 zero-point per ``group`` elements (4 bytes a group)."""
-    if group <= 0:
-        raise UsageError(f"--quant-group must be positive, got {group}")
+    checks.count(group, "quant_group", maximum=_MAX_BLOCK)
     return DType(
         f"int{bits}",
         bits,
@@ -117,6 +129,7 @@ def lookup_dtype(text: str, *, quant_group: int = DEFAULT_QUANT_GROUP) -> DType 
 
 def parse_dtype(text: str, *, quant_group: int = DEFAULT_QUANT_GROUP) -> DType:
     """The format a command-line name stands for; an unknown name is a usage error."""
+    checks.text(text, "text", optional=False)
     found = lookup_dtype(text, quant_group=quant_group)
     if found is None:
         known = ", ".join([*DTYPES, *GROUP_QUANTIZED_BITS, "auto"])

@@ -10,7 +10,7 @@ import re
 from typing import Literal
 
 # The bounds and the range checks live in kvcalc.checks: the parsers here and the API share them.
-from kvcalc.checks import MAX_BYTES, MAX_COUNT, MAX_RATE, count
+from kvcalc.checks import MAX_BYTES, MAX_COUNT, MAX_RATE, count, fail, shown
 from kvcalc.errors import UsageError
 
 Units = Literal["binary", "decimal", "both"]
@@ -28,6 +28,14 @@ _SCIENTIFIC_RE = r"^\s*(\d{1,20})[eE]\+?(\d{1,6})\s*$"  # 1e6, 2E+5: whole numbe
 _LONG_DIGITS_RE = r"^\s*\d{21,}\s*[kKmM]?\s*$"  # more digits than any count has
 
 
+def _text(text: object, what: str) -> str:
+    """The parsers read text as the command line gives it; a number or None is refused (an int goes
+    to the API's parameter itself, not through a parser)."""
+    if not isinstance(text, str):
+        raise fail(what, f"{what} must be text such as '32k' or '16GiB' (a str), got {shown(text)}")
+    return text
+
+
 def parse_count(text: str, *, what: str) -> int:
     """Parse a positive token or sequence count: ``2048``, ``32k`` (= 32,768), ``1m`` (= 2**20).
 
@@ -35,7 +43,7 @@ def parse_count(text: str, *, what: str) -> int:
     "32k context" means 32,768 tokens. Thousands separators (``1,000`` or ``100_000``) are
     accepted between groups of three digits only: ``1,00`` and ``1__0`` are refused, not read.
     """
-    cleaned = _ungrouped(text, what)
+    cleaned = _ungrouped(_text(text, what), what)
     match = re.match(_COUNT_RE, cleaned)
     if match is None:
         scientific = re.match(_SCIENTIFIC_RE, cleaned)
@@ -141,7 +149,7 @@ def parse_size(text: str, *, what: str) -> int:
     ``5.38GiB`` is floor(5.38 x 2^30). ``B`` or no unit is bytes, a whole number of them (``1.5B``
     is refused); a bare number other than 0 must be at least MIN_BARE_BYTES (1 MiB), as a smaller
     one is a size whose unit was left out (``80`` meant 80GB, not 80 bytes): write ``80B``."""
-    cleaned = _ungrouped(text, what)
+    cleaned = _ungrouped(_text(text, what), what)
     match = re.match(_SIZE_RE, cleaned)
     if match is None or match.group(2).lower() not in _SIZE_UNITS:
         raise UsageError(f"{what} must be a size such as 80GB (10^9 bytes) or 80GiB (2^30 bytes), got {text!r}")
@@ -171,7 +179,7 @@ def parse_rate(text: str, *, what: str) -> int:
     state peaks."""
     from decimal import Decimal  # here: only rates need it (~1 ms of start-up)
 
-    m = re.match(_RATE, text, re.IGNORECASE)
+    m = re.match(_RATE, _text(text, what), re.IGNORECASE)
     if m is None:
         raise UsageError(f"{what} must be a rate like 3.35TB/s or 989.4e12, got {text!r}")
     value = Decimal(m[1]) * _SI[m[2].lower()]

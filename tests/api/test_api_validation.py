@@ -47,6 +47,13 @@ def test_a_model_that_is_no_model(model: Any) -> None:
     refused(lambda: kvcalc.estimate(model), "model", "model must be a preset name, a path")
 
 
+@pytest.mark.parametrize("model", ["", "  "])
+def test_an_empty_model_names_the_api_parameter(model: str) -> None:
+    # It said "MODEL is empty", the CLI's word, with params ("models",): no parameter of open_model.
+    error = refused(lambda: kvcalc.open_model(model), "model", "model is empty: give a preset name")
+    assert error.params == ("model",)
+
+
 def test_formats_and_engines_that_are_not_names() -> None:
     refused(lambda: kvcalc.estimate(LLAMA, kv_dtype=8), "kv_dtype", "kv_dtype must be a format's name")  # type: ignore[arg-type]
     refused(lambda: kvcalc.estimate(LLAMA, engine=5), "engine", "engine must be an engine's name")  # type: ignore[arg-type]

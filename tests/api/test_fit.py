@@ -7,7 +7,10 @@ parameter), so that is offered with its figure.
 
 from __future__ import annotations
 
+import pytest
+
 from kvcalc import api
+from kvcalc.errors import UsageError
 
 # Qwen3 32B (preset: 32,762,123,264 parameters, bf16) x 4.5 bits / 8 = 18,428,694,336 B, as the
 # README's "Macs and MLX" example derives.
@@ -59,3 +62,32 @@ def test_a_gpu_server_is_still_offered_more_gpus() -> None:
     report = api.fit("qwen3-32b", engine="vllm", gpu="rtx-4090", tokens=32_768)
     changes = _changes(report)
     assert any("--tp" in c for c in changes) and not any("4-bit weights" in c for c in changes), changes
+
+
+def test_overhead_refuses_the_knobs_only_the_runtime_model_reads(run_cli) -> None:
+    """--overhead replaces the whole runtime model (README): vLLM's max_num_seqs (the dummy
+    sampler's rows) and --enforce-eager (no CUDA-graph estimate) then change nothing, as they change
+    nothing beside --kv-budget; both were accepted and ignored."""
+    for knob in ({"max_num_seqs": 5}, {"enforce_eager": True}):
+        with pytest.raises(UsageError, match="has no effect") as raised:
+            api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", overhead=10**9, options=knob)
+        assert raised.value.params == ("overhead", *knob)
+    for flags in (("--max-num-seqs", "5"), ("--enforce-eager",)):
+        result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--overhead", "1GB", *flags)
+        assert result.exit_code == 2
+        assert (
+            result.stderr == f"kvcalc: error: --overhead replaces the runtime's derivation: {flags[0]} has no "
+            "effect with it\n"
+        )
+    # Without them --overhead still answers.
+    assert api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", overhead=10**9).result.max_tokens > 0
+
+
+def test_weights_that_leave_nothing_still_say_what_the_workload_needs() -> None:
+    """Llama 3.1 70B's 141 GB of bf16 weights leave an L4 nothing: the verdict's needed_bytes was 0
+    (so --json's headroom_bytes was the budget alone). 3 requests of 5,000 tokens need 80 layers x
+    2 (K, V) x 8 KV heads x 128 x 2 B = 327,680 B a token x 15,000 tokens = 4,915,200,000 B."""
+    report = api.fit("llama-3.1-70b", gpu="l4", tokens=5000, batch=3)
+    assert report.budget.leaves_nothing and report.verdict is not None and not report.verdict.fits
+    assert report.verdict.needed_bytes == 80 * 2 * 8 * 128 * 2 * 15_000 == 4_915_200_000
+    assert report.verdict.headroom_bytes == report.budget.kv_bytes - 4_915_200_000

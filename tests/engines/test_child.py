@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,25 @@ def test_a_python_that_fails_at_once_is_named() -> None:
         "/bin/false (the Python that runs vLLM) failed to start vLLM or to import it: running vllm_probe.py it "
         "exited with status 1 and wrote nothing on stderr"
     )
+    assert caught.value.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "body", "reason"),
+    [(0o644, "#!/bin/sh\nexit 0\n", "Permission denied"), (0o755, "not a program\n", "Exec format error")],
+)
+def test_a_python_that_cannot_be_run_is_one_line(tmp_path: Path, mode: int, body: str, reason: str) -> None:
+    """--engine-python /etc/passwd (a file, not executable) was a PermissionError traceback from
+    subprocess; a text file with no #! line an OSError (ENOEXEC). Either is the environment's
+    problem: exit 1, as a Python that fails to start is."""
+    path = tmp_path / "python"
+    path.write_text(body)
+    path.chmod(mode)
+    if mode == 0o644 and os.access(path, os.X_OK):
+        pytest.skip("running as a user that may execute any file")
+    with pytest.raises(DependencyError) as caught:
+        run(str(path))
+    assert str(caught.value) == f"{path} (the Python that runs vLLM) cannot be run: {reason}"
     assert caught.value.exit_code == 1
 
 

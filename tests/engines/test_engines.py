@@ -310,6 +310,25 @@ def test_transformers_default_residual_note(run_cli) -> None:
     assert any("127" in n for n in data["notes"])
 
 
+@pytest.mark.parametrize("kv_dtype", ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "fp8_e5m2"])
+def test_transformers_refuses_formats_it_has_no_cache_for(run_cli, kv_dtype: str) -> None:
+    """QuantizedCache's backends (cache_utils.py, transformers 5.24) are quanto (nbits 2, 4), hqq
+    (1, 2, 3, 4, 8) and fp8 (float8_e4m3fn): llama.cpp's block types and e5m2 got a figure (q4_0:
+    48,828,416 B with the QuantizedCache note) for a cache transformers cannot build."""
+    result = run_cli("estimate", "llama-3.1-8b", "-t", "1000", "--engine", "transformers", "--kv-dtype", kv_dtype)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("kvcalc: error: transformers caches K/V in the model's dtype or QuantizedCache")
+    assert result.stderr.endswith(f"not {kv_dtype}\n") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("kv_dtype", ["fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "int8", "int4", "int2"])
+def test_transformers_takes_its_own_formats(run_cli, kv_dtype: str) -> None:
+    assert (
+        run_cli("estimate", "llama-3.1-8b", "-t", "1000", "--engine", "transformers", "--kv-dtype", kv_dtype).exit_code
+        == 0
+    )
+
+
 def test_workload_replace_keeps_validation() -> None:
     with pytest.raises(UsageError):
         replace(Workload(tokens=1), tp=0)

@@ -19,6 +19,24 @@ def test_fit_fits_80_columns(run_cli, monkeypatch: pytest.MonkeyPatch, argv: lis
     assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
 
 
+@pytest.mark.parametrize("columns", [40, 60])
+@pytest.mark.parametrize("argv", [MAC, GPU], ids=["mac-mlx", "h100-vllm"])
+def test_the_budget_narrows_with_the_screen(
+    run_cli, monkeypatch: pytest.MonkeyPatch, argv: list[str], columns: int
+) -> None:
+    """The budget was laid out for 80 columns whatever the screen: at 40 its figures were wrapped to
+    column 44 ('85,017,755,648' alone on a 58-character line). Each figure stands whole beside its
+    binary size within the width."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = run_cli(*argv)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    budget = lines[2 : next(i for i, line in enumerate(lines) if line.startswith("max tokens"))]
+    assert max(len(line) for line in budget) <= columns, "\n".join(budget)
+    for figure in ("51,539,607,552  48 GiB", "18,428,694,336  17.16 GiB") if argv is MAC else ():
+        assert any(line.strip().endswith(figure) for line in budget), figure
+
+
 def test_budget_keeps_each_figure_on_its_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each budget figure stands whole beside its binary size, however long its label: the wired
     limit of a 64 GB Mac is 3/4 of 64 GiB = 51,539,607,552 B = 48 GiB; the weights as given,

@@ -146,15 +146,15 @@ def fit(
         notes.append(f"attention-DP: {dp_attention} groups of {tp // dp_attention} GPU(s) within each TP {tp}, each "
                      "caching its own requests (the answers are per GPU of a group)")  # fmt: skip
     gpu_label = None
+    # The knobs only the engine's runtime model reads (vLLM's sampler rows and CUDA graphs).
+    runtime_knobs = {"max_num_seqs": asked.options.get("max_num_seqs"),
+                     "enforce_eager": asked.options.get("enforce_eager") or None}  # fmt: skip
     if kv_budget is not None:
         if gpu is not None or gpu_memory is not None:
             raise UsageError(
                 "kv_budget replaces gpu/gpu_memory: give one or the other", param=("kv_budget", "gpu", "gpu_memory")
             )
-        knobs = asked.options
-        derivation = {"weights": weights, "overhead": overhead, "utilization": utilization,
-                      "max_num_seqs": knobs.get("max_num_seqs"),
-                      "enforce_eager": knobs.get("enforce_eager") or None}  # fmt: skip
+        derivation = {"weights": weights, "overhead": overhead, "utilization": utilization, **runtime_knobs}
         unused = [name for name, value in derivation.items() if value is not None]
         if unused:
             raise UsageError(
@@ -180,6 +180,12 @@ def fit(
             notes.append(f"{found.name} memory: {found.source}")
         else:
             raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
+        unused = [name for name, value in runtime_knobs.items() if value is not None]
+        if overhead is not None and unused:
+            raise UsageError(
+                f"overhead replaces the runtime's derivation: {unused[0]} has no effect with it",
+                param=("overhead", unused[0]),
+            )
         if weights is None:
             weights_bytes, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
             notes += weight_notes
@@ -265,7 +271,9 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
                 if remedy.fits:
                     break
         remedies_found = tuple(r for r in tried if r.fits) or tuple(tried[-1:])
-        return Verdict(False, 0, result.kv_budget, remedies_found, reason)
+        # What the workload needs stays the estimate's figure (it was 0, a headroom of the budget alone).
+        needed = workload_bytes(spec, w, engine, result)
+        return Verdict(False, needed, result.kv_budget, remedies_found, reason)
     needed = workload_bytes(spec, w, engine, result)
     if result.sglang is not None and result.sglang.refusal is not None:
         # SGLang would not start: no change of the workload inside the same budget helps.

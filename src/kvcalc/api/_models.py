@@ -82,7 +82,7 @@ def _open(model: ModelArg, *, revision: str | None, on_fetch: OnFetch) -> Model:
             param="model",
         )
     if not model.strip():
-        raise UsageError("MODEL is empty: give a preset name, a config.json path or a Hub repo id", param="models")
+        raise UsageError("model is empty: give a preset name, a config.json path or a Hub repo id", param="model")
     source = resolve(model, revision=revision, on_fetch=on_fetch)
     if revision is not None and source.kind != "hub":
         what = "bundled preset" if source.kind == "preset" else "local file"

@@ -241,7 +241,10 @@ def probe(
                    "--encoder-tokens": encoder_tokens is not None,
                    "--device": device != "auto", **llama_flags}.items() if present]  # fmt: skip
         if dropped:
-            raise UsageError(f"{', '.join(dropped)} do not apply to the mlx-lm probe (one sequence, its own formats)")
+            verb = "does" if len(dropped) == 1 else "do"
+            raise UsageError(
+                f"{', '.join(dropped)} {verb} not apply to the mlx-lm probe (one sequence, its own formats)"
+            )
         show_probe(api.probe_mlx(
             model, tokens=count(tokens, "--tokens") or 512, decode=decode,
             options={k: v for k, v in mlx_knobs.items() if v is not None}, window=window, python=engine_python,
@@ -250,7 +253,9 @@ def probe(
         return
     given = [flag for flag, value in mlx_given.items() if value is not None]
     if given:
-        raise UsageError(f"{', '.join(given)} apply to --engine mlx (the mlx-lm probe)")
+        raise UsageError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --engine mlx (the mlx-lm probe)"
+        )
     vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
                   "--engine-python": engine_python}  # fmt: skip
     if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch

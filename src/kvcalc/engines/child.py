@@ -52,14 +52,20 @@ def run_child(
     """Run ``script`` with ``python`` on ``request`` (extra environment ``env``); its JSON result.
     ``engine`` names the engine and ``doing`` what it did not finish in time ("start") in the
     one-line errors."""
-    with subprocess.Popen(
-        [python, str(script), "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", **env),
-        start_new_session=True,  # its own process group: one killpg ends the engine and its workers
-    ) as process:
+    try:
+        started = subprocess.Popen(
+            [python, str(script), "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **env),
+            start_new_session=True,  # its own process group: one killpg ends the engine and its workers
+        )
+    except OSError as exc:  # not executable, not a program (a text file), gone since it was checked
+        raise DependencyError(
+            f"{python} (the Python that runs {engine}) cannot be run: {exc.strerror or exc}"
+        ) from None
+    with started as process:
         try:
             out, err = process.communicate(json.dumps(request).encode(), timeout=timeout)
         except subprocess.TimeoutExpired:

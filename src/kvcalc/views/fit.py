@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc.units import Units, format_binary
 from kvcalc.views.console import Block, Note
@@ -23,7 +23,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): {layout}"]
     if report.gpu_label:
         lines.append(f"GPU: {report.gpu_label}")
-    lines += _budget_lines(budget)
+    lines.append(_BudgetBlock(budget))
     plan = result.vllm
     if plan is not None:
         groups = ", ".join(
@@ -66,19 +66,28 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     return lines
 
 
-BUDGET_WIDTH = 80  # the budget's columns fit a default terminal (narrower ones wrap each line)
+BUDGET_WIDTH = 80  # the budget's columns fit a default terminal, or the narrower screen
 
 
-def _budget_lines(budget: Budget) -> list[Block]:
-    """The budget's steps in three columns, label, exact bytes and binary size, within
-    ``BUDGET_WIDTH``: a label too long to leave the numbers room stands on its own line, the
-    numbers under it in their column; a range and the derivation follow, each on its own line."""
+class _BudgetBlock(NamedTuple):
+    """The budget laid out for the screen's width (a wider screen keeps BUDGET_WIDTH's layout)."""
+
+    budget: Budget
+
+    def lines(self, width: int) -> list[str]:
+        return _budget_lines(self.budget, min(width, BUDGET_WIDTH))
+
+
+def _budget_lines(budget: Budget, width: int = BUDGET_WIDTH) -> list[str]:
+    """The budget's steps in three columns, label, exact bytes and binary size, within ``width``:
+    a label too long to leave the numbers room stands on its own line, the numbers under it in
+    their column; a range and the derivation follow, each on its own line."""
     rows = [(line, f"{line.bytes:,}", format_binary(line.bytes) if line.bytes > 0 else "") for line in budget.lines]
     figure = max(len(text) for _, text, _ in rows)
     size = max(len(text) for _, _, text in rows)
-    room = BUDGET_WIDTH - 2 - 2 - figure - 2 - size  # indent, gaps, the two number columns
+    room = width - 2 - 2 - figure - 2 - size  # indent, gaps, the two number columns
     label = max((len(line.label) for line, _, _ in rows if len(line.label) <= room), default=0)
-    lines: list[Block] = []
+    lines: list[str] = []
     for line, text, binary in rows:
         numbers = f"{text:>{figure}}  {binary}".rstrip()
         if len(line.label) <= label:

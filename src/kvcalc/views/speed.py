@@ -71,7 +71,7 @@ def _phases(s: Speed) -> Grid:
     d = s.decode
     rows = [
         ("prefill (TTFT)" if s.batch == 1 else f"prefill of {s.batch} (last TTFT)", *_step_cells(s.prefill),
-         ms(s.prefill.seconds), _rate(s.batch * s.prompt / s.prefill.seconds)),
+         ms(s.prefill.seconds), _rate(s.batch * s.prompt / s.prefill.seconds) if s.prompt else "-"),
         *([] if s.batch == 1 else [(f"TTFT mean of {s.batch}", "", "", "", "", ms(s.ttft_mean_s), "")]),
         (f"decode first (ctx {s.prompt:,})", *_step_cells(d.first), ms(d.first.seconds),
          _rate(s.batch / d.first.seconds)),

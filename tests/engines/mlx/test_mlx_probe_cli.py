@@ -42,3 +42,18 @@ def test_a_real_run_matches(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert data["match"] is True
     row = 2 * 16 * 128 * 2
     assert data["measured_bytes"] == (7 * 200 + 1 * 512) * row
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--window", "5"), "--window applies to --engine mlx (the mlx-lm probe)"),
+        (("--window", "5", "--kv-bits", "4"), "--kv-bits, --window apply to --engine mlx (the mlx-lm probe)"),
+        (("--engine", "mlx", "--print-request"), "--print-request does not apply to the mlx-lm probe"),
+        (("--engine", "mlx", "--print-request", "--batch", "2"), "--print-request, --batch do not apply to the mlx"),
+    ],
+)
+def test_the_mlx_flag_refusals_agree_in_number(run_cli, flags: tuple[str, ...], message: str) -> None:
+    """One flag 'applies' ('--window apply to' before), several 'apply'."""
+    result = run_cli("probe", "llama-3.1-8b", *flags)
+    assert result.exit_code == 2 and message in result.stderr

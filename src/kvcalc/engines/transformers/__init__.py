@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import FP32, DType
 from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
+from kvcalc.errors import UsageError
 from kvcalc.spec import KVWindowCache, LayerCache
 
 if TYPE_CHECKING:
@@ -42,6 +43,17 @@ class Transformers(Engine):
     transformers 5.24 reads neither (the chunked and recurrent gated-delta-rule kernels of qwen3_5
     compute, and return, the state in float32). Falcon's new_decoder_architecture caches K/V
     broadcast to every query head."""
+
+    def check_dtype(self, dtype: DType) -> None:
+        """transformers' caches hold the model's float dtype, or QuantizedCache's backends
+        (cache_utils.py, transformers 5.24): quanto (nbits 2, 4) and hqq (1, 2, 3, 4, 8) group-wise
+        integers, and fp8 as float8_e4m3fn with a per-tensor scale. llama.cpp's block types and
+        fp8 e5m2 are none of them."""
+        if dtype.strict_blocks or dtype.name == "fp8_e5m2":
+            raise UsageError(
+                f"transformers caches K/V in the model's dtype or QuantizedCache's formats (int2, int4, int8, "
+                f"fp8 e4m3; cache_utils.py, transformers 5.24), not {dtype.name}"
+            )
 
     @property
     def separate_kv_formats(self) -> bool:

@@ -383,15 +383,18 @@ class VLLM(Engine):
                 param=("kv_budget", "gpu"),
             )
         tokens, seqs, why = vllm_batch_defaults(request.gpu_bytes, request.gpu.name if request.gpu else None)
-        engine, notes = self, []
+        engine, applied = self, []
         if not self.batched_tokens_asked:
             engine = replace(engine, max_num_batched_tokens=tokens)
-            notes.append(
-                f"vllm serve defaults for this GPU ({why}): max_num_batched_tokens {tokens:,}, max_num_seqs "
-                f"{self.max_num_seqs or seqs:,} (engine/arg_utils.py get_batch_defaults; the LLM class may take more)"
-            )
+            applied.append(f"max_num_batched_tokens {tokens:,}")
         if self.max_num_seqs is None:
             engine = replace(engine, max_num_seqs=seqs)
+            applied.append(f"max_num_seqs {seqs:,}")
+        # Only the defaults applied: a value asked for is no default.
+        notes = [
+            f"vllm serve defaults for this GPU ({why}): {', '.join(applied)} (engine/arg_utils.py get_batch_defaults; "
+            "the LLM class may take more)"
+        ] if applied else []  # fmt: skip
         return engine, notes
 
     def runtime(self, request: RuntimeRequest) -> tuple[Runtime, list[str]]:
