@@ -480,3 +480,9 @@ def test_lengths_with_shared_prefix_under_llama_cpp(run_cli, tmp_path: Path) -> 
     # A request mix takes no shared prefix under any engine: refused before the engine is asked.
     assert_one_line_error(result, "--shared-prefix is not modelled for a request mix")
     assert result.exit_code == 2
+
+
+def test_a_sweep_listing_a_batch_twice_is_refused_as_compare_refuses_a_length_twice(run_cli) -> None:
+    result = run_cli("speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--sweep", "4,1,4")
+    assert_one_line_error(result, "--sweep lists 4 more than once")
+    assert result.exit_code == 2

@@ -102,6 +102,11 @@ def speed(
     flops = None if flops is None else checks.rate(flops, "flops")
     weights = None if weights is None else checks.size(weights, "weights")
     sweep = None if sweep is None else checks.counts(sweep, "sweep", allow_empty=True)  # []: the batch alone
+    seen: set[int] = set()
+    for size in sweep or ():
+        if size in seen:  # merged silently before: compare refuses a length given twice, so does this
+            raise UsageError(f"sweep lists {size:,} more than once: each batch size is one row", param="sweep")
+        seen.add(size)
     gpu = checks.text(gpu, "gpu")
     checks.flag(eager, "eager")
     if tp % ep:
