@@ -143,6 +143,8 @@ def test_weights_from_a_single_safetensors_header(run_cli, tmp_path: Path) -> No
     [
         (("--gpu", "h1000"), "unknown GPU 'h1000'; did you mean"),
         (("--gpu", "h100", "--tp", "3"), "--tp 3 does not divide the 32 query heads"),
+        # The tp the user never typed is said to come from --gpus (it named --tp alone).
+        (("--gpu", "h100", "--gpus", "3"), "--gpus 3 over --pp 1 x --dp 1 is --tp 3, which does not divide the 32"),
         (("--gpu", "h100", "--gpus", "4", "--tp", "2"), "does not equal"),
         (("--gpu", "h100", "--gpu-memory", "80GB"), "not both"),
         ((), "give --gpu, --gpu-memory or --kv-budget"),

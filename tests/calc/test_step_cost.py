@@ -136,7 +136,7 @@ def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str, gpu: str) 
 def test_estimate_is_never_below_the_bound_and_its_range_brackets_it(
     model: str, gpu: str, tp: int, batch: int, prompt: int
 ) -> None:
-    r = api.speed(model, prompt=prompt, output=64, batch=batch, gpu=gpu, tp=tp, sweep=[1, batch])
+    r = api.speed(model, prompt=prompt, output=64, batch=batch, gpu=gpu, tp=tp, sweep=sorted({1, batch}))
     s, est = r.result, r.estimate
     assert est is not None
     bounds = {"ttft_seconds": s.prefill.seconds, "ttft_mean_seconds": s.ttft_mean_s,

@@ -101,6 +101,7 @@ def fit(
     checks.flag(strict, "strict")
     call = dict(locals())  # the request as given (checked), to try the remedies of the verdict with
     share = None if utilization is None else checks.share(utilization, "utilization")
+    from kvcalc.calc.estimate import check_parallel
     from kvcalc.calc.fit import Budget, BudgetLine, derive_budget
     from kvcalc.calc.fit import fit as run_fit
     from kvcalc.gpus import find_gpu
@@ -116,6 +117,13 @@ def fit(
         tp = gpus // (pp * dp) if gpus is not None else 1
         if tp < 1:
             raise UsageError(f"gpus {gpus} is fewer than pp {pp} x dp {dp}", param=("gpus", "pp", "dp"))
+        if gpus is not None:
+            try:  # the tensor-parallel size the user never typed: say where it came from
+                check_parallel(spec, tp)
+            except UsageError as exc:
+                why = str(exc).removeprefix(f"tp {tp} ")
+                raise UsageError(f"gpus {gpus} over pp {pp} x dp {dp} is tp {tp}, which {why}",
+                                 param=("gpus", "pp", "dp", "tp")) from None  # fmt: skip
     if tp % dp_attention:
         raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
                          "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip

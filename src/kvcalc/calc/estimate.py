@@ -272,16 +272,16 @@ def replica_batches(batch: int, dp: int) -> list[tuple[int, int]]:
     return [(size, count) for size, count in sizes if count and size]
 
 
-def _check_parallel(spec: ModelSpec, tp: int) -> None:
+def check_parallel(spec: ModelSpec, tp: int) -> None:
     if tp == 1:
         return
     heads = spec.query_heads
     if heads is not None and heads % tp:
-        raise UsageError(f"--tp {tp} does not divide the {heads} query heads of {spec.name}")
+        raise UsageError(f"tp {tp} does not divide the {heads} query heads of {spec.name}", param="tp")
     for cache, _ in spec.groups:
         if not cache.tp_split_ok(tp):
             kv_text, _ = cache.describe()
-            raise UsageError(f"--tp {tp} does not split the {kv_text} KV heads of {spec.name} evenly")
+            raise UsageError(f"tp {tp} does not split the {kv_text} KV heads of {spec.name} evenly", param="tp")
 
 
 def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICAL) -> Estimate:
@@ -635,7 +635,7 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
         raise UsageError(f"pp {w.pp} is more pipeline stages than the {spec.layers} layers of {spec.name}",
                          param="pp")  # fmt: skip
     engine.check_shared_prefix(w.shared_prefix)
-    _check_parallel(spec, w.tp)
+    check_parallel(spec, w.tp)
     lead = tuple(notes)
     notes = []
     encoder_tokens = w.encoder_tokens or spec.encoder_tokens
