@@ -204,3 +204,12 @@ def test_fit_of_a_recurrent_only_model_names_the_unmodelled_buffer(preset: str) 
         # of f32 state: 78,407,322,624 // 24,903,680 = 3,148 sequences.
         assert result.max_concurrency == 3148
     assert result.max_concurrency is not None and result.max_concurrency > 0
+
+
+def test_a_model_type_with_no_architecture_record_says_its_rules_are_assumed() -> None:
+    # hunyuan has no record in architectures.py: the generic rules are a guess, and said to be one.
+    from kvcalc import api
+
+    line = "kvcalc has no llama.cpp architecture record for hunyuan"
+    assert any(line in n for n in api.estimate("hunyuan-a13b", tokens=1000, engine="llama.cpp").notes)
+    assert not any("architecture record" in n for n in api.estimate("llama-3.1-8b", engine="llama.cpp").notes)

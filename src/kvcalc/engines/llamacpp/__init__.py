@@ -136,6 +136,10 @@ class LlamaCpp(Engine):
             )
         elif (arch is None or arch.window is not Window.KEPT) and any(_windowed(c) for c in caches):
             notes.append(f"kvcalc assumes llama.cpp keeps {mt}'s sliding window (not checked against its src/models/)")
+        elif arch is None:
+            # No record of how llama.cpp converts this model type: its generic rules are a guess.
+            notes.append(f"kvcalc has no llama.cpp architecture record for {mt}: its generic cache rules are "
+                         "assumed (the converter was not checked)")  # fmt: skip
         chunk = arch.chunk if arch is not None else None
         if chunk is not None and any(_chunk(c) not in (None, chunk) for c in caches):
             given = next(_chunk(c) for c in caches if _chunk(c) not in (None, chunk))
