@@ -244,9 +244,13 @@ def probe_llamacpp(
     if "error" in result:
         raise UsageError(f"llama.cpp refused the context: {result['error']}")
     checks = compare(est, result)
+    from kvcalc.engines.base import version_warning
+    from kvcalc.engines.llamacpp import RULES_VERSION
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
 
-    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], _merge(est.notes, plan.notes), allocated)
+    warning = version_warning("llama-cpp-python", answer.get("llama_cpp_version"), RULES_VERSION)
+    notes = _merge([warning] if warning else [], est.notes, plan.notes)
+    return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], notes, allocated)
 
 
 # The longest a real engine's run may be given: a day (a large model's first start takes minutes).
@@ -438,10 +442,13 @@ def mlx_checks(
 ) -> tuple[Estimate, tuple[Any, ...], tuple[str, ...]]:
     """``estimate --engine mlx`` of the config mlx_probe.py built (its ``config``: the shrunk one),
     with every layer of mlx-lm's cache set beside it, and the notes of both."""
+    from kvcalc.engines.base import version_warning
     from kvcalc.engines.mlx.probe import compare
+    from kvcalc.engines.mlx.releases import RULES_VERSION
     from kvcalc.inputs.hf.configs import read_config
 
     tiny = read_config(result["config"], name=f"{name} (shrunk)")
     est = estimate(tiny, tokens=tokens, engine="mlx", options={**knobs, "max_tokens": decode})
     checks, notes = compare(result, est)
-    return est, checks, _merge(est.notes, notes, result.get("notes", []))
+    warning = version_warning("mlx-lm", result.get("mlx_lm_version"), RULES_VERSION)
+    return est, checks, _merge([warning] if warning else [], est.notes, notes, result.get("notes", []))

@@ -38,6 +38,15 @@ def pad(n: int, multiple: int) -> int:
     return cdiv(n, multiple) * multiple
 
 
+def version_warning(package: str, installed: str | None, read_from: str) -> str | None:
+    """One line when a probe ran another release of an engine package than the one its rules were
+    read from (and the tests pin): a mismatch may then be the package's own change, not kvcalc's."""
+    if installed is None or installed == read_from:
+        return None
+    return (f"warning: {package} {installed} ran the probe; kvcalc's rules were read from {read_from} "
+            f"(pip install {package}=={read_from}): a mismatch may come from {package} itself")  # fmt: skip
+
+
 def recurrent_dtype(cache: LayerCache) -> DType | None:
     """The format the config names for a state layer's recurrent (SSM / delta-rule) state alone
     (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``), or None."""

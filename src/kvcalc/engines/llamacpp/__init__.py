@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from kvcalc.inputs.hf.dims import ModelDims
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# The llama-cpp-python release whose vendored llama.cpp (0c1e570) the rules were read from; the
+# tests pin it (.ci/run).
+RULES_VERSION = "0.3.36"
 
 # What llama.cpp does with each architecture's windows, chunks and cross-attention, and which HF model
 # types it converts to which architecture: one record each in .architectures.

@@ -135,7 +135,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     lc.llama_model_free(model)
     lib.gguf_free(metadata)
     # The raw logs too: recurrent state buffers (llama_memory_recurrent) are read from them by tests.
-    return {"results": results, "model": info, "load": "".join(log[:loaded])}
+    return {"results": results, "model": info, "load": "".join(log[:loaded]),
+            "llama_cpp_version": getattr(lc, "__version__", None)}  # fmt: skip
 
 
 _ONE_FIGURE = ("n_embd", "n_embd_head_v", "n_head", "ssm_d_conv", "ssm_d_inner", "ssm_d_state", "ssm_n_group")

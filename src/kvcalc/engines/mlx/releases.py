@@ -18,6 +18,9 @@ The tables below are what scripts/mlx_tables.py prints from that source.
 
 from __future__ import annotations
 
+# The mlx-lm release the rules and tables were read from; the tests pin it (.ci/run).
+RULES_VERSION = "0.32.2"
+
 # The release a plain ``--engine mlx`` models, and the ones ``mlx@X.Y[.Z]`` accepts.
 CURRENT = (0, 32, 2)
 VERSIONS = ("0.32",)

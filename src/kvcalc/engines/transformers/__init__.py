@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import FP32, DType
 from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
+from kvcalc.engines.base import version_warning as package_warning
 from kvcalc.errors import UsageError
 from kvcalc.spec import KVWindowCache, LayerCache
 
@@ -19,15 +20,9 @@ RULES_VERSION = "5.24.0"
 
 
 def version_warning(installed: str) -> str | None:
-    """One line when the transformers a probe ran differs from the release the rules were read
-    from: a mismatch may then be transformers' own change (5.25 caches Falcon-40B's KV heads
-    unbroadcast), not kvcalc's error."""
-    if installed == RULES_VERSION:
-        return None
-    return (
-        f"warning: transformers {installed} ran the probe; kvcalc's transformers rules were read from "
-        f"{RULES_VERSION} (pip install transformers=={RULES_VERSION}): a mismatch may be transformers' own change"
-    )
+    """One line when the transformers a probe ran is not RULES_VERSION (5.25 caches Falcon-40B's KV
+    heads unbroadcast: a mismatch may be transformers' own change, not kvcalc's)."""
+    return package_warning("transformers", installed, RULES_VERSION)
 
 
 @dataclass(frozen=True)
