@@ -148,7 +148,11 @@ def _group_formula(est: Estimate, g: GroupEstimate) -> list[str]:
     out: list[str] = []
     if c.caches_tokens and c.token_bound is not None:
         label = "chunk" if c.kind is Kind.CHUNKED else "W"
-        out.append(f"T = min({w.tokens:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
+        if g.tokens_kept == min(w.tokens, c.token_bound):
+            out.append(f"T = min({w.tokens:,}, {label} {c.token_bound:,}) = {g.tokens_kept:,}")
+        else:  # the engine's own reservation and blocks around the window (vLLM's in-flight tokens)
+            out.append(f"T = {g.tokens_kept:,} slots the {est.engine} engine keeps for {w.tokens:,} tokens "
+                       f"({label} {c.token_bound:,}, in its own blocks)")  # fmt: skip
     elif c.caches_tokens and c.compress_ratio > 1:
         out.append(f"entries = floor({w.tokens:,} / {c.compress_ratio}) = {g.tokens_kept:,}")
     elif c.tokens == "encoder":
