@@ -486,3 +486,16 @@ def test_a_sweep_listing_a_batch_twice_is_refused_as_compare_refuses_a_length_tw
     result = run_cli("speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--sweep", "4,1,4")
     assert_one_line_error(result, "--sweep lists 4 more than once")
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("engine", "flag"),
+    [("vllm", ("--max-batched-tokens", "512")), ("llama.cpp", ("--ubatch", "64")), ("llama.cpp", ("--swa-full",))],
+)
+def test_a_batch_knob_on_a_model_with_no_window_changes_nothing_in_estimate(run_cli, engine, flag) -> None:
+    # They size only sliding, chunked or compressed layers (vLLM's in-flight reservation, llama.cpp's
+    # SWA cells); Llama 3.1 has none. Gemma 2's sliding layers take them.
+    result = run_cli("estimate", "llama-3.1-8b", "--engine", engine, *flag)
+    assert_one_line_error(result, f"{flag[0]} changes nothing in llama-3.1-8b's cache under {engine}")
+    assert result.exit_code == 2
+    assert run_cli("estimate", "gemma-2-9b", "--engine", engine, *flag).exit_code == 0

@@ -29,6 +29,7 @@ from kvcalc.api._serving import (
     as_layout,
     as_serving,
     check_options,
+    refuse_idle_knobs,
     resolve_serving,
 )
 
@@ -101,6 +102,7 @@ def estimate(
     pictures = _images(spec, images, image_tokens)
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
     chosen = resolve_serving(spec, asked)
+    refuse_idle_knobs(spec, chosen.engine, asked.options)
     workload = Workload(
         tokens=t, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, encoder_tokens=enc,
         shared_prefix=shared_prefix, residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **pictures,

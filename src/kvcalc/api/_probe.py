@@ -226,9 +226,13 @@ def probe_llamacpp(
         raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
     _check_timeout(timeout)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    est = estimate(opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype,
-                   v_dtype=v_dtype, options=options)  # fmt: skip
     chosen = resolve_serving(opened.spec, Serving(engine, options=options or {})).engine
+    # The real engine takes every knob; the estimate leaves out those that shape none of this model's
+    # layers (it would refuse them as changing nothing: the figure is the same without them).
+    idle = chosen.idle_knobs(opened.spec)
+    sizing = {knob: value for knob, value in (options or {}).items() if knob not in idle}
+    est = estimate(opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype,
+                   v_dtype=v_dtype, options=sizing)  # fmt: skip
     plan = _llamacpp_plan(opened, tokens * batch, gguf_plan)
     k_type = est.kv_dtype.name
     request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)

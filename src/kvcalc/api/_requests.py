@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from kvcalc import checks
 from kvcalc.api._models import DTypeLike, ModelArg, OnFetch, open_model
-from kvcalc.api._serving import KnobValue, Layout, Serving, _merge, _past_limit, as_layout, as_serving, resolve_serving
+from kvcalc.api._serving import (
+    KnobValue,
+    Layout,
+    Serving,
+    _merge,
+    _past_limit,
+    as_layout,
+    as_serving,
+    refuse_idle_knobs,
+    resolve_serving,
+)
 from kvcalc.calc.estimate import Workload
 from kvcalc.errors import SourceError, UsageError
 
@@ -80,6 +90,7 @@ def estimate_requests(
         mix = mix_of(cast("Sequence[Request]", requests))  # not a path: narrowed above
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
     chosen = resolve_serving(spec, asked)
+    refuse_idle_knobs(spec, chosen.engine, asked.options)
     checks.instance(layout, "layout", Layout, "a kvcalc.Layout or None")
     if layout is not None and layout.dp != 1:
         raise UsageError("a request mix is sized on one replica: layout's dp changes nothing", param="layout")

@@ -290,3 +290,15 @@ def _past_limit(spec: ModelSpec, tokens: int, who: str = "") -> list[str]:
 
 def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(note for group in groups for note in group))
+
+
+def refuse_idle_knobs(spec: ModelSpec, engine: Engine, options: Mapping[str, KnobValue]) -> None:
+    """A knob given to size the cache that shapes none of this model's layers changes nothing in an
+    estimate (fit and speed, which use it for the runtime and the steps, do not call this)."""
+    for knob in engine.idle_knobs(spec):
+        if options.get(knob) not in (None, False):
+            raise UsageError(
+                f"{knob} changes nothing in {spec.name}'s cache under {engine.name}: it sizes only sliding, "
+                "chunked or compressed layers, and the model has none",
+                param=knob,
+            )

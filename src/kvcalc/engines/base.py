@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from kvcalc.inputs.hf.dims import ModelDims
 
 
+def windowed(spec: ModelSpec) -> bool:
+    """Whether any layer keeps fewer entries than the tokens: a window, a chunk or compression,
+    where an engine's batch sizes decide what it reserves."""
+    return any(c.token_bound is not None or c.compress_ratio > 1 for c in spec.caches)
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -303,6 +309,12 @@ class Engine:
         note = (f"the {self.name} engine has no runtime model: 2 GiB per GPU assumed for activations and the "
                 "runtime (--overhead sets it)")  # fmt: skip
         return runtime, [note]
+
+    def idle_knobs(self, spec: ModelSpec) -> tuple[str, ...]:
+        """The engine's knobs that shape no layer of ``spec``'s cache (a batch size that only sizes
+        sliding layers, for a model with none): ``estimate`` refuses them as changing nothing,
+        while fit and speed still use them for the runtime and the steps."""
+        return ()
 
     def arrange(self, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
         """How the pool holds one worker's ``layers`` ((cache, bytes of one token slot, bytes of a

@@ -97,9 +97,12 @@ def _grid(spec: ModelSpec) -> list[dict[str, Any]]:
 
 
 def _estimate(spec: ModelSpec, c: dict[str, Any]) -> Any:
+    # Knobs that size none of this model's layers are refused by estimate (they change nothing); the
+    # real llama.cpp still gets them, so the grid shows its bytes do not move with them either.
+    idle = api.resolve_serving(spec, api.Serving("llama.cpp")).engine.idle_knobs(spec)
     return api.estimate(
         spec, tokens=c["tokens"], batch=c["batch"], engine="llama.cpp", k_dtype=c["k"], v_dtype=c["v"],
-        options=_options(c),
+        options={knob: value for knob, value in _options(c).items() if knob not in idle},
     )  # fmt: skip
 
 

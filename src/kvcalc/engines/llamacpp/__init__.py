@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
-from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
+from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad, windowed
 from kvcalc.engines.llamacpp.architectures import NO_ARCHITECTURE, Window, converted
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
@@ -185,6 +185,11 @@ class LlamaCpp(Engine):
             raise UsageError(
                 f"llama.cpp has no {model_type} architecture ({NO_ARCHITECTURE[model_type]}): not modelled"
             )
+
+    def idle_knobs(self, spec: ModelSpec) -> tuple[str, ...]:
+        """n_ubatch and n_batch size only sliding (and DeepSeek-V4's compressed) layers' cells, and
+        swa_full only sliding ones."""
+        return () if windowed(spec) else ("ubatch", "n_batch", "swa_full")
 
     def ubatch(self, n_ctx: int) -> int:
         """src/llama-context.cpp: ``n_batch = min(n_ctx, n_batch)`` (causal attention), then

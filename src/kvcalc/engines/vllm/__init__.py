@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import BF16, FP16, FP32, DType
-from kvcalc.engines.base import FLOAT_KV, Arrangement, Engine, EngineOptions, Target, cdiv
+from kvcalc.engines.base import FLOAT_KV, Arrangement, Engine, EngineOptions, Target, cdiv, windowed
 from kvcalc.engines.vllm.releases import (
     CAPACITY_FROM_CONCURRENCY,
     CPU_BLOCK_MULTIPLE_32,
@@ -414,6 +414,10 @@ class VLLM(Engine):
             recurrent=request.recurrent,
         )  # fmt: skip
         return runtime, list(runtime.notes)
+
+    def idle_knobs(self, spec: ModelSpec) -> tuple[str, ...]:
+        """max_num_batched_tokens sizes only the reservation of sliding and chunked layers."""
+        return () if windowed(spec) else ("max_batched_tokens",)
 
     def arrange(self, layers: Sequence[tuple[LayerCache, int, int]]) -> Arrangement | None:
         """vLLM's layer groups (engines.vllm.capacity.group_layers): larger blocks for a kind whose
