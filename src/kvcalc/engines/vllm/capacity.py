@@ -13,6 +13,7 @@ from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
 from kvcalc.engines.base import cdiv
 from kvcalc.engines.vllm.groups import VllmGroup, group_layers
 from kvcalc.engines.vllm.releases import version_text
+from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     }
     stage = max(stage_entries(spec, w.pp), key=len)
     layers = [(spec.caches[i], *per_layer[spec.caches[i]]) for i in stage]
+    if not any(cache.caches_tokens or cache.is_state for cache, _, _ in layers):
+        raise UsageError(f"{spec.name} has no KV cache for vLLM to size")
     grouped = group_layers(engine, layers)
     # The formats chosen, as estimate notes them (the grouping's own notes among them).
     notes = list(dict.fromkeys((*one.notes, *grouped.notes)))
