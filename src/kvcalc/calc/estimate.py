@@ -117,6 +117,12 @@ class GroupEstimate:
     padding: bool = False
 
     @property
+    def own_state_bytes(self) -> int:
+        """A state's bytes as its parts are stored, before any page the engine's pool holds it in
+        (``state_bytes`` then being the page: vLLM's hybrid layout)."""
+        return sum(n * d.bytes_per_element for n, d in self.state_parts) or self.state_bytes
+
+    @property
     def dtype_label(self) -> str:
         """The group's element format, or "mixed" when its parts (K and V, or a state's conv and
         recurrent parts) are stored in different ones."""

@@ -182,7 +182,7 @@ def _state_formula(est: Estimate, g: GroupEstimate) -> list[str]:
         inner = f"({' + '.join(f'{n:,}' for _, n, _ in parts)}) x {s}" if len(parts) > 1 else f"{parts[0][1]:,} x {s}"
     else:
         inner = "(" + " + ".join(f"{n:,} x {d.bytes_per_element}" for _, n, d in parts) + ")"
-    own = sum(n * d.bytes_per_element for _, n, d in parts)
+    own = g.own_state_bytes
     if own != g.state_bytes:  # the engine's pool gives each state a whole page (vLLM's hybrid layout)
         return [listed, f"{inner} = {own:,} B of state, held in a page of {g.state_bytes:,} B",
                 f"{g.layers} x {est.workload.batch:,} x {g.state_bytes:,} = {g.bytes:,} bytes"]  # fmt: skip

@@ -94,11 +94,7 @@ def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) ->
     one = estimate(spec, replace(w, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0, encoder_tokens=encoder),
                    engine=engine)  # fmt: skip
     # A state's own bytes (its parts), not the page the estimate's layout gives it: the grouping pads it.
-    per_layer = {
-        g.cache: (g.bytes_per_token, sum(n * d.bytes_per_element for n, d in g.state_parts) or g.state_bytes)
-        for g in one.groups
-        if not g.padding
-    }
+    per_layer = {g.cache: (g.bytes_per_token, g.own_state_bytes) for g in one.groups if not g.padding}
     stage = max(stage_entries(spec, w.pp), key=len)
     layers = [(spec.caches[i], *per_layer[spec.caches[i]]) for i in stage]
     if not any(cache.caches_tokens or cache.is_state for cache, _, _ in layers):
