@@ -367,6 +367,13 @@ class _GroupPlan:
         self.bound = bound
         self.full_dtype = full_dtype  # the format of the ``residual`` full-precision rows
 
+    def replaced(self, **changes: object) -> _GroupPlan:
+        """A copy with ``changes`` (the engine's pool layout: another engine, a padded state, slots)."""
+        new = object.__new__(_GroupPlan)
+        for name in self.__slots__:
+            setattr(new, name, changes.get(name, getattr(self, name)))
+        return new
+
 
 class Plan:
     """The cache of one model under one engine, formats and layout, compiled once
@@ -691,44 +698,28 @@ def _arranged(
     a group of empty layer slots per padded kind, added to ``staged`` (group index -> layers)."""
     index = {g.cache: i for i, g in enumerate(groups)}
     arranged = list(groups)
-    padding_groups: dict[LayerCache, int] = {}
+    padding: list[dict[LayerCache, int]] = []  # empty slots per stage and kind
     busiest = max(range(len(stage_layers)), key=lambda n: len(stage_layers[n]))
     for n, stage in enumerate(stage_layers):
-        layers = [(spec.caches[i], groups[index[spec.caches[i]]].per_slot, groups[index[spec.caches[i]]].state_bytes)
-                  for i in stage]  # fmt: skip
+        layers = [(c, groups[index[c]].per_slot, groups[index[c]].state_bytes) for c in (spec.caches[i] for i in stage)]
         arrangement = engine.arrange(layers)
-        if arrangement is None:
+        padding.append(dict(arrangement.padding) if arrangement is not None else {})
+        if arrangement is None or n != busiest:
             continue
-        if n == busiest:
-            notes += [note for note in arrangement.notes if note not in notes]
-            for cache, held_by in arrangement.engines.items():
-                g = arranged[index[cache]]
-                arranged[index[cache]] = _GroupPlan(
-                    g.cache, g.layers, g.shape, state_bytes=g.state_bytes, rows=g.rows, per_slot=g.per_slot,
-                    meta_per_slot=g.meta_per_slot, residual=g.residual, residual_extra=g.residual_extra, plain=False,
-                    bound=g.bound, engine=held_by, full_dtype=g.full_dtype,
-                )  # fmt: skip
-            for cache, state in arrangement.state_bytes.items():
-                g = arranged[index[cache]]
-                g.state_bytes = state
-                # The state's own parts stay as they are; the page around them is what it holds.
-                g.shape = copy_with(g.shape, {"state_bytes": state})
-        for cache, slots in arrangement.padding.items():
-            if cache not in padding_groups:
-                padding_groups[cache] = len(arranged)
-                like = arranged[index[cache]]
-                arranged.append(like)  # replaced below, once the slots of every stage are counted
-            i = padding_groups[cache]
-            staged[n][i] = staged[n].get(i, 0) + slots
-    for cache, i in padding_groups.items():
-        like = arranged[index[cache]]
-        slots = sum(counted.get(i, 0) for counted in staged)
-        arranged[i] = _GroupPlan(
-            like.cache, slots, copy_with(like.shape, {"layers": slots, "padding": True}), state_bytes=like.state_bytes,
-            rows=like.rows, per_slot=like.per_slot, meta_per_slot=like.meta_per_slot, residual=like.residual,
-            residual_extra=like.residual_extra, plain=like.plain, bound=like.bound, engine=like.engine,
-            full_dtype=like.full_dtype,
-        )  # fmt: skip
+        notes += [note for note in arrangement.notes if note not in notes]
+        for cache, held_by in arrangement.engines.items():
+            arranged[index[cache]] = arranged[index[cache]].replaced(engine=held_by, plain=False)
+        for cache, state in arrangement.state_bytes.items():
+            g = arranged[index[cache]]
+            # The state's own parts stay as they are; the page around them is what it holds.
+            arranged[index[cache]] = g.replaced(state_bytes=state, shape=copy_with(g.shape, {"state_bytes": state}))
+    for cache in dict.fromkeys(c for empty in padding for c in empty):
+        like, i = arranged[index[cache]], len(arranged)
+        slots = sum(empty.get(cache, 0) for empty in padding)
+        arranged.append(like.replaced(layers=slots, shape=copy_with(like.shape, {"layers": slots, "padding": True})))
+        for n, empty in enumerate(padding):
+            if empty.get(cache):
+                staged[n][i] = empty[cache]
     return tuple(arranged)
 
 
