@@ -346,7 +346,7 @@ def prefill_step(
 
 def floor_sum(n: int, m: int, a: int, b: int) -> int:
     """sum(floor((a * i + b) / m) for i in range(n)) for a, b >= 0, m > 0, in O(log) steps (the
-    Euclid-like reduction of AtCoder Library's floor_sum): a batch of a billion requests of one
+    textbook Euclid-like reduction of a floor sum): a batch of a billion requests of one
     length costs no more than one."""
     total = 0
     while n > 0:
