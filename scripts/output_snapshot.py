@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ENGINES = ("theoretical", "transformers", "vllm", "vllm-cpu", "vllm@0.11", "sglang", "llama.cpp",
-           "llama-server")  # fmt: skip
+           "llama-server", "mlx")  # fmt: skip
 SWEEP = sorted(
     {1, 2, 1000, 10**6}
     | {
@@ -53,9 +53,36 @@ WORKLOADS = (
 )
 # llama.cpp stores no fp8: its engines also run the quantized workload in its own q8_0.
 LLAMACPP_WORKLOADS = (("estimate", "--tokens", "32k", "--batch", "4", "--kv-dtype", "q8_0"),)
+# Every engine knob, on the engines that have it (and one refused where it changes nothing), so a
+# change to how knobs are declared, parsed or validated shows here.
+KNOB_WORKLOADS = {
+    "vllm": (
+        ("estimate", "--tokens", "5000", "--batch", "3", "--block-size", "32", "--max-batched-tokens", "2048"),
+        ("fit", "--gpu", "h100-sxm", "--tokens", "8k", "--max-num-seqs", "64", "--enforce-eager"),
+    ),
+    "sglang": (("estimate", "--tokens", "5000", "--batch", "3", "--block-size", "16"),),
+    "llama.cpp": (
+        ("estimate", "--tokens", "5000", "--batch", "3", "--ubatch", "64", "--n-batch", "128", "--swa-full"),
+        ("estimate", "--tokens", "5000", "--batch", "3", "--kv-unified", "--k-dtype", "q8_0", "--v-dtype", "q4_0"),
+    ),
+    "mlx": (
+        ("estimate", "--tokens", "5000", "--kv-bits", "4", "--kv-group-size", "32", "--quantized-kv-start", "0",
+         "--prefill-step-size", "512", "--max-tokens", "100"),
+        ("estimate", "--tokens", "5000", "--max-kv-size", "1024"),
+    ),
+    "theoretical": (("estimate", "--tokens", "1000", "--block-size", "32"),),
+}  # fmt: skip
+# Human output (tables and --explain) for a few presets, kept as text: views must not change either.
+TEXT_PRESETS = ("llama-3.1-8b", "deepseek-v3", "gemma-3-27b", "qwen3-next-80b-a3b", "jamba-v0.1", "whisper-large-v3")
+TEXT_WORKLOADS = (
+    ("estimate", "--tokens", "32k", "--batch", "2", "--explain"),
+    ("fit", "--gpu", "h100-sxm", "--tokens", "8k"),
+    ("speed", "--gpu", "h100-sxm", "--prompt", "2k", "--output", "256"),
+    ("compare", "--tokens", "1k,100k"),
+)
 
 
-def _run(argv: list[str]) -> list[Any]:
+def _run(argv: list[str], text: bool = False) -> list[Any]:
     from kvcalc.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -66,7 +93,7 @@ def _run(argv: list[str]) -> list[Any]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     if code == 0:
-        return [code, json.loads(out.getvalue())]
+        return [code, out.getvalue() if text else json.loads(out.getvalue())]
     return [code, err.getvalue().strip()]
 
 
@@ -82,6 +109,16 @@ def snapshot(lengths: Path) -> dict[str, list[Any]]:
                 # The key names the request mix, not the temporary file holding it.
                 real = [str(lengths) if a == "LENGTHS" else a for a in argv]
                 results[" ".join(argv)] = _run(real)
+            for name, extra_knobs in KNOB_WORKLOADS.items():
+                if engine.partition("@")[0] == name:
+                    for command, *rest in extra_knobs:
+                        argv = [command, preset, "--engine", engine, *rest, "--json"]
+                        results[" ".join(argv)] = _run(argv)
+    for preset in TEXT_PRESETS:
+        for engine in ENGINES:
+            for command, *rest in TEXT_WORKLOADS:
+                argv = [command, preset, "--engine", engine, *rest]
+                results["text: " + " ".join(argv)] = _run(argv, text=True)
     return results
 
 
