@@ -95,11 +95,10 @@ def test_mutated_results_are_accepted_or_refused_cleanly(llama_case, data) -> No
     except KvcalcError:
         return
     # Accepted: the comparison and its printing must work.
-    from kvcalc.views.json import probe_json
-    from kvcalc.views.probe import probe_lines
+    from kvcalc.engines.transformers.probe_report import probe_items, probe_json
 
     check = check_model(spec, est, checked)
-    probe_lines(spec.name, check, checked, 0)
+    probe_items(spec.name, check, checked, 0)
     json.dumps(probe_json(check, checked, 0, []))
 
 

@@ -155,7 +155,7 @@ def test_a_missing_probe_package_is_an_environment_problem(monkeypatch: pytest.M
 
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     with pytest.raises(DependencyError, match="the probe needs PyTorch") as caught:
-        kvcalc.probe(LLAMA, tokens=16, device="cpu")
+        kvcalc.probe(LLAMA, workload=kvcalc.api.ProbeWorkload(tokens=16), device="cpu")
     assert caught.value.exit_code == 1
 
 
@@ -211,8 +211,11 @@ CALLS: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
     "open_model": (api.open_model, lambda: {"model": LLAMA}),
     "model_from_geometry": (api.model_from_geometry, lambda: {"layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 8}),
     "show_preset": (api.show_preset, lambda: {"name": LLAMA}),
-    "probe_request": (api.probe_request, lambda: {"model": _model(), "tokens": 16, "device": "cpu"}),
-    "probe": (api.probe, lambda: {"model": _model(), "tokens": 16, "device": "cpu"}),
+    "probe_request": (
+        api.probe_request,
+        lambda: {"model": _model(), "workload": api.ProbeWorkload(tokens=16), "device": "cpu"},
+    ),
+    "probe": (api.probe, lambda: {"model": _model(), "workload": api.ProbeWorkload(tokens=16), "device": "cpu"}),
     "probe_llamacpp": (api.probe_llamacpp, lambda: {"model": _model(), "tokens": 16}),
     "probe_vllm": (api.probe_vllm, lambda: {"model": _model()}),
     "probe_sglang": (api.probe_sglang, lambda: {"model": _model()}),

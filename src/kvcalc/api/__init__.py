@@ -31,6 +31,7 @@ _EXPORTS = {
     "list_presets": "_presets",
     "show_preset": "_presets",
     "ProbeReport": "_probe",
+    "ProbeWorkload": "_probe",
     "probe": "_probe",
     "probe_llamacpp": "_probe",
     "probe_request": "_probe",
@@ -61,6 +62,7 @@ __all__ = [
     "OffloadReport",
     "PresetSummary",
     "ProbeReport",
+    "ProbeWorkload",
     "Served",
     "Serving",
     "SpeedReport",
@@ -108,7 +110,16 @@ if TYPE_CHECKING:
     from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
     from kvcalc.api._offload import OffloadReport, fit_offload
     from kvcalc.api._presets import PresetSummary, list_presets, show_preset
-    from kvcalc.api._probe import ProbeReport, probe, probe_llamacpp, probe_mlx, probe_request, probe_sglang, probe_vllm
+    from kvcalc.api._probe import (
+        ProbeReport,
+        ProbeWorkload,
+        probe,
+        probe_llamacpp,
+        probe_mlx,
+        probe_request,
+        probe_sglang,
+        probe_vllm,
+    )
     from kvcalc.api._requests import estimate_requests, read_requests
     from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
     from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed

@@ -1,4 +1,7 @@
-"""probe: the real cache in transformers, llama.cpp or vLLM beside the estimate."""
+"""probe: a real engine's cache beside the estimate. Each function returns its report as data (it
+describes itself: kvcalc.engines.probing); the views draw it. What is one engine's own (its
+request, its result's release, its figures) is in that engine's package; each engine's probe is
+named through its package's ``probing.PROBER``, not by a literal here."""
 
 from __future__ import annotations
 
@@ -9,12 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvcalc import checks as valid
+import kvcalc.checks as valid
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
+from kvcalc.engines.llamacpp.probing import PROBER as LLAMACPP
+from kvcalc.engines.mlx.probing import PROBER as MLX
+from kvcalc.engines.probing import Item, Remark
+from kvcalc.engines.sglang.probing import PROBER as SGLANG
+from kvcalc.engines.transformers.probing import PROBER as MODEL_PROBE
+from kvcalc.engines.vllm.probing import PROBER as VLLM
 from kvcalc.errors import DependencyError, UsageError
 from kvcalc.spec import ModelSpec
+from kvcalc.units import format_exact
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from kvcalc.engines.llamacpp.probe import LlamaCppProbe
@@ -22,12 +32,25 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines.sglang.probe import SGLangProbe
     from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.engines.vllm.probe import VllmProbe
-    from kvcalc.views.console import Block
 
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import fit
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, check_options, resolve_serving
+
+
+@dataclass(frozen=True)
+class ProbeWorkload:
+    """The model probe's workload: ``batch`` sequences of ``tokens`` in all, the last ``decode`` of
+    them decoded one at a time; ``images`` per sequence of ``image_tokens`` each and an encoder of
+    ``encoder_tokens`` for the models that cache them (None: the model's own)."""
+
+    tokens: int = 512
+    batch: int = 1
+    decode: int = 2
+    images: int | None = None
+    image_tokens: int | None = None
+    encoder_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,64 +77,100 @@ class ProbeReport:
 
     def as_json(self) -> dict[str, Any]:
         """The JSON answer, with the config fields kvcalc could not model (``warnings``)."""
-        from kvcalc.views.json import probe_json, raw_probe_json
+        from kvcalc.engines.transformers.probe_report import probe_json
 
         if self.check is None:
-            data = raw_probe_json(self.estimate, self.result)
+            data = _raw_json(self.estimate, self.result)
         else:
             data = probe_json(self.check, self.result, self.tolerance_bytes, list(self.notes))
         data["warnings"] = list(dict.fromkeys(self.model.spec.warnings))
         return data
 
-    def view(self) -> list[Block]:
-        from kvcalc.views.probe import probe_view
+    def describe(self) -> list[Item]:
+        """The answer as items a view draws (kvcalc.engines.probing)."""
+        from kvcalc.engines.transformers.probe_report import probe_items
 
-        return probe_view(self)
+        if self.check is None:
+            return list(_raw_lines(self.estimate, self.result))
+        items = probe_items(self.model.name, self.check, self.result, self.tolerance_bytes)
+        return items + [Remark(note) for note in dict.fromkeys(self.notes)]
+
+
+def _raw_json(est: Estimate, result: dict[str, Any]) -> dict[str, Any]:
+    data = {
+        "estimated_bytes": est.total_bytes,
+        "measured_bytes": result["tensor_bytes"],
+        "match": result["tensor_bytes"] == est.total_bytes,
+        "device": result["device"],
+        "engine": est.engine,
+        "tensors": result["tensors"],
+    }
+    for key in ("allocated_bytes", "requested_bytes", "reserved_bytes"):
+        if key in result:
+            data[key] = result[key]
+    return data
+
+
+def _raw_lines(est: Estimate, result: dict[str, Any]) -> list[str]:
+    """The raw probe: the allocator's figures beside the estimate, exact and in both units."""
+    lines = [
+        f"Raw probe of {est.model.name} ({est.engine}) on {result['device']}: {result['tensors']:,} tensors",
+        f"estimated      {format_exact(est.total_bytes, 'both')}",
+        f"tensor bytes   {format_exact(result['tensor_bytes'], 'both')}",
+    ]
+    if "allocated_bytes" in result:
+        lines += [
+            f"requested      {format_exact(result['requested_bytes'], 'both')}  (allocator, unrounded)",
+            f"allocated      {format_exact(result['allocated_bytes'], 'both')}  (rounded to 512-byte blocks)",
+            f"reserved       {format_exact(result['reserved_bytes'], 'both')}  (segments the caching allocator holds)",
+        ]
+    else:
+        lines.append("(CPU: no allocator statistics; tensor bytes only)")
+    return lines
 
 
 def probe_request(
     model: ModelArg,
     *,
-    tokens: int = 512,
-    batch: int = 1,
-    decode: int = 2,
+    workload: ProbeWorkload | None = None,
     kv_dtype: DTypeLike = None,
     device: str = "auto",
     raw: bool = False,
-    engine: str = "transformers",
+    engine: str = MODEL_PROBE.engine,
     tolerance: str = "0",
-    images: int | None = None,
-    image_tokens: int | None = None,
-    encoder_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
     """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
-    is plain JSON for torch_probe.py, here or on another machine."""
+    is plain JSON for torch_probe.py, here or on another machine (``workload``: None, the default
+    ProbeWorkload)."""
     from kvcalc.dtypes import FP32
     from kvcalc.engines import make_engine
     from kvcalc.engines.transformers.crosscheck import model_request, parse_tolerance, raw_request
 
-    tokens = valid.count(tokens, "tokens")
-    batch = valid.count(batch, "batch")
-    decode = valid.count(decode, "decode", minimum=0)
+    work = workload if workload is not None else ProbeWorkload()
+    if not isinstance(work, ProbeWorkload):
+        raise UsageError(f"workload must be a ProbeWorkload, got {valid.shown(work)}", param="workload")
+    tokens = valid.count(work.tokens, "tokens")
+    batch = valid.count(work.batch, "batch")
+    decode = valid.count(work.decode, "decode", minimum=0)
     valid.flag(raw, "raw")
     valid.text(engine, "engine", optional=False)
     valid.text(tolerance, "tolerance", optional=False)
-    encoder_tokens = valid.optional_count(encoder_tokens, "encoder_tokens")
-    if not raw and engine != "transformers":
+    encoder_tokens = valid.optional_count(work.encoder_tokens, "encoder_tokens")
+    if not raw and engine != MODEL_PROBE.engine:
         raise UsageError("the model probe measures transformers' cache: engine applies to the raw probe only",
                          param="engine")  # fmt: skip
     if device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"device must be auto, cpu or cuda, got {valid.shown(device)}", param="device")
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    chosen, notes = make_engine(engine if raw else "transformers", uses_mla=any(c.is_latent for c in spec.caches))
+    chosen, notes = make_engine(engine if raw else MODEL_PROBE.engine, uses_mla=any(c.is_latent for c in spec.caches))
     asked = _dtype(kv_dtype, DEFAULT_QUANT_GROUP, "kv_dtype")
     # The probe runs the model in its own dtype; a config without one builds in torch's float32.
     dtype = asked or (spec.dtype if spec.dtype and spec.dtype.is_plain else FP32)
-    pictures = _images(spec, images, image_tokens)
+    pictures = _images(spec, work.images, work.image_tokens)
     if encoder_tokens is not None:
         _tokens(spec, tokens, None, None, encoder_tokens)  # refuses it for a model without cross-attention
         pictures["encoder_tokens"] = encoder_tokens
@@ -133,28 +192,24 @@ def probe_request(
 def probe(
     model: ModelArg,
     *,
-    tokens: int = 512,
-    batch: int = 1,
-    decode: int = 2,
+    workload: ProbeWorkload | None = None,
     kv_dtype: DTypeLike = None,
     device: str = "auto",
     raw: bool = False,
-    engine: str = "transformers",
+    engine: str = MODEL_PROBE.engine,
     tolerance: str = "0",
     from_result: str | Path | dict[str, Any] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    images: int | None = None,
-    image_tokens: int | None = None,
-    encoder_tokens: int | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> ProbeReport:
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
-    a file path or the parsed JSON), refusing one that answers another request."""
-    from kvcalc.engines.transformers import RULES_VERSION, version_warning
+    a file path or the parsed JSON), refusing one that answers another request. ``workload``: the
+    tokens, batch, decoded tokens, images and encoder length (None: the default ProbeWorkload)."""
     from kvcalc.engines.transformers.crosscheck import check_model, validate_result
+    from kvcalc.engines.transformers.probe_report import version_note
     from kvcalc.engines.transformers.torch_probe import MissingPackage, ProbeError, run
 
     if from_result is not None and not isinstance(from_result, str | os.PathLike | dict):
@@ -163,8 +218,7 @@ def probe(
     valid.callback(progress, "progress")
 
     opened, est, request, allowed, notes = probe_request(
-        model, tokens=tokens, batch=batch, decode=decode, kv_dtype=kv_dtype, device=device, raw=raw,
-        engine=engine, tolerance=tolerance, images=images, image_tokens=image_tokens, encoder_tokens=encoder_tokens,
+        model, workload=workload, kv_dtype=kv_dtype, device=device, raw=raw, engine=engine, tolerance=tolerance,
         revision=revision, on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
@@ -180,7 +234,7 @@ def probe(
             raise DependencyError(str(exc)) from None
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
-    warning = version_warning(str(result.get("transformers", RULES_VERSION)))
+    warning = version_note(result)
     notes = (warning, *notes) if warning else notes
     if raw:
         return ProbeReport(opened, est, request, result, allowed, None, notes)
@@ -195,7 +249,7 @@ def probe_llamacpp(
     *,
     tokens: int = 512,
     batch: int = 1,
-    engine: str = "llama.cpp",
+    engine: str = LLAMACPP.engine,
     kv_dtype: DTypeLike = None,
     k_dtype: DTypeLike = None,
     v_dtype: DTypeLike = None,
@@ -209,7 +263,6 @@ def probe_llamacpp(
     model's attention and recurrent geometry (a GGUF model's own metadata) and set its KV caches and
     recurrent R/S buffers beside ``estimate`` under the same llama.cpp settings
     (kvcalc.engines.llamacpp.probe.LlamaCppProbe; ``.match`` is byte-for-byte agreement)."""
-    from kvcalc.engines import engine_entry
     from kvcalc.engines.llamacpp.probe import (
         ALLOCATE_LIMIT,
         LlamaCppMissing,
@@ -222,7 +275,9 @@ def probe_llamacpp(
 
     tokens = valid.count(tokens, "tokens")
     batch = valid.count(batch, "batch")
-    if engine_entry(engine).module != "llamacpp":
+    from kvcalc.engines.probing import prober
+
+    if prober(engine) is not LLAMACPP:
         raise UsageError(f"the llama.cpp probe runs llama.cpp: engine {engine!r} is not llama.cpp", param="engine")
     _check_timeout(timeout)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -248,11 +303,9 @@ def probe_llamacpp(
     if "error" in result:
         raise UsageError(f"llama.cpp refused the context: {result['error']}")
     checks = compare(est, result)
-    from kvcalc.engines.base import version_warning
-    from kvcalc.engines.llamacpp import RULES_VERSION
-    from kvcalc.engines.llamacpp.probe import LlamaCppProbe
+    from kvcalc.engines.llamacpp.probe import LlamaCppProbe, version_note
 
-    warning = version_warning("llama-cpp-python", answer.get("llama_cpp_version"), RULES_VERSION)
+    warning = version_note(answer)
     notes = _merge([warning] if warning else [], est.notes, plan.notes)
     return LlamaCppProbe(opened.name, est, request, checks, result["cparams"], notes, allocated)
 
@@ -271,14 +324,17 @@ def _check_timeout(timeout: float) -> None:
 
 def _llamacpp_plan(opened: Model, n_ctx: int, from_spec: Callable[[ModelSpec, int], Any]) -> Any:
     """A GGUF file's own metadata (llamacpp_probe.file_plan: llama.cpp reads the file's keys, not
-    kvcalc's reading of them), or the GGUF of any other model's geometry (gguf_plan)."""
+    kvcalc's reading of them; its NextN blocks read here, as an engine reads no input), or the GGUF
+    of any other model's geometry (gguf_plan)."""
     from kvcalc.inputs.source import gguf_headers
 
     headers = gguf_headers(opened.source) if opened.source is not None else None
     if headers is not None and opened.source is not None:
         from kvcalc.engines.llamacpp.probe import file_plan
+        from kvcalc.inputs.gguf import nextn_layers
 
-        return file_plan(headers[0], opened.source.label)
+        label = opened.source.label
+        return file_plan(headers[0], label, nextn=nextn_layers(headers[0].metadata, label))
     return from_spec(opened.spec, n_ctx)
 
 
@@ -300,9 +356,7 @@ def probe_vllm(
     ``max_batched_tokens`` (None: vLLM's defaults) and ``kv_budget`` bytes of KV cache (None: 64 MiB), and set the
     KV cache config it built and the capacity it logged beside ``fit`` under the same release and
     platform (kvcalc.engines.vllm.probe.VllmProbe; ``.match`` when every figure agrees)."""
-    import re
-
-    from kvcalc.engines.vllm.probe import VllmProbe, compare, run_probe, vllm_python
+    from kvcalc.engines.vllm.probe import VllmProbe, compare, fitted_engine, run_probe, vllm_python
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = opened.source.config if opened.source is not None else None
@@ -316,16 +370,13 @@ def probe_vllm(
     valid.text(python, "python")
     # Checked here first: a setting kvcalc refuses fails in a second, not after vLLM's start.
     knobs = {"block_size": block_size, "max_batched_tokens": max_batched_tokens}
-    resolve_serving(opened.spec, Serving("vllm", options=knobs))
+    resolve_serving(opened.spec, Serving(VLLM.engine, options=knobs))
     request = {
         "config": config, "max_model_len": max_model_len, "kv_cache_memory_bytes": kv_budget,
         "block_size": block_size, "max_num_batched_tokens": max_batched_tokens, "dtype": "auto", "seed": 0,
     }  # fmt: skip
     result = run_probe(vllm_python(python), request, timeout)
-    platform = "vllm" if result.get("device") != "cpu" else "vllm-cpu-amx" if result.get("cpu_amx") else "vllm-cpu"
-    # "0.32.0", "0.33.0+cu129", "0.19.1rc1.dev301+g60995c05b": the release's major.minor.patch.
-    release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
-    engine = f"{platform}@{release.group(0) if release else result.get('vllm_version')}"
+    engine = fitted_engine(result)
     report = fit(
         opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine, options=knobs
     )  # fmt: skip
@@ -353,7 +404,7 @@ def probe_sglang(
     sizes and buffers SGLang chose beside ``fit --engine sglang`` for the same budget
     (kvcalc.engines.sglang.probe.SGLangProbe; ``.match`` when every figure agrees). ``allocate``
     False sizes the pools without allocating them; None: allocate budgets up to 16 GiB."""
-    from kvcalc.engines.sglang.probe import SGLangProbe, compare, run_probe, sglang_python
+    from kvcalc.engines.sglang.probe import SGLangProbe, compare, fitted_engine, run_probe, sglang_python
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = opened.source.config if opened.source is not None else None
@@ -377,7 +428,7 @@ def probe_sglang(
     fp8 = kv_dtype in ("fp8", "fp8_e4m3")
     knobs = {"block_size": block_size}
     context = context_length or opened.spec.max_context or 4096
-    report = fit(opened, kv_budget=kv_budget, tokens=context, max_model_len=context, engine="sglang",
+    report = fit(opened, kv_budget=kv_budget, tokens=context, max_model_len=context, engine=SGLANG.engine,
                  options=knobs, kv_dtype="fp8" if fp8 else None)  # fmt: skip
     plan = report.result.sglang
     assert plan is not None  # fit under SGLang always plans
@@ -389,7 +440,7 @@ def probe_sglang(
         why = result.get("unsupported") or result["error"]
         hint = "; a shorter --tokens or a smaller --kv-budget needs less" if "out of memory" in why else ""
         raise UsageError(f"SGLang could not build {opened.name}'s pools: {why}{hint}")
-    engine = f"sglang@{result.get('sglang_version')}"
+    engine = fitted_engine(result)
     sized = "pools sized by SGLang's own code, not allocated (a budget over 16 GiB)"
     notes = report.notes if allocate else (*report.notes, sized)
     return SGLangProbe(opened.name, engine, request, result, compare(result, report.result), notes)
@@ -432,7 +483,7 @@ def probe_mlx(
     if "max_tokens" in knobs:
         raise UsageError("the probe's generated tokens are decode, not max_tokens", param="options")
     # Checked here first: a setting kvcalc refuses fails in a second, not after mlx-lm's run.
-    estimate(opened, tokens=tokens, engine="mlx", options={**knobs, "max_tokens": decode})
+    estimate(opened, tokens=tokens, engine=MLX.engine, options={**knobs, "max_tokens": decode})
     request: dict[str, Any] = {"config": config, "tokens": tokens - decode, "decode": decode, "batch": 1, "seed": 0,
                                "window": window, "shrink": True}  # fmt: skip
     request.update({k: v for k, v in knobs.items() if v is not None})
@@ -446,13 +497,11 @@ def mlx_checks(
 ) -> tuple[Estimate, tuple[Any, ...], tuple[str, ...]]:
     """``estimate --engine mlx`` of the config mlx_probe.py built (its ``config``: the shrunk one),
     with every layer of mlx-lm's cache set beside it, and the notes of both."""
-    from kvcalc.engines.base import version_warning
-    from kvcalc.engines.mlx.probe import compare
-    from kvcalc.engines.mlx.releases import RULES_VERSION
+    from kvcalc.engines.mlx.probe import compare, version_note
     from kvcalc.inputs.hf.configs import read_config
 
     tiny = read_config(result["config"], name=f"{name} (shrunk)")
-    est = estimate(tiny, tokens=tokens, engine="mlx", options={**knobs, "max_tokens": decode})
+    est = estimate(tiny, tokens=tokens, engine=MLX.engine, options={**knobs, "max_tokens": decode})
     checks, notes = compare(result, est)
-    warning = version_warning("mlx-lm", result.get("mlx_lm_version"), RULES_VERSION)
+    warning = version_note(result)
     return est, checks, _merge([warning] if warning else [], est.notes, notes, result.get("notes", []))

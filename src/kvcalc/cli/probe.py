@@ -32,77 +32,135 @@ from kvcalc.cli.options import (
     complete_dtype,
     count,
     count_or_zero,
-    mlx_flags,
     print_json,
     print_view,
     say_fetching,
     size,
     warn,
 )
+from kvcalc.engines.probing import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
+from kvcalc.units import parse_count
 
 if TYPE_CHECKING:
-    from kvcalc.views.probe import ProbeOutcome
+    from kvcalc.engines.probing import ProbeOutcome, Prober
+
+
+# The probe's own options (the others are shared: kvcalc.cli.options).
+DeviceOpt = Annotated[
+    str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
+]
+
+ProbeTokensOpt = Annotated[
+    str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
+]
+
+DecodeOpt = Annotated[
+    int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
+]
+
+ProbeDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-dtype",
+        metavar="DTYPE",
+        autocompletion=complete_dtype,
+        help="Model and cache dtype for the run: fp32, bf16, fp16 or auto (default: the model's own, else fp32).",
+    ),
+]
+
+RawOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw",
+        help="Allocate the estimated tensors directly (only torch) and read the allocator's "
+        "figures instead of running the model.",
+    ),
+]
+
+ToleranceOpt = Annotated[
+    str,
+    typer.Option(
+        "--tolerance",
+        metavar="BYTES|PCT",
+        help="Allowed difference (0: exact tensor bytes, the default; 4096; 0.5%). Exit status 1 beyond it.",
+    ),
+]
+
+PrintRequestOpt = Annotated[
+    bool,
+    typer.Option(
+        "--print-request",
+        help="Print the probe's JSON request instead of running it (to run torch_probe.py on another machine).",
+    ),
+]
+
+FromResultOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from-result",
+        metavar="FILE",
+        help="Compare a result torch_probe.py printed elsewhere instead of running the probe here.",
+    ),
+]
+
+KvBudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-budget",
+        metavar="SIZE",
+        help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB)." + SIZE_HELP,
+    ),
+]
+
+EnginePythonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine-python",
+        metavar="PATH",
+        help="--engine vllm / sglang / mlx: the engine environment's Python (default $KVCALC_VLLM_PYTHON, "
+        "_SGLANG_, _MLX_).",
+    ),
+]
+
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        help="Seconds the real engine may take (vLLM, SGLang, llama.cpp, MLX; default 300).",
+    ),
+]
+
+WindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--window",
+        metavar="N",
+        min=2,
+        help="--engine mlx: set the config's sliding windows and attention chunks to N tokens for the run, so a "
+        "short one crosses them (the estimate reads the same config).",
+    ),
+]
 
 
 def probe(
     model: ModelArg = None,
-    device: Annotated[
-        str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
-    ] = "auto",
-    tokens: Annotated[
-        str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
-    ] = "512",
+    device: DeviceOpt = "auto",
+    tokens: ProbeTokensOpt = "512",
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
     encoder_tokens: EncoderTokensOpt = None,
-    decode: Annotated[
-        int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
-    ] = 2,
-    kv_dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--kv-dtype",
-            metavar="DTYPE",
-            autocompletion=complete_dtype,
-            help="Model and cache dtype for the run: fp32, bf16, fp16 or auto (default: the model's own, else fp32).",
-        ),
-    ] = None,
-    raw: Annotated[
-        bool,
-        typer.Option(
-            "--raw",
-            help="Allocate the estimated tensors directly (only torch) and read the allocator's "
-            "figures instead of running the model.",
-        ),
-    ] = False,
-    engine: EngineOpt = "transformers",
-    tolerance: Annotated[
-        str,
-        typer.Option(
-            "--tolerance",
-            metavar="BYTES|PCT",
-            help="Allowed difference (0: exact tensor bytes, the default; 4096; 0.5%). Exit status 1 beyond it.",
-        ),
-    ] = "0",
+    decode: DecodeOpt = 2,
+    kv_dtype: ProbeDtypeOpt = None,
+    raw: RawOpt = False,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    tolerance: ToleranceOpt = "0",
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
-    print_request: Annotated[
-        bool,
-        typer.Option(
-            "--print-request",
-            help="Print the probe's JSON request instead of running it (to run torch_probe.py on another machine).",
-        ),
-    ] = False,
-    from_result: Annotated[
-        str | None,
-        typer.Option(
-            "--from-result",
-            metavar="FILE",
-            help="Compare a result torch_probe.py printed elsewhere instead of running the probe here.",
-        ),
-    ] = None,
+    print_request: PrintRequestOpt = False,
+    from_result: FromResultOpt = None,
     strict: StrictOpt = False,
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
@@ -110,48 +168,17 @@ def probe(
     n_batch: NBatchOpt = None,
     kv_unified: UnifiedOpt = False,
     swa_full: SwaFullOpt = False,
-    kv_budget: Annotated[
-        str | None,
-        typer.Option(
-            "--kv-budget",
-            metavar="SIZE",
-            help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB)." + SIZE_HELP,
-        ),
-    ] = None,
+    kv_budget: KvBudgetOpt = None,
     block_size: BlockOpt = None,
     max_batched_tokens: BatchedOpt = None,
-    engine_python: Annotated[
-        str | None,
-        typer.Option(
-            "--engine-python",
-            metavar="PATH",
-            help="--engine vllm / sglang / mlx: the engine environment's Python (default $KVCALC_VLLM_PYTHON, "
-            "_SGLANG_, _MLX_).",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            metavar="S",
-            help="Seconds the real engine may take (vLLM, SGLang, llama.cpp, MLX; default 300).",
-        ),
-    ] = None,
+    engine_python: EnginePythonOpt = None,
+    timeout: TimeoutOpt = None,
     kv_bits: KvBitsOpt = None,
     kv_group_size: KvGroupSizeOpt = None,
     quantized_kv_start: QuantizedKvStartOpt = None,
     max_kv_size: MaxKvSizeOpt = None,
     prefill_step_size: PrefillStepOpt = None,
-    window: Annotated[
-        int | None,
-        typer.Option(
-            "--window",
-            metavar="N",
-            min=2,
-            help="--engine mlx: set the config's sliding windows and attention chunks to N tokens for the run, so a "
-            "short one crosses them (the estimate reads the same config).",
-        ),
-    ] = None,
+    window: WindowOpt = None,
 ) -> None:
     """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
 
@@ -192,159 +219,129 @@ def probe(
     files, torch_probe.py and torch_cache.py in kvcalc/engines/transformers: copy both to a GPU box
     and run `python torch_probe.py request.json`.
     """
-    from kvcalc import api
-
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
-    llama_flags = {"--k-dtype": k_dtype is not None, "--v-dtype": v_dtype is not None, "--ubatch": ubatch is not None,
-                   "--n-batch": n_batch is not None, "--kv-unified": kv_unified, "--swa-full": swa_full}  # fmt: skip
-    if _runs_llama_cpp(engine) and not raw:
-        ignored = {"--print-request": print_request, "--from-result": from_result is not None,
-                   "--images": images is not None, "--image-tokens": image_tokens is not None,
-                   "--encoder-tokens": encoder_tokens is not None,
-                   "--tolerance": tolerance != "0", "--kv-budget": kv_budget is not None,
-                   "--block-size": block_size is not None, "--max-batched-tokens": max_batched_tokens is not None,
-                   "--engine-python": engine_python is not None}  # fmt: skip
-        dropped = [flag for flag, present in ignored.items() if present]
-        if dropped:
-            raise UsageError(f"{', '.join(dropped)} do not apply to the real llama.cpp probe (it runs here, exactly)")
-        _probe_llama_cpp(
-            model, engine=engine, tokens=count(tokens, "--tokens") or 512, batch=count(batch, "--batch") or 1,
-            kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch, n_batch=n_batch,
-            kv_unified=kv_unified, swa_full=swa_full, as_json=as_json, revision=revision, strict=strict,
-            timeout=300 if timeout is None else timeout,
-        )  # fmt: skip
+    values: dict[str, Any] = {
+        "--max-batched-tokens": max_batched_tokens, "--kv-budget": kv_budget, "--block-size": block_size,
+        "--print-request": print_request, "--from-result": from_result, "--tolerance": tolerance,
+        "--kv-dtype": kv_dtype, "--batch": batch, "--images": images, "--image-tokens": image_tokens,
+        "--encoder-tokens": encoder_tokens, "--device": device, "--decode": decode, "--k-dtype": k_dtype,
+        "--v-dtype": v_dtype, "--ubatch": ubatch, "--n-batch": n_batch, "--kv-unified": kv_unified,
+        "--swa-full": swa_full, "--engine-python": engine_python, "--timeout": timeout, "--kv-bits": kv_bits,
+        "--kv-group-size": kv_group_size, "--quantized-kv-start": quantized_kv_start, "--max-kv-size": max_kv_size,
+        "--prefill-step-size": prefill_step_size, "--window": window, "--tokens": tokens, "--raw": raw,
+    }  # fmt: skip
+    given = [flag for flag, value in values.items()
+             if value is not None and value is not False and value != _DEFAULTS.get(flag)]  # fmt: skip
+    chosen = _prober(engine, raw)
+    _refuse(chosen, given)
+    if not chosen.real:
+        _probe_model(model, values, engine=engine, as_json=as_json, revision=revision, strict=strict)
         return
-    if _runs_sglang(engine) and not raw:
-        dropped = [flag for flag, present in {"--max-batched-tokens": max_batched_tokens is not None,
-                   "--print-request": print_request, "--from-result": from_result is not None,
-                   "--encoder-tokens": encoder_tokens is not None,
-                   "--tolerance": tolerance != "0", **llama_flags}.items() if present]  # fmt: skip
-        if dropped:
-            raise UsageError(f"{', '.join(dropped)} do not apply to the SGLang probe (it builds SGLang's pools)")
-        show_probe(api.probe_sglang(
-            model, kv_budget=size(kv_budget, "--kv-budget"), block_size=block_size, kv_dtype=kv_dtype,
-            context_length=count(tokens, "--tokens") if tokens != "512" else None, python=engine_python,
-            timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
-        ), as_json)  # fmt: skip
+    values.update({"--engine": engine, "--timeout": 300 if timeout is None else timeout,
+                   "--tokens": count(tokens, "--tokens"), "--batch": count(batch, "--batch"),
+                   "--kv-budget": size(kv_budget, "--kv-budget")})  # fmt: skip
+    show_probe(_run(chosen, model, values, given, revision=revision, strict=strict), as_json)
+
+
+# The probe flags' defaults: a flag at its default was not given (the others default to None or False).
+_DEFAULTS: dict[str, object] = {"--tokens": "512", "--batch": "1", "--decode": 2, "--device": "auto",
+                                "--tolerance": "0"}  # fmt: skip
+
+
+def _prober(engine: str, raw: bool) -> "Prober":
+    """The engine's real probe, or the model probe (under --raw, and for an engine with none)."""
+    from kvcalc.engines.probing import prober
+
+    chosen = None if raw else prober(engine)
+    if chosen is None or not chosen.real:
+        model_probe = prober(DEFAULT_ENGINE)
+        assert model_probe is not None  # the model probe is transformers'
+        return model_probe
+    return chosen
+
+
+def _refuse(chosen: "Prober", given: list[str]) -> None:
+    """A flag the chosen probe does not take, refused in one line: under a real engine's probe, as
+    not applying to it; under the model probe, as applying to the probe that takes it."""
+    from kvcalc.engines.probing import probers
+
+    dropped = [flag for flag in given if flag not in chosen.flags]
+    if not dropped:
         return
-    mlx_knobs = mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size, prefill_step_size, None)
-    mlx_given = {"--kv-bits": kv_bits, "--kv-group-size": kv_group_size,
-                 "--quantized-kv-start": quantized_kv_start, "--max-kv-size": max_kv_size,
-                 "--prefill-step-size": prefill_step_size, "--window": window}  # fmt: skip
-    if _runs_mlx(engine) and not raw:
-        dropped = [flag for flag, present in {"--max-batched-tokens": max_batched_tokens is not None,
-                   "--kv-budget": kv_budget is not None, "--block-size": block_size is not None,
-                   "--print-request": print_request, "--from-result": from_result is not None,
-                   "--tolerance": tolerance != "0", "--kv-dtype": kv_dtype is not None, "--batch": batch != "1",
-                   "--images": images is not None, "--image-tokens": image_tokens is not None,
-                   "--encoder-tokens": encoder_tokens is not None,
-                   "--device": device != "auto", **llama_flags}.items() if present]  # fmt: skip
-        if dropped:
-            verb = "does" if len(dropped) == 1 else "do"
-            raise UsageError(
-                f"{', '.join(dropped)} {verb} not apply to the mlx-lm probe (one sequence, its own formats)"
-            )
-        show_probe(api.probe_mlx(
-            model, tokens=count(tokens, "--tokens") or 512, decode=decode,
-            options={k: v for k, v in mlx_knobs.items() if v is not None}, window=window, python=engine_python,
-            timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
-        ), as_json)  # fmt: skip
-        return
-    given = [flag for flag, value in mlx_given.items() if value is not None]
-    if given:
-        raise UsageError(
-            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --engine mlx (the mlx-lm probe)"
-        )
-    vllm_flags = {"--kv-budget": kv_budget, "--block-size": block_size, "--max-batched-tokens": max_batched_tokens,
-                  "--engine-python": engine_python}  # fmt: skip
-    if _runs_vllm(engine) and not raw:  # --raw --engine vllm: the estimated tensors, allocated by torch
-        if encoder_tokens is not None:
-            raise UsageError("--encoder-tokens does not apply to the vLLM probe (it runs decoder-only models)")
-        _probe_vllm(
-            model, tokens=count(tokens, "--tokens") or 4096, kv_budget=size(kv_budget, "--kv-budget"),
-            block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python,
-            timeout=300 if timeout is None else timeout,
-            as_json=as_json, revision=revision, strict=strict,
-        )  # fmt: skip
-        return
-    given = [flag for flag, value in vllm_flags.items() if value is not None]
-    if given:
-        raise UsageError(f"{', '.join(given)} apply to --engine vllm (the real vLLM probe)")
-    if timeout is not None:
-        raise UsageError("--timeout applies to the real engines' probes (--engine vllm or llama.cpp, without --raw)")
-    given = [flag for flag, present in llama_flags.items() if present]
-    if given:
-        raise UsageError(f"{', '.join(given)} apply to --engine llama.cpp without --raw (the real llama.cpp probe)")
+    if chosen.real:
+        verb = "does" if len(dropped) == 1 else "do"
+        raise UsageError(f"{', '.join(dropped)} {verb} not apply to {chosen.refusal}")
+    real = [p for p in probers() if p.real]
+
+    def owner(flag: str) -> "Prober | None":  # the first real probe that takes it; None: every one does
+        takers = [p for p in real if flag in p.flags]
+        return takers[0] if len(takers) < len(real) else None
+
+    first = owner(dropped[0])
+    if first is None:
+        names = ", ".join(p.engine for p in real[:-1]) + f" or {real[-1].engine}"
+        raise UsageError(f"{dropped[0]} applies to the real engines' probes (--engine {names}, without --raw)")
+    owned = [flag for flag in dropped if owner(flag) is first]
+    raise UsageError(f"{', '.join(owned)} {'applies' if len(owned) == 1 else 'apply'} to {first.named_as}")
+
+
+def _run(chosen: "Prober", model: str, values: dict[str, Any], given: list[str], **common: Any) -> "ProbeOutcome":
+    """Call the api function the engine's prober names with the flags it maps, given or always."""
+    import kvcalc.api
+
+    kwargs: dict[str, Any] = {"on_fetch": say_fetching, **common}
+    options: dict[str, Any] = {}
+    for flag, param in chosen.params:
+        if flag in given or flag in chosen.always:
+            into, _, knob = param.rpartition(".")
+            (options if into == "options" else kwargs)[knob or param] = values[flag]
+    if options:
+        kwargs["options"] = options
+    report: ProbeOutcome = getattr(kvcalc.api, chosen.runs)(model, **kwargs)
+    return report
+
+
+def _probe_model(model: str, values: dict[str, Any], *, engine: str, as_json: bool, **common: Any) -> None:
+    """The model probe: transformers' cache (or the estimated tensors under --raw) by torch_probe.py,
+    here, as a request to run elsewhere (--print-request), or from its result (--from-result)."""
+    import kvcalc.api
+
+    print_request, from_result = values["--print-request"], values["--from-result"]
     if print_request and from_result is not None:
         raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
+    workload = kvcalc.api.ProbeWorkload(
+        tokens=parse_count(values["--tokens"], what="--tokens"), batch=parse_count(values["--batch"], what="--batch"),
+        decode=values["--decode"], images=count_or_zero(values["--images"], "--images"),
+        image_tokens=count(values["--image-tokens"], "--image-tokens"),
+        encoder_tokens=count(values["--encoder-tokens"], "--encoder-tokens"),
+    )  # fmt: skip
     shape: dict[str, Any] = {
-        "tokens": count(tokens, "--tokens"), "batch": count(batch, "--batch"), "decode": decode,
-        "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
-        "revision": revision, "on_fetch": say_fetching, "strict": strict,
-        "images": count_or_zero(images, "--images"), "image_tokens": count(image_tokens, "--image-tokens"),
-        "encoder_tokens": count(encoder_tokens, "--encoder-tokens"),
+        "workload": workload, "kv_dtype": values["--kv-dtype"], "device": values["--device"], "raw": values["--raw"],
+        "engine": engine, "tolerance": values["--tolerance"], "on_fetch": say_fetching, **common,
     }  # fmt: skip
     if print_request:
-        print_json(api.probe_request(model, **shape)[2])
+        print_json(kvcalc.api.probe_request(model, **shape)[2])
         return
     show = from_result is None and not as_json and sys.stderr is not None and sys.stderr.isatty()
     if show:
-        with _ProbeProgress(raw=raw, device=device) as progress:
-            report = api.probe(model, progress=progress, **shape)
+        with _ProbeProgress(raw=values["--raw"], device=values["--device"]) as progress:
+            report = kvcalc.api.probe(model, progress=progress, **shape)
     else:
-        report = api.probe(model, from_result=from_result, **shape)
+        report = kvcalc.api.probe(model, from_result=from_result, **shape)
     warn(report.model.spec.warnings)
     show_probe(report, as_json)
-
-
-def _runs_llama_cpp(engine: str) -> bool:
-    from kvcalc.engines import engine_entry
-
-    return engine_entry(engine).module == "llamacpp"
-
-
-def _probe_llama_cpp(model: str, *, engine: str, as_json: bool, **options: Any) -> None:
-    """The real llama.cpp probe: its table (or JSON) on stdout, exit status 1 on a difference."""
-    from kvcalc import api
-
-    knobs = {name: options.pop(name) for name in ("ubatch", "n_batch", "kv_unified", "swa_full")}
-    given = {name: value for name, value in knobs.items() if value is not None and value is not False}
-    show_probe(api.probe_llamacpp(model, engine=engine, on_fetch=say_fetching, options=given, **options), as_json)
-
-
-def _runs_mlx(engine: str) -> bool:
-    from kvcalc.engines import engine_entry
-
-    return engine_entry(engine).module == "mlx"
-
-
-def _runs_sglang(engine: str) -> bool:
-    from kvcalc.engines import engine_entry
-
-    return engine_entry(engine).module == "sglang"
-
-
-def _runs_vllm(engine: str) -> bool:
-    from kvcalc.engines import engine_entry
-
-    return engine_entry(engine).module == "vllm"
-
-
-def _probe_vllm(model: str, *, tokens: int, as_json: bool, **options: Any) -> None:
-    """The real vLLM probe: its table (or JSON) on stdout, exit status 1 on a difference."""
-    from kvcalc import api
-
-    show_probe(api.probe_vllm(model, max_model_len=tokens, on_fetch=say_fetching, **options), as_json)
 
 
 def show_probe(report: "ProbeOutcome", as_json: bool) -> None:
     """Every probe's answer, shown one way: its JSON or its view on stdout; exit status 1 when the
     real engine disagreed."""
+    from kvcalc.views.probe import probe_view
+
     if as_json:
         print_json(report.as_json())
     else:
-        print_view(report.view())
+        print_view(probe_view(report))
     if not report.match:
         raise typer.Exit(1)
 

@@ -1,5 +1,6 @@
 """Running an engine's standalone probe file in that engine's own Python (vLLM and SGLang pin their
-own torch, so each lives in an environment of its own), and showing its figures beside kvcalc's.
+own torch, so each lives in an environment of its own), and describing its figures beside kvcalc's
+(as data: kvcalc.engines.probing's items, which views.probe draws).
 
 The child reads one JSON request on stdin and prints one JSON line; a request it refuses is one
 ``<name>: error:`` line on stderr. The run is bounded (``timeout``) and the child's whole process
@@ -19,6 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kvcalc.engines.probing import Item, Remark
 from kvcalc.errors import DependencyError, UsageError
 
 # An engine's own error lines can be long; one line of the user's terminal is enough to say why.
@@ -173,10 +175,8 @@ class EngineProbe:
             "notes": list(self.notes),
         }
 
-    def view(self) -> list[Any]:
-        from kvcalc.views.console import Note
-
-        return [*self.lines(), *(Note(note) for note in dict.fromkeys(self.notes))]
+    def describe(self) -> list[Item]:
+        return [*self.lines(), *(Remark(note) for note in dict.fromkeys(self.notes))]
 
     def title(self) -> list[str]:
         raise NotImplementedError

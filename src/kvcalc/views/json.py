@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Budget, Fit, Verdict
     from kvcalc.calc.requests import RequestSummary
     from kvcalc.calc.speed import Step
-    from kvcalc.engines.transformers.crosscheck import CrossCheck
     from kvcalc.inputs.presets import Preset
     from kvcalc.spec import ModelSpec
 
@@ -266,50 +265,6 @@ def fit_json(
         },
         "notes": notes,
     }
-
-
-def probe_json(check: CrossCheck, result: dict[str, Any], allowed: int, notes: list[str]) -> dict[str, Any]:
-    return {
-        "estimated_bytes": check.estimated_bytes,
-        "measured_bytes": check.measured_bytes,
-        "difference_bytes": check.difference,
-        "storage_bytes": check.storage_bytes,
-        "tolerance_bytes": allowed,
-        "match": check.within(allowed),
-        "device": result["device"],
-        "dtype": result["dtype"],
-        "torch": result["torch"],
-        "transformers": result["transformers"],
-        "kinds": [
-            {
-                "kind": k.kind,
-                "layers": k.layers,
-                "estimated_bytes": k.estimated_bytes,
-                "measured_bytes": k.measured_bytes,
-            }
-            for k in check.kinds
-        ],
-        "peak": result["peak"],
-        "prefill_seconds": result["prefill_seconds"],
-        "decode_seconds_per_token": result["decode_seconds_per_token"],
-        "shrunk_layers": result["layers"],
-        "notes": notes,
-    }
-
-
-def raw_probe_json(est: Estimate, result: dict[str, Any]) -> dict[str, Any]:
-    data = {
-        "estimated_bytes": est.total_bytes,
-        "measured_bytes": result["tensor_bytes"],
-        "match": result["tensor_bytes"] == est.total_bytes,
-        "device": result["device"],
-        "engine": est.engine,
-        "tensors": result["tensors"],
-    }
-    for key in ("allocated_bytes", "requested_bytes", "reserved_bytes"):
-        if key in result:
-            data[key] = result[key]
-    return data
 
 
 def offload_json(report: OffloadReport) -> dict[str, Any]:

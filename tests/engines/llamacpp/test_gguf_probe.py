@@ -169,7 +169,7 @@ GEOMETRIES: dict[str, tuple[str, Keys]] = {
 def test_plan_keeps_every_key_and_type_but_the_tokenizer(tmp_path: Path) -> None:
     arch, keys = GEOMETRIES["deepseek2 MLA"]
     path = typed_gguf_file(tmp_path / "ds.gguf", arch, keys)
-    plan = file_plan(read_header(path), str(path))
+    plan = file_plan(read_header(path), str(path), nextn=0)
     got = {k: (kind, v) for k, kind, v in plan.keys}
     assert plan.arch == "deepseek2" and got["general.architecture"] == ("string", "deepseek2")
     for key, (kind, value) in keys.items():
@@ -192,7 +192,7 @@ def test_plan_keeps_every_key_and_type_but_the_tokenizer(tmp_path: Path) -> None
 def test_vocab_size_from_the_token_list(tmp_path: Path) -> None:
     arch, keys = GEOMETRIES["llama GQA"]
     path = typed_gguf_file(tmp_path / "llama.gguf", arch, keys)
-    plan = file_plan(read_header(path), str(path))
+    plan = file_plan(read_header(path), str(path), nextn=0)
     # llama.cpp 0c1e570 with tokenizer "none" sizes token_embd by llama.vocab_size only (without it
     # create_tensor asserts ne >= 1): the six tokens of the list.
     assert ("llama.vocab_size", "uint32", 6) in plan.keys
@@ -207,7 +207,7 @@ def test_vocab_size_from_token_embd(tmp_path: Path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    plan = file_plan(read_header(tmp_path / "t.gguf"), "t.gguf")
+    plan = file_plan(read_header(tmp_path / "t.gguf"), "t.gguf", nextn=0)
     assert ("llama.vocab_size", "uint32", 10) in plan.keys
     # f32 bound: token_embd 40 elements and as large an output: 4 B x 80
     assert plan.weights_bytes == 4 * 80 and not any("no_alloc" in n for n in plan.notes)
@@ -225,7 +225,7 @@ def test_every_value_type_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "types.gguf"
     write_gguf(GgufPlan("llama", tuple(keys)), path)
     header = read_header(path)
-    again = file_plan(header, str(path))
+    again = file_plan(header, str(path), nextn=0)
     got = {k: (kind, v) for k, kind, v in again.keys}
     for key, kind, value in keys:
         assert got[key] == (kind, value), key
@@ -237,7 +237,7 @@ def test_every_value_type_round_trips(tmp_path: Path) -> None:
 def test_no_vocabulary_size_is_refused(tmp_path: Path) -> None:
     path = typed_gguf_file(tmp_path / "bare.gguf", "llama", {"block_count": (U32, 2)})
     with pytest.raises(UsageError, match="sizes the vocabulary"):
-        file_plan(read_header(path), str(path))
+        file_plan(read_header(path), str(path), nextn=0)
 
 
 # --- llama.cpp reads the file's own keys -----------------------------------------------------------------

@@ -135,7 +135,15 @@ def test_cli_help_documents_the_flags(run_cli: Any) -> None:
 def test_probe_refuses_llama_flags_for_transformers(run_cli: Any) -> None:
     result = run_cli("probe", "llama-3.1-8b", "--swa-full")
     assert result.exit_code != 0
-    assert "--swa-full apply to --engine llama.cpp" in result.stderr
+    assert "--swa-full applies to --engine llama.cpp" in result.stderr
+
+
+def test_the_llama_cpp_probe_refuses_the_flags_it_never_read(run_cli: Any) -> None:
+    # --device and mlx-lm's --kv-bits ran llama.cpp as if they were not given.
+    result = run_cli("probe", "llama-3.1-8b", "--engine", "llama-server", "--device", "cpu", "--kv-bits", "4")
+    assert result.exit_code == 2
+    assert result.stderr == ("kvcalc: error: --device, --kv-bits do not apply to the real llama.cpp probe (it runs "
+                             "here, exactly)\n")  # fmt: skip
 
 
 def test_missing_llama_cpp_is_a_one_line_hint(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,22 @@ from kvcalc.errors import UsageError
 def test_flags_of_other_probes_are_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
     result = run_cli("probe", "llama-3.1-8b", "--engine", "sglang", "--max-batched-tokens", "64")
     assert result.exit_code == 2
-    assert "--max-batched-tokens do not apply to the SGLang probe" in result.stderr
+    assert "--max-batched-tokens does not apply to the SGLang probe" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        # Read by no part of SGLang's probe, these ran it as if they were not given.
+        (("--batch", "2"), "--batch does not apply"),
+        (("--images", "1", "--device", "cpu"), "--images, --device do not apply"),
+        (("--kv-bits", "4"), "--kv-bits does not apply"),
+    ],
+)
+def test_flags_the_sglang_probe_never_read_are_refused(run_cli, flags: tuple[str, ...], refused: str) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("probe", "llama-3.1-8b", "--engine", "sglang", *flags)
+    assert result.exit_code == 2
+    assert result.stderr == f"kvcalc: error: {refused} to the SGLang probe (it builds SGLang's pools)\n"
 
 
 def test_a_missing_sglang_python_is_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -170,7 +170,17 @@ def test_missing_vllm_is_a_one_line_hint(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_vllm_flags_need_the_vllm_engine(run_cli) -> None:
     result = run_cli("probe", "llama-3.1-8b", "--kv-budget", "1GiB")
     assert result.exit_code != 0
-    assert "--kv-budget apply to --engine vllm" in result.stderr
+    assert "--kv-budget applies to --engine vllm" in result.stderr
+
+
+def test_flags_the_vllm_probe_never_read_are_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
+    # --kv-dtype, --batch and --tolerance ran vLLM as if they were not given; only --encoder-tokens
+    # was refused.
+    result = run_cli("probe", "llama-3.1-8b", "--engine", "vllm", "--tolerance", "1%", "--kv-dtype", "fp16",
+                     "--batch", "2", "--encoder-tokens", "10")  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr == ("kvcalc: error: --tolerance, --kv-dtype, --batch, --encoder-tokens do not apply to the "
+                             "real vLLM probe (it starts vLLM on the config's geometry)\n")  # fmt: skip
 
 
 def test_a_timeout_stops_the_engine(tmp_path: Path) -> None:

@@ -167,7 +167,9 @@ def test_llama_cpp_t5_streams_abort(tmp_path: Path) -> None:
 def _measured(path: Path) -> list[dict[str, Any]]:
     request = {"n_ctx": 1000, "n_seq_max": 1, "n_batch": 2048, "n_ubatch": 512, "kv_unified": False,
                "swa_full": False, "type_k": "f16", "type_v": "f16"}  # fmt: skip
-    caches: list[dict[str, Any]] = measure(file_plan(read_header(path), str(path)), [request])["results"][0]["caches"]
+    caches: list[dict[str, Any]] = measure(file_plan(read_header(path), str(path), nextn=0), [request])["results"][0][
+        "caches"
+    ]
     return caches
 
 

