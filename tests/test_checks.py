@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from kvcalc import checks
+from kvcalc import api, checks
 from kvcalc.errors import UsageError
 from kvcalc.units import parse_count
+from tests.conftest import assert_one_line_error
 
 
 class Index:
@@ -89,3 +90,17 @@ def test_lists_of_counts() -> None:
     for bad in (4, "1,2", [1, 0], [], [True], list(range(1, checks.MAX_ITEMS + 2))):
         with pytest.raises(UsageError, match="sweep"):
             checks.counts(bad, "sweep")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize("flag", ["--bandwidth-efficiency", "--flops-efficiency"])
+def test_a_non_finite_efficiency_is_one_line_exit_2(run_cli, flag: str, value: str) -> None:
+    result = run_cli("speed", "llama-3.1-8b", "--gpu", "h100", "--prompt", "10", "--output", "2", flag, value)
+    assert result.exit_code == 2
+    assert_one_line_error(result, f"{flag} must be in (0, 1]")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "0.5"])
+def test_the_api_refuses_a_non_finite_efficiency_with_its_own_error(value: object) -> None:
+    with pytest.raises(UsageError, match="bandwidth_efficiency must be in"):
+        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", bandwidth_efficiency=value)  # type: ignore[arg-type]
