@@ -48,14 +48,6 @@ SUBPROCESS_TIMEOUT_S = 60
 FAIL_FAST_S = 15.0
 
 
-@pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run in tmp_path and name files relative to it: the CLI shortens any word of an error line
-    over 80 characters, which a long absolute temporary path can be."""
-    monkeypatch.chdir(tmp_path)
-    return Path("m")
-
-
 def llama_config(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.json"
