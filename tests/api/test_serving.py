@@ -3,10 +3,14 @@ and a length past the model's context limit noted once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from kvcalc import api
 from kvcalc.calc.requests import Request
+from kvcalc.errors import UsageError
 from tests.conftest import assert_one_line_error
 from tests.helpers.llama_cpp import needs_llama_cpp
 
@@ -103,3 +107,48 @@ def test_k_dtype_on_a_model_without_k_or_v_is_refused(run_cli) -> None:
     result = run_cli("estimate", "mamba-2.8b", "--k-dtype", "fp8")
     assert result.exit_code == 2
     assert_one_line_error(result, "mamba-2.8b caches no K or V rows")
+
+
+CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
+    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm", pp=1000), ("pp",)),
+    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                    dp_attention=2), ("dp_attention",)),
+    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                  dp_attention=2, engine="llama.cpp"), ("dp_attention",)),
+    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", tp=2,
+                                            dp_attention=2, engine="mlx"), ("dp_attention",)),
+    # fit as speed: the engine's hook (engines/base.py check_attention_dp), where fit once took it
+    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, tp=2,
+       dp_attention=2, engine=engine)), ("dp_attention",))
+      for engine, gpu in (("theoretical", "h100-sxm"), ("transformers", "h100-sxm"), ("llama.cpp", "h100-sxm"),
+                          ("llama-server", "h100-sxm"), ("mlx", "m4-max-64gb"))],
+    ("max_kv_size 4", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="mlx", options={"max_kv_size": 4}),
+     ("max_kv_size",)),
+    ("block_size 7", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 7}),
+     ("block_size",)),
+    ("vllm on a Mac, fit", lambda: api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="vllm"), ("gpu",)),
+    ("vllm on a Mac, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb",
+                                               engine="vllm"), ("gpu",)),
+    ("mlx on an MI300X, fit", lambda: api.fit("llama-3.1-8b", gpu="mi300x", engine="mlx"), ("gpu",)),
+    ("mlx on an MI300X, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="mi300x", engine="mlx"),
+     ("gpu",)),
+    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50,
+                                                      engine="llama.cpp"), ("shared_prefix",)),
+    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50, engine="mlx"),
+     ("shared_prefix",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "params"), [(c, p) for _, c, p in CASES], ids=[name for name, _, _ in CASES])
+def test_refused_naming_the_parameter(call: Callable[[], Any], params: tuple[str, ...]) -> None:
+    with pytest.raises(UsageError) as info:
+        call()
+    assert info.value.params == params
+    assert params[0] in str(info.value)  # the CLI writes it as the flag
+
+
+def test_engines_that_run_these_are_not_refused() -> None:
+    # SGLang runs attention data-parallel; vLLM takes 32-token blocks; mlx-lm runs on a Mac
+    api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, dp_attention=2, engine="sglang", sweep=[])
+    api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 32})
+    api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="mlx")

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from kvcalc import api
+from kvcalc.api import load_model
 from kvcalc.inputs.presets import presets_dir
-from tests.conftest import assert_one_line_error, fixture_config
+from kvcalc.inputs.source import resolve
+from tests.conftest import FIXTURES, assert_one_line_error, fixture_config
 from tests.helpers.commands import FIT
 from tests.helpers.cwd import here_absolute  # noqa: F401  (the fixture "here")
 from tests.helpers.gguf_files import attention, gguf_file
+from tests.helpers.local_files import llama_config
 
 
 def test_a_local_folder_that_shadows_a_preset_says_which_was_read(monkeypatch, tmp_path: Path) -> None:
@@ -142,3 +145,33 @@ def test_a_folder_with_neither_says_so(run_cli, here: Path) -> None:
     Path("m").mkdir()
     Path("m/notes.txt").write_text("x")
     assert_one_line_error(run_cli("estimate", "m"), "directory m has no config.json")
+
+
+def test_a_local_folder_shadowing_a_repo_id_is_noted(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    llama_config(tmp_path / "meta-llama" / "Llama-3.1-8B")
+    result = run_cli("estimate", "meta-llama/Llama-3.1-8B", "--json")
+    assert result.exit_code == 0, result.stderr
+    notes = result.json()["notes"]
+    assert notes[0] == (
+        "MODEL meta-llama/Llama-3.1-8B is the local folder ./meta-llama/Llama-3.1-8B, read instead of the Hub "
+        "repo meta-llama/Llama-3.1-8B (write ./meta-llama/Llama-3.1-8B to mean the folder, or "
+        "https://huggingface.co/meta-llama/Llama-3.1-8B for the Hub repo)"
+    )
+    text = run_cli("estimate", "meta-llama/Llama-3.1-8B")
+    assert "note: MODEL meta-llama/Llama-3.1-8B is the local folder" in text.stdout
+    # Said explicitly, the folder is no surprise: no note.
+    explicit = run_cli("estimate", "./meta-llama/Llama-3.1-8B", "--json")
+    assert not any("local folder" in note for note in explicit.json()["notes"])
+
+
+def test_the_note_reaches_the_python_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    llama_config(tmp_path / "org" / "name")
+    (tmp_path / "org" / "file.json").write_text((FIXTURES / "Llama-3.1-8B.json").read_text(), encoding="utf-8")
+    assert resolve("org/name").notes[0].startswith("MODEL org/name is the local folder ./org/name")
+    assert load_model("org/name").notes[0].startswith("MODEL org/name is the local folder ./org/name")
+    (tmp_path / "org" / "file").write_text((FIXTURES / "Llama-3.1-8B.json").read_text(), encoding="utf-8")
+    assert resolve("org/file").notes[0].startswith("MODEL org/file is the local file ./org/file, read instead")
+    assert resolve("org/file.json").notes == ()  # a .json name is plainly a file
+    assert resolve(str(tmp_path / "org" / "name")).notes == ()
