@@ -1,13 +1,91 @@
-"""estimate's and compare's service (kvcalc.api._estimate): values capped, flags that would change
-nothing refused."""
+"""kvcalc.estimate on an opened model compiles each call's serving and layout once: a repeated
+call answers from the compiled plan, and must answer exactly as a first call does.
+
+estimate's and compare's service (kvcalc.api._estimate) also caps hand values and refuses flags that
+would change nothing."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import kvcalc
+from kvcalc.api import Layout, Serving, open_model
+from kvcalc.errors import UsageError
 from tests.conftest import assert_one_line_error
+
+CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("llama-3.1-8b", {"tokens": 4096}),
+    ("llama-3.1-8b", {}),  # tokens not given: a note per call
+    ("llama-3.1-8b", {"tokens": 200_000}),  # past the context limit: a note
+    ("llama-3.1-8b", {"prompt": 1000, "output": 24, "batch": 3, "shared_prefix": 500}),
+    ("llama-3.1-8b", {"tokens": 8191, "engine": "vllm", "options": {"block_size": 32}, "kv_dtype": "fp8"}),
+    ("llama-3.1-8b", {"tokens": 8191, "serving": Serving("llama.cpp", k_dtype="q8_0", v_dtype="q4_0")}),
+    ("llama-3.1-8b", {"tokens": 8191, "engine": "transformers", "kv_dtype": "int4"}),
+    ("gpt-oss-120b", {"tokens": 1000, "layout": Layout(tp=2, pp=2, dp=2), "batch": 5}),
+    ("t5-small", {"prompt": 300, "output": 20}),
+    ("t5-small", {"tokens": 20}),  # the encoder length assumed from the decoder's: noted
+    ("whisper-large-v3", {"output": 20, "prompt": 5}),
+    ("llama-3.2-11b-vision", {"tokens": 100, "images": 2}),
+    ("qwen3-next-80b-a3b", {"tokens": 9000, "engine": "sglang"}),
+)
+
+
+@pytest.mark.parametrize(("model", "kwargs"), CALLS)
+def test_a_repeated_call_answers_as_a_first_call(model: str, kwargs: dict[str, Any]) -> None:
+    opened = open_model(model)
+    first = kvcalc.estimate(model, **kwargs)  # by name: opened afresh, never compiled for reuse
+    for _ in range(3):
+        assert kvcalc.estimate(opened, **kwargs) == first
+    # Another length through the same compiled call, and the same length from scratch.
+    changed = dict(kwargs)
+    if "tokens" in changed:
+        changed["tokens"] = changed["tokens"] + 17
+    elif "output" in changed:
+        changed["output"] = changed["output"] + 17
+    assert kvcalc.estimate(opened, **changed) == kvcalc.estimate(model, **changed)
+
+
+def test_calls_that_differ_in_any_argument_are_compiled_apart() -> None:
+    opened = open_model("llama-3.1-8b")
+    # Same length: each argument changes the answer, so none may be served another's plan.
+    # 8 KV heads x 128 x 2 (K, V) x 32 layers = 65,536 elements a token.
+    assert kvcalc.estimate(opened, tokens=1000).total_bytes == 1000 * 65_536 * 2
+    assert kvcalc.estimate(opened, tokens=1000, kv_dtype="fp8").total_bytes == 1000 * 65_536
+    assert kvcalc.estimate(opened, tokens=1000, batch=2).total_bytes == 2 * 1000 * 65_536 * 2
+    # vLLM keeps whole blocks: 1,000 tokens are 63 blocks of 16 (1,008 slots), or 32 of 32 (1,024).
+    assert kvcalc.estimate(opened, tokens=1000, engine="vllm").total_bytes == 1008 * 65_536 * 2
+    options = {"block_size": 32}
+    assert kvcalc.estimate(opened, tokens=1000, engine="vllm", options=options).total_bytes == 1024 * 65_536 * 2
+    options["block_size"] = 16  # the same dict, changed: its new contents decide
+    assert kvcalc.estimate(opened, tokens=1000, engine="vllm", options=options).total_bytes == 1008 * 65_536 * 2
+    # A spec built anew is another model, even with the same fields.
+    other = open_model("llama-3.1-8b")
+    assert kvcalc.estimate(other, tokens=1000) == kvcalc.estimate(opened, tokens=1000)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tokens": 0}, "tokens must be a positive integer, got 0"),
+        ({"tokens": -3}, "tokens must be a positive integer, got -3"),
+        ({"tokens": 10, "prompt": 5}, "give either tokens or prompt/output, not both"),
+        ({"tokens": 10, "shared_prefix": 11}, r"shared prefix \(11\) is longer than the 10 tokens"),
+        ({"tokens": 10, "batch": [1]}, r"batch must be a positive integer, got \[1\]"),
+        ({"tokens": 10, "options": {"block_size": 16}}, "block_size"),
+    ],
+)
+def test_a_compiled_call_refuses_what_a_first_call_refuses(kwargs: dict[str, Any], message: str) -> None:
+    opened = open_model("llama-3.1-8b")
+    good = {k: v for k, v in kwargs.items() if k not in ("tokens", "prompt", "shared_prefix")}
+    with contextlib.suppress(UsageError):  # compile the call (when it is a valid one)
+        kvcalc.estimate(opened, tokens=100, **good)
+    for _ in range(2):
+        with pytest.raises(UsageError, match=message):
+            kvcalc.estimate(opened, **kwargs)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ of each architecture, and which of its own mappings turns the file's metadata in
 llama.cpp engine (kvcalc.engines.llamacpp: which sliding windows llama.cpp keeps or drops, Llama 4's
 chunk, T5's cross-attention) and the llama.cpp probe (kvcalc.engines.llamacpp.probe: the architecture
 convert_hf_to_gguf.py writes for an HF model_type, and what it writes). Each architecture's name is
-spelled here and in none of them (tests/engines/llamacpp/test_llamacpp_architectures.py checks it).
+spelled here and in none of them (tests/engines/llamacpp/test_architectures.py checks it).
 
 The facts are those of llama.cpp 0c1e570 (the copy llama-cpp-python 0.3.36 vendors) unless a
 comment names another commit: its src/llama-arch.cpp names, src/models/<arch>.cpp load_arch_hparams,
@@ -337,7 +337,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     # Ernie4_5Model / Ernie4_5MoeModel, llama.py SmolLM3Model, internlm.py
     # InternLM2Model, minicpm.py MiniCPMModel, stablelm.py StableLMModel, mistral3.py Mistral3Model
     # (Mistral-Small-3.1's "mistral" text config and "ministral3" alike; read as ministral3, which
-    # has no config-class window default, as LlamaModel writes none); tests/inputs/gguf/test_gguf_attention.py.
+    # has no config-class window default, as LlamaModel writes none); tests/inputs/gguf/test_attention.py.
     Architecture("arcee", "arcee", ("arcee",), window=Window.IGNORED),
     Architecture("granite", "granite", ("granite",), window=Window.IGNORED),
     Architecture("granitemoe", "granitemoe", ("granitemoe",), window=Window.IGNORED),
