@@ -278,7 +278,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     #   NemotronHModel @ 7bca1fd9), falcon-h1 (conversion/falcon_h1.py FalconH1Model @ 7bca1fd9), and
     #   qwen35 / qwen35moe, kimi-linear, nemotron_h_moe: see their mappings in kvcalc.inputs.gguf.
     # llama.cpp 0c1e570 puts K/V exactly on the hybrids' layers of non-zero head_count_kv and recurrent
-    # state on the others (its context logs which layers each memory holds: tests/inputs/gguf/test_gguf_hybrid.py),
+    # state on the others (its context logs which layers each memory holds: tests/inputs/gguf/test_recurrent.py),
     # f32 per sequence. src/models/mamba.cpp and jamba.cpp require d_inner = 2 x n_embd, as
     # src/models/granite-hybrid.cpp asserts; the probe gives Jamba and Granite 0 experts.
     Architecture("mamba", "mamba", ("mamba",), layout=Layout.SSM, ssm=Ssm.MAMBA1, inner_twice_embd=True, probe=True,

@@ -255,7 +255,7 @@ def test_minimax_unknown_sparse_field_is_named_by_the_guard() -> None:
 # second llama_kv_cache of -ctk's type (f16). GLM-5: 78 MLA layers of 576 and 78 keys of 128, no V;
 # MiniMax-M3: 60 GQA layers (4 KV heads x 128, K and V) and, not being MLA, each of its 57 sparse
 # layers' keys of 128 carries a V row of the attention's value dim 128 that the graph never reads.
-# Real llama.cpp runs: tests/inputs/gguf/test_gguf_sparse.py.
+# Real llama.cpp runs: tests/inputs/gguf/test_mla.py.
 @pytest.mark.parametrize(
     ("model", "per_token"),
     [("glm-5", 78 * (576 + 128) * 2), ("minimax-m3", 60 * 4 * 128 * 2 * 2 + 57 * (128 + 128) * 2)],
