@@ -107,7 +107,7 @@ def test_fit_cli_json_contract(run_cli) -> None:
 
 
 def test_fit_cli_kv_budget_gpt_oss(run_cli) -> None:
-    # Issue check: within 0.5% of the 78,384 tokens vLLM logged (see tests/engines/vllm/test_vllm_port.py), a
+    # Issue check: within 0.5% of the 78,384 tokens vLLM logged (see tests/engines/vllm/test_capacity.py), a
     # release that logged num_blocks // groups x block (0.11 to 0.20.0: engines/vllm.py).
     result = run_cli("fit", "gpt-oss-120b", "--kv-budget", "5.38GiB", "--engine", "vllm@0.11", "--tokens", "128k")
     assert result.exit_code == 0, result.stderr

@@ -1,11 +1,211 @@
-"""What every engine shares (kvcalc.engines.base): the KV and state dtypes each engine picks when none
-is asked for."""
+"""Engine options: each engine lists the knobs it has (``Engine.options_type``), and a knob the
+chosen engine lacks is refused in one line naming the flag and the engine (exit 2), as are the
+other flags that would change nothing."""
 
 from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
 from kvcalc import api
+from kvcalc.engines import ENGINE_NAMES, engine_class, make_engine
+from kvcalc.errors import UsageError
+from tests.conftest import assert_one_line_error
+
+# Each engine's knobs, from its own command line (not read from kvcalc's classes): vLLM
+# --block-size, --max-num-batched-tokens, --max-num-seqs, --enforce-eager; SGLang --page-size;
+# llama.cpp -ub, -b, -kvu, --swa-full; a plain llama-server is unified already (server.cpp turns
+# n_parallel auto into 4 unified slots), so -kvu changes nothing there. mlx-lm: mlx_lm.generate's
+# --max-kv-size, --prefill-step-size, --kv-bits, --kv-group-size, --quantized-kv-start,
+# --max-tokens, and mlx_lm.server's --prompt-cache-bytes.
+KNOBS = {
+    "theoretical": set(),
+    "transformers": set(),
+    "vllm": {"block_size", "max_batched_tokens", "max_num_seqs", "enforce_eager"},
+    "sglang": {"block_size"},
+    "llama.cpp": {"ubatch", "n_batch", "kv_unified", "swa_full"},
+    "llama-server": {"ubatch", "n_batch", "swa_full"},
+    "mlx": {
+        "max_kv_size",
+        "prefill_step_size",
+        "kv_bits",
+        "kv_group_size",
+        "quantized_kv_start",
+        "max_tokens",
+        "prompt_cache_bytes",
+    },
+}
+ALL_KNOBS = set().union(*KNOBS.values())
+SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enforce_eager": True,
+          "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
+          "prefill_step_size": 512, "kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 0, "max_tokens": 2,
+          "prompt_cache_bytes": 2**30}  # fmt: skip
+# Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
+NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
+FLAG = {"block_size": ["--block-size", "32"], "max_batched_tokens": ["--max-batched-tokens", "4096"],
+        "ubatch": ["--ubatch", "64"], "n_batch": ["--n-batch", "1024"], "kv_unified": ["--kv-unified"],
+        "swa_full": ["--swa-full"], "max_num_seqs": ["--max-num-seqs", "8"],
+        "enforce_eager": ["--enforce-eager"], "max_kv_size": ["--max-kv-size", "1024"],
+        "prefill_step_size": ["--prefill-step-size", "512"], "kv_bits": ["--kv-bits", "4"],
+        "kv_group_size": ["--kv-group-size", "32"], "quantized_kv_start": ["--quantized-kv-start", "0"],
+        "max_tokens": ["--max-tokens", "2"], "prompt_cache_bytes": ["--prompt-cache-bytes", "1GiB"]}  # fmt: skip
+
+
+def test_every_engine_is_in_the_table() -> None:
+    assert set(KNOBS) == set(ENGINE_NAMES)
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_options_list_exactly_the_engines_knobs(name: str) -> None:
+    assert {f.name for f in fields(engine_class(name).options_type)} == KNOBS[name]
+
+
+@pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(ALL_KNOBS - KNOBS[n])])
+def test_a_knob_the_engine_lacks_is_refused(name: str, knob: str) -> None:
+    with pytest.raises(UsageError) as info:
+        make_engine(name, **{knob: SAMPLE[knob]})
+    assert info.value.params == (knob,)
+    assert f"under the {name} engine" in str(info.value)
+    owners = [n for n in ENGINE_NAMES if knob in KNOBS[n]]
+    assert all(owner in str(info.value) for owner in owners)
+
+
+@pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(KNOBS[n])])
+def test_a_knob_the_engine_has_is_taken(name: str, knob: str) -> None:
+    engine, _ = make_engine(name, **{knob: SAMPLE[knob]}, **NEEDS.get(knob, {}))
+    assert engine.name == name
+
+
+@pytest.mark.parametrize("knob", sorted(NEEDS))
+def test_a_knob_without_the_one_it_needs_is_refused(knob: str) -> None:
+    with pytest.raises(UsageError, match="changes nothing without --kv-bits"):
+        make_engine("mlx", **{knob: SAMPLE[knob]})
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_not_given_is_not_refused(name: str) -> None:
+    # None and False are "not given": the API's defaults pass through every engine.
+    make_engine(name, **dict.fromkeys(ALL_KNOBS - {"kv_unified", "enforce_eager"}), kv_unified=False,
+                enforce_eager=False)  # fmt: skip
+
+
+ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager", "prompt_cache_bytes"}
+
+
+@pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(ESTIMATE_KNOBS - KNOBS[n])])
+def test_cli_estimate_refuses_the_knob(run_cli, name: str, knob: str) -> None:
+    result = run_cli("estimate", "llama-3.1-8b", "--engine", name, *FLAG[knob])
+    assert result.exit_code == 2
+    assert_one_line_error(result, FLAG[knob][0], f"the {name} engine")
+
+
+@pytest.mark.parametrize("name", [n for n in ENGINE_NAMES if "max_num_seqs" not in KNOBS[n]])
+@pytest.mark.parametrize("knob", ["max_num_seqs", "enforce_eager"])
+def test_cli_fit_refuses_vllm_runtime_knobs_elsewhere(run_cli, name: str, knob: str) -> None:
+    result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", name, *FLAG[knob])
+    assert result.exit_code == 2
+    assert_one_line_error(result, FLAG[knob][0], f"the {name} engine")
+
+
+def test_the_issues_examples_are_refused(run_cli) -> None:
+    # The two commands the issue names: each exits 2 at its first knob that does not apply.
+    result = run_cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--ubatch", "64", "--swa-full")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--ubatch", "vllm")
+    result = run_cli("fit", "llama-3.1-8b", "--engine", "sglang", "--kv-budget", "8GiB", "--ubatch", "64",
+                     "--kv-unified")  # fmt: skip
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--ubatch", "sglang")
+
+
+def test_a_knob_that_applies_still_changes_the_figure(run_cli) -> None:
+    # vLLM blocks of 32: 1,000 tokens hold cdiv(1000, 32) = 32 blocks = 1,024 slots; Llama 3.1 8B
+    # stores 2 x 8 x 128 x 2 B = 4,096 B per slot and layer, x 32 layers = 134,217,728 B.
+    data = run_cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--block-size", "32", "--tokens", "1000",
+                   "--json").json()  # fmt: skip
+    assert data["total_bytes"] == 1024 * 4096 * 32
+
+
+# --- the other flags that would change nothing ----------------------------------------------------------
+
+
+def test_residual_tokens_need_a_quantized_cache(run_cli) -> None:
+    result = run_cli("estimate", "llama-3.1-8b", "--residual-tokens", "10")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--residual-tokens", "quantized")
+    # With int4 it is taken: 10 newest tokens at bf16 instead of int4 changes the figure.
+    plain = run_cli("estimate", "llama-3.1-8b", "--engine", "transformers", "--kv-dtype", "int4", "--json")
+    kept = run_cli("estimate", "llama-3.1-8b", "--engine", "transformers", "--kv-dtype", "int4",
+                   "--residual-tokens", "10", "--json")  # fmt: skip
+    assert plain.exit_code == kept.exit_code == 0
+    assert plain.json()["total_bytes"] != kept.json()["total_bytes"]
+
+
+def test_quant_group_needs_a_group_quantized_format(run_cli) -> None:
+    for dtype in ("fp8", "fp16"):
+        result = run_cli("estimate", "llama-3.1-8b", "--kv-dtype", dtype, "--quant-group", "32")
+        assert result.exit_code == 2
+        assert_one_line_error(result, "--quant-group")
+    result = run_cli("estimate", "llama-3.1-8b", "--quant-group", "32")
+    assert result.exit_code == 2
+    # int4 in groups of 32: a K row of 8 x 128 = 1,024 elements is 512 B + 32 groups x 4 B = 640 B,
+    # K and V 1,280 B per token and layer, x 32 layers x 1,000 tokens; groups of 64 (the default):
+    # 512 + 16 x 4 = 576 B a row.
+    g32 = run_cli("estimate", "llama-3.1-8b", "--kv-dtype", "int4", "--quant-group", "32", "--tokens", "1000",
+                  "--json").json()  # fmt: skip
+    g64 = run_cli("estimate", "llama-3.1-8b", "--kv-dtype", "int4", "--tokens", "1000", "--json").json()
+    assert g32["total_bytes"] == 1280 * 32 * 1000 == 40_960_000
+    assert g64["total_bytes"] == 1152 * 32 * 1000 == 36_864_000
+
+
+def test_quant_group_in_the_api() -> None:
+    with pytest.raises(UsageError) as info:
+        api.estimate("llama-3.1-8b", serving=api.Serving(kv_dtype="fp8", quant_group=32))
+    assert info.value.params == ("quant_group",)
+
+
+def test_rope_dim_needs_latent_dim(run_cli) -> None:
+    for model in ("llama-3.1-8b", "deepseek-v3"):  # without MLA, and with its own MLA (which it would override)
+        result = run_cli("compare", model, "--rope-dim", "64")
+        assert result.exit_code == 2
+        assert_one_line_error(result, "--rope-dim", "--latent-dim")
+    assert run_cli("compare", "llama-3.1-8b", "--latent-dim", "512", "--rope-dim", "64").exit_code == 0
+
+
+def test_vs_theoretical_needs_another_engine(run_cli) -> None:
+    for engine in ([], ["--engine", "theoretical"]):
+        result = run_cli("estimate", "llama-3.1-8b", "--vs-theoretical", *engine)
+        assert result.exit_code == 2
+        assert_one_line_error(result, "--vs-theoretical", "--engine")
+    assert run_cli("estimate", "llama-3.1-8b", "--vs-theoretical", "--engine", "vllm").exit_code == 0
+
+
+def test_no_context_cap_needs_a_cap_to_lift(run_cli) -> None:
+    result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--no-context-cap", "--max-model-len", "4096")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--no-context-cap", "--max-model-len")
+    # falcon-7b's config names no max_position_embeddings: there is no limit to lift.
+    result = run_cli("fit", "falcon-7b", "--kv-budget", "8GiB", "--no-context-cap")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "--no-context-cap", "no context limit")
+    assert run_cli("fit", "llama-3.1-8b", "--gpu", "h100-sxm", "--no-context-cap").exit_code == 0
+
+
+REPEATS = [("--tokens", "4k,4k", "4,096"), ("--tokens", "1000,2k,1000", "1,000"), ("--kv-dtype", "fp8,fp8", "fp8")]
+
+
+@pytest.mark.parametrize(("flag", "value", "shown"), REPEATS)
+def test_compare_refuses_a_repeated_column(run_cli, flag: str, value: str, shown: str) -> None:
+    result = run_cli("compare", "llama-3.1-8b", flag, value)
+    assert result.exit_code == 2
+    assert_one_line_error(result, flag, shown, "more than once")
+
+
+# What every engine shares (kvcalc.engines.base): the KV and state dtypes each engine picks when none
+# is asked for.
+
 
 # gemma-2-9b's config says float32: 42 layers (21 sliding W=4096, 21 full), 8 KV heads, head dim 256.
 # At 4,096 tokens every layer keeps 4,096 slots under each engine below (vLLM: cdiv(4096, 16) = 256
@@ -88,3 +288,24 @@ def test_gemma2_float32_reads_the_same_kv_format_in_estimate_and_speed(engine: s
     est = api.estimate("gemma-2-9b", tokens=100, engine=engine)
     speed = api.speed("gemma-2-9b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
     assert est.kv_dtype.name == speed.kv_dtype.name
+
+
+# Each engine package a probe runs names its release when it is not the one the rules were read from.
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_probed_engine_package_names_its_release() -> None:
+    # llama-cpp-python and mlx-lm probes say so too when another release runs them (.ci/run pins
+    # 0.3.36 and 0.32.2, the releases the rules were read from).
+    from kvcalc.engines.base import version_warning as package_warning
+    from kvcalc.engines.llamacpp import RULES_VERSION as LLAMA_CPP
+    from kvcalc.engines.mlx.releases import RULES_VERSION as MLX_LM
+
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"llama-cpp-python=={LLAMA_CPP}" in ci and f"mlx-lm=={MLX_LM}" in ci
+    assert package_warning("mlx-lm", MLX_LM, MLX_LM) is None
+    assert package_warning("mlx-lm", None, MLX_LM) is None  # an older child that does not say
+    line = package_warning("llama-cpp-python", "0.3.40", LLAMA_CPP)
+    assert line is not None and "0.3.40" in line and "0.3.36" in line and "\n" not in line

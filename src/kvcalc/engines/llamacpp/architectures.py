@@ -242,7 +242,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     # converters: conversion/falcon.py @ 5535795b, gemma.py @ 2bbcf7fc, phi.py Phi2Model @ 051139f5,
     # gpt2.py @ 5535795b, starcoder.py @ 5535795b, command_r.py CommandR2Model @ 00487aad, olmo.py
     # Olmo2Model @ 051139f5 (OLMo 3: the window and its per-layer pattern), exaone.py ExaoneModel @
-    # 051139f5, glm.py Glm4Model and Glm4MoeModel @ 7bca1fd9); tests/inputs/gguf/test_gguf_more.py.
+    # 051139f5, glm.py Glm4Model and Glm4MoeModel @ 7bca1fd9); tests/inputs/gguf/test_config.py.
     # Grouped K/V heads exist only in Falcon's new_decoder_architecture (Falcon-40B/180B; conversion/falcon.py
     # writes its num_kv_heads); GPTBigCodeConfig defaults to multi_query=True (one K/V head).
     Architecture("falcon", "falcon", ("falcon",), kv_heads_field="num_kv_heads"),
