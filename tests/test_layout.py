@@ -178,8 +178,6 @@ NOT_YET_MIRRORED = {
     "inputs/gguf/test_gguf_nextn.py",
     "inputs/gguf/test_gguf_t5_ds4.py",
     "inputs/test_hub_server.py",
-    "inputs/hf/families/test_falcon_h1_zamba2.py",
-    "inputs/hf/families/test_glm5_minimax.py",
     "inputs/hf/families/test_griffin_lightning_longcat.py",
     "inputs/hf/families/test_kimi_granite.py",
     "inputs/hf/families/test_mimo_qwen35.py",
