@@ -180,7 +180,6 @@ NOT_YET_MIRRORED = {
     "inputs/test_hub_server.py",
     "inputs/hf/families/test_griffin_lightning_longcat.py",
     "inputs/hf/families/test_kimi_granite.py",
-    "inputs/hf/families/test_new_layouts.py",
     "inputs/hf/test_hypothesis_configs.py",
     "inputs/hf/test_per_layer_config.py",
     "inputs/hf/test_saved_configs.py",

@@ -1,4 +1,5 @@
-"""Nemotron-H (kvcalc.inputs.hf.families.nemotron_h): the 56B layout read from its real config.
+"""Nemotron-H (kvcalc.inputs.hf.families.nemotron_h): the hybrid pattern of Mamba-2, attention and MLP/MoE
+layers (8B, 56B), read from real configs.
 
 From the module these tests were split from:
 
@@ -15,7 +16,19 @@ vllm/model_executor/models/mimo_v2_flash.py @ 01ed47b4 (MiMoV2FlashDecoderLayer:
 sliding_window_size; attention_chunk_size unread); transformers 5.24 models/qwen3_5/ (Qwen3_5TextConfig:
 layer_types, else full_attention_interval; Qwen3_5Attention: the output gate comes out of q_proj).
 Real configs: tests/fixtures/MiMo-V2.5-Pro.json and Qwen3.5-0.8B.json (see fixtures/SOURCES.md);
-MiMo-V2-Flash's own file was not found verbatim, so its preset is the config used here."""
+MiMo-V2-Flash's own file was not found verbatim, so its preset is the config used here.
+
+The Nemotron-H tests of the former test_new_layouts.py:
+
+Layouts with layers that cache nothing: Nemotron-H's hybrid pattern (Mamba-2, attention, MLP/MoE)
+and NAS ``block_configs`` (Llama-3.3-Nemotron-Super-49B), each number derived by hand next to it.
+
+Sources: transformers 5.24 models/nemotron_h/configuration_nemotron_h.py and modeling_nemotron_h.py
+(NemotronHConfig._pattern_to_list, NemotronHMamba2Mixer, NemotronHAttention) and cache_utils.py
+(get_layer_types_and_kwargs gives "mlp"/"moe" layers a dummy cache layer); vLLM's
+vllm/model_executor/models/nemotron_nas.py @ 00bd1493 (DeciLMDecoderLayer: no attention for a no_op
+block, num_attention_heads // n_heads_in_group KV heads otherwise). Real configs: tests/fixtures
+(see fixtures/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -24,11 +37,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.engines import make_engine
+from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
-from kvcalc.spec import Kind
+from kvcalc.inputs.presets import load_presets
+from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache
+from tests.conftest import FIXTURES, fixture_config
 from tests.helpers.mimo_qwen_families import PRESETS, _probe
+from tests.helpers.nemotron_families import SUPER_49B, _count
 
 # Nemotron-H-56B by hand (bf16; the nemotron-h-56b preset): hybrid_override_pattern of 118 letters,
 # 54 'M' (Mamba-2), 10 '*' (attention), 54 '-' (MLP).
@@ -63,3 +82,162 @@ def test_probe_nemotron_h_56b_matches_byte_for_byte(run_cli: Any, tmp_path: Path
     # transformers: the conv state spans the whole kernel (20,480 x 4 x 2 B = 163,840) and the SSM
     # state is float32: 54 x (163,840 + 16,777,216) = 914,817,024; attention 10 x 300 x 4,096.
     assert data["measured_bytes"] == data["estimated_bytes"] == 914_817_024 + 12_288_000 == 927_105_024
+
+
+NEMOTRON_H = "Nemotron-H-8B-Base-8K.json"
+
+
+def test_no_cache_layer_is_zero_bytes_under_every_engine() -> None:
+    spec = read_config(fixture_config(NEMOTRON_H), name="nemotron-h")
+    for name in ("theoretical", "transformers", "vllm", "sglang", "llama.cpp"):
+        engine, _ = make_engine(name)
+        est = estimate(spec, Workload(tokens=4096, batch=3), engine=engine)
+        none = [g for g in est.groups if g.kind == Kind.NONE]
+        assert len(none) == 1 and none[0].layers == 24, name
+        assert none[0].bytes == 0 and none[0].bytes_per_token == 0, name
+    layer = NoCache()
+    assert layer.kind.short == "none"
+    assert layer.elements_per_token == 0 and not layer.is_state and not layer.caches_tokens
+    assert "nothing cached, 0 bytes" in layer.explain()
+
+
+def test_nemotron_h_8b_by_hand() -> None:
+    # hybrid_override_pattern "M-M-M-M*-..." (52 letters): 24 'M' Mamba-2, 4 '*' attention, 24 '-' MLP.
+    # Attention: 4 layers x 2 (K and V) x 8 KV heads x 128 (attention_head_dim) x 2 B (bf16)
+    #   = 16,384 B per token.
+    # Mamba-2 (NemotronHMamba2Mixer): intermediate = mamba_num_heads x mamba_head_dim = 128 x 64 = 8,192;
+    #   conv_dim = 8,192 + 2 x n_groups 8 x ssm_state_size 128 = 10,240 channels, kernel - 1 = 3 kept:
+    #   30,720 elements; SSM state 128 x 64 x 128 = 1,048,576 elements;
+    #   the conv in bf16, the SSM state in mamba_ssm_cache_dtype, float32 when absent (NemotronHConfig):
+    #   30,720 x 2 B + 1,048,576 x 4 B = 4,255,744 B per layer; x 24 = 102,137,856 B per sequence.
+    spec = read_config(fixture_config(NEMOTRON_H), name="nemotron-h")
+    assert spec.layers == 52 and len(spec.caches) == 52
+    assert _count([c.kind for c in spec.caches]) == {"mamba": 24, "full_attention": 4, "no_cache": 24}
+    assert spec.caches[0].kind is Kind.MAMBA and spec.caches[1].kind is Kind.NONE
+    assert spec.caches[7].kind is Kind.FULL  # "M-M-M-M*": the first '*' is layer 7
+    state = spec.caches[0]
+    assert isinstance(state, StateCache)
+    assert (state.conv_channels, state.conv_kernel) == (10_240, 4)
+    assert (state.conv_elements, state.recurrent_elements) == (30_720, 1_048_576)
+    attention = spec.caches[7]
+    assert isinstance(attention, AttentionCache)
+    assert (attention.kv_heads, attention.k_head_dim, attention.v_head_dim) == (8, 128, 128)
+    est = estimate(spec, Workload(tokens=8192))
+    assert est.per_token_bytes == 16_384
+    assert est.fixed_bytes_per_sequence == 102_137_856
+    assert est.total_bytes == 8192 * 16_384 + 102_137_856 == 236_355_584
+    assert spec.warnings == ()
+    assert state.recurrent_dtype is not None and state.recurrent_dtype.name == "fp32"
+    assert spec.notes == ()  # vLLM's float32 SSM state is modelled now, not noted
+
+
+def test_nemotron_h_transformers_engine_by_hand() -> None:
+    # transformers' LinearAttentionLayer keeps the whole kernel (4) of conv state in the model dtype
+    # and the SSM state in float32: 10,240 x 4 x 2 + 1,048,576 x 4 = 4,276,224 B per Mamba layer.
+    spec = read_config(fixture_config(NEMOTRON_H), name="nemotron-h")
+    engine, _ = make_engine("transformers")
+    est = estimate(spec, Workload(tokens=300), engine=engine)
+    assert est.fixed_bytes_per_sequence == 24 * 4_276_224 == 102_629_376
+    assert est.total_bytes == 102_629_376 + 300 * 16_384
+
+
+def test_nemotron_h_explicit_layer_list_and_defaults() -> None:
+    # transformers 5.24 saves the layers as layers_block_type (alias layer_types), Mamba-2 named
+    # "linear_attention" (legacy "mamba"); the list wins over num_hidden_layers.
+    cfg: dict[str, Any] = {
+        "model_type": "nemotron_h", "torch_dtype": "bfloat16", "hidden_size": 1024, "num_hidden_layers": 99,
+        "layers_block_type": ["linear_attention", "moe", "full_attention", "mlp", "mamba", "attention"],
+    }  # fmt: skip
+    spec = read_config(cfg, name="nh")
+    assert spec.layers == 6
+    assert [c.kind for c in spec.caches] == [Kind.MAMBA, Kind.NONE, Kind.FULL, Kind.NONE, Kind.MAMBA, Kind.FULL]
+    # Every NemotronHConfig default is applied and noted: 32 heads, 8 KV heads, head_dim 128,
+    # 128 Mamba heads x 64, 8 groups, state 128, kernel 4.
+    notes = " ".join(spec.notes)
+    for key in ("num_attention_heads", "num_key_value_heads", "head_dim", "mamba_num_heads", "mamba_n_groups"):
+        assert f"'{key}' not in config" in notes
+    assert "num_hidden_layers' (99) differs from the 6 layers" in notes
+    attention = spec.caches[2]
+    assert isinstance(attention, AttentionCache) and (attention.kv_heads, attention.k_head_dim) == (8, 128)
+    state = spec.caches[0]
+    assert isinstance(state, StateCache) and state.recurrent_elements == 128 * 64 * 128
+
+
+def test_nemotron_h_ssm_cache_dtype_is_read() -> None:
+    cfg = {**fixture_config(NEMOTRON_H), "mamba_ssm_cache_dtype": "float16"}
+    spec = read_config(cfg, name="nh")
+    assert spec.warnings == ()  # read, so not flagged
+    assert spec.notes == ()
+    state = spec.caches[0]
+    assert isinstance(state, StateCache) and state.recurrent_dtype is not None
+    assert state.recurrent_dtype.name == "fp16"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hybrid_override_pattern": "M-X*"}, "'hybrid_override_pattern' holds 'X'"),
+        ({"hybrid_override_pattern": None}, "'hybrid_override_pattern' is missing"),
+        ({"layers_block_type": ["mamba2"]}, "'layers_block_type' holds unknown layer type 'mamba2'"),
+        ({"mamba_head_dim": 0}, "'mamba_head_dim' must be positive"),
+    ],
+)
+def test_nemotron_h_errors_name_the_field(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        read_config({**fixture_config(NEMOTRON_H), **change}, name="nh")
+
+
+@pytest.mark.parametrize(
+    ("preset", "fixture"), [("nemotron-h-8b", NEMOTRON_H), ("llama-3.3-nemotron-super-49b", SUPER_49B)]
+)
+def test_preset_agrees_with_real_config(preset: str, fixture: str) -> None:
+    presets = load_presets()
+    from_preset = read_config(copy.deepcopy(presets[preset].config), name=preset)
+    from_file = read_config(fixture_config(fixture), name=preset)
+    assert from_preset.caches == from_file.caches
+    assert (from_preset.layers, from_preset.query_heads, from_preset.dtype) == (
+        from_file.layers,
+        from_file.query_heads,
+        from_file.dtype,
+    )
+    assert from_preset.warnings == ()
+
+
+def test_probe_nemotron_h_matches_byte_for_byte(run_cli) -> None:
+    pytest.importorskip("torch", reason="the probe extra (torch) is not installed")
+    pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
+    result = run_cli("probe", str(FIXTURES / NEMOTRON_H), "--tokens", "300", "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.stderr + result.stdout
+    data = result.json()
+    assert data["match"] is True
+    # 24 x 4,276,224 (Mamba-2 under transformers) + 4 x 300 x 4,096 (attention) = 107,544,576.
+    assert data["measured_bytes"] == data["estimated_bytes"] == 102_629_376 + 4_915_200
+    by_kind = {k["kind"]: k for k in data["kinds"]}
+    assert by_kind["no_cache"]["measured_bytes"] == by_kind["no_cache"]["estimated_bytes"] == 0
+    for kind in data["kinds"]:
+        assert kind["measured_bytes"] == kind["estimated_bytes"], kind
+
+
+def test_probe_nemotron_h_moe_blocks_cache_nothing(run_cli, tmp_path) -> None:
+    pytest.importorskip("torch", reason="the probe extra (torch) is not installed")
+    pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
+    # A Nemotron-3-Nano-shaped hybrid with MoE ('E') blocks: "MEMEM*". Mamba-2 under transformers:
+    # conv (64 x 64 + 2 x 8 x 128 = 6,144 channels) x kernel 4 x 2 B = 49,152 + SSM 64 x 64 x 128 x 4 B
+    # (float32) = 2,097,152 -> 2,146,304 B per layer; attention 2 x 2 heads x 128 x 2 B = 1,024 B per token.
+    config = {
+        "model_type": "nemotron_h", "torch_dtype": "bfloat16", "vocab_size": 1024, "hidden_size": 256,
+        "hybrid_override_pattern": "MEMEM*", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+        "ssm_state_size": 128, "mamba_num_heads": 64, "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+        "moe_shared_expert_intermediate_size": 64, "intermediate_size": 64,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    data = run_cli("probe", str(path), "--tokens", "100", "--device", "cpu", "--json").json()
+    assert data["match"] is True
+    by_kind = {k["kind"]: (k["layers"], k["measured_bytes"], k["estimated_bytes"]) for k in data["kinds"]}
+    assert by_kind == {
+        "mamba": (3, 3 * 2_146_304, 3 * 2_146_304),
+        "no_cache": (2, 0, 0),
+        "full_attention": (1, 102_400, 102_400),
+    }
