@@ -37,7 +37,7 @@ Run it from the repository root with the project's virtual environment active::
     python benchmarks/startup.py --here        # this environment's kvcalc, as installed
 
 It always exits 0: it is a benchmark, not a test (tests/test_startup.py guards the imports, and
-tests/views/test_views.py that ``--json`` loads no rich).
+tests/test_views.py that ``--json`` loads no rich).
 """
 
 from __future__ import annotations

@@ -103,3 +103,16 @@ def test_check_mode_reports_a_stale_file(tmp_path: Path, capsys: pytest.CaptureF
     assert len(err.splitlines()) == 1 and REGENERATE in err
     stale.write_text(cli_reference.render(), encoding="utf-8")
     assert cli_reference.main(["--check", "--output", str(stale)]) == 0
+
+
+def test_no_machine_paths_in_the_repository() -> None:
+    # A path on one machine (/tmp/..., /root/..., /home/...) means nothing to a reader elsewhere.
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"(?<![\w.])/(?:tmp|root|home|work|Users)/[\w.-]+")
+    found = []
+    for folder in ("model_presets", "src", "README.md", "docs"):
+        paths = [root / folder] if (root / folder).is_file() else sorted((root / folder).rglob("*"))
+        for path in paths:
+            if path.is_file() and path.suffix in (".yaml", ".py", ".md", ".json"):
+                found += [f"{path.name}: {m}" for m in pattern.findall(path.read_text(errors="replace"))]
+    assert found == []

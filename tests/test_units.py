@@ -108,3 +108,9 @@ def test_the_text_parsers_refuse_what_is_not_text(parser: str, value: object) ->
     with pytest.raises(UsageError, match=r"must be text such as .* \(a str\)") as raised:
         getattr(kvcalc.units, parser)(value, what="tokens")
     assert raised.value.params == ("tokens",)
+
+
+def test_a_whole_number_in_e_notation_is_read_exactly() -> None:
+    from kvcalc.units import parse_count
+
+    assert parse_count("1e6", what="--tokens") == 1_000_000 and parse_count("2E+5", what="--tokens") == 200_000

@@ -91,3 +91,36 @@ def test_weights_that_leave_nothing_still_say_what_the_workload_needs() -> None:
     assert report.budget.leaves_nothing and report.verdict is not None and not report.verdict.fits
     assert report.verdict.needed_bytes == 80 * 2 * 8 * 128 * 2 * 15_000 == 4_915_200_000
     assert report.verdict.headroom_bytes == report.budget.kv_bytes - 4_915_200_000
+
+
+def test_a_request_past_the_model_limit_is_capped_and_not_called_a_fit() -> None:
+    # Gemma-2-9B: max_position_embeddings 8,192. Whatever --tokens says, max context stops there.
+    for tokens in (16_384, 131_072):
+        report = api.fit("gemma-2-9b", gpu="h100", tokens=tokens)
+        assert report.result.max_context == 8_192, tokens
+        assert report.verdict is not None and not report.verdict.fits
+        assert report.verdict.reason is not None and "past the model's context limit" in report.verdict.reason
+    within = api.fit("gemma-2-9b", gpu="h100", tokens=8_192)
+    assert within.verdict is not None and within.verdict.fits
+    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, context_cap=False)
+    assert uncapped.verdict is not None and uncapped.verdict.fits
+
+
+def test_weights_that_do_not_fit_are_a_verdict_exit_0(run_cli) -> None:
+    # Llama-3.1-70B: 141,107,412,992 B of weights; an A100 40GB (42,298,834,944 B) x 0.9 less the 2 GiB
+    # runtime leaves 35,921,467,801 B: 141,107,412,992 // 35,921,467,801 + 1 = 4 GPUs leave anything;
+    # tp 5, 6 and 7 do not split its 64 query heads, tp 4 leaves too little for 8k tokens, tp 8 fits.
+    result = run_cli("fit", "llama-3.1-70b", "--gpu", "a100-40gb", "--tokens", "8k", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = result.json()
+    assert data["fits"] is False and data["verdict"]["fits"] is False
+    assert data["kv_budget_bytes"] == 35_921_467_801 - 141_107_412_992
+    assert data["verdict"]["first_remedy"] == "8 GPUs (--tp 8)"
+    text = run_cli("fit", "llama-3.1-70b", "--gpu", "a100-40gb", "--tokens", "8k")
+    assert text.exit_code == 0 and "first change 8 GPUs (--tp 8)" in text.stdout
+
+
+def test_a_float32_checkpoint_held_as_stored_says_where_it_would_be_16_bits() -> None:
+    said = "holds this fp32 checkpoint as stored; vLLM, SGLang and llama.cpp hold it in 16 bits"
+    assert any(said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, overhead=0).notes)
+    assert not any(said in n for n in api.fit("llama-3.1-8b", gpu="h100", tokens=100).notes)

@@ -5,6 +5,7 @@ bound that remains (distinct lengths) refuses in one line."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -226,3 +227,69 @@ def test_a_request_mix_on_two_gpus_gives_the_bytes_per_gpu(run_cli, tmp_path: Pa
     assert (data["total_bytes"], data["per_gpu_bytes"], data["gpus"]) == (540_016_640, 270_008_320, 2)
     table = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--tp", "2").stdout
     assert "per GPU        270,008,320 bytes" in table
+
+
+def test_bom_csv_is_read(run_cli, tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufeffprompt,output\n100,28\n".encode())
+    data = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), "--json").json()
+    # One request of 128 tokens x 131,072 B/token = 16,777,216 B.
+    assert data["total_bytes"] == 16_777_216
+
+
+@pytest.mark.parametrize("value", ["²", "①", "٣", "9" * 5000, "1e5", "-3", "0x10"])
+def test_lengths_odd_numbers_are_one_line(run_cli, tmp_path: Path, value: str) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text(f"prompt,output\n{value},2\n", encoding="utf-8")
+    assert_one_line_error(run_cli("estimate", "llama-3.1-8b", "--lengths", str(path)), "line 2")
+
+
+def test_lengths_huge_json_number(run_cli, tmp_path: Path) -> None:
+    path = tmp_path / "mix.jsonl"
+    path.write_text('{"prompt": ' + "9" * 5000 + "}\n")
+    assert_one_line_error(run_cli("estimate", "llama-3.1-8b", "--lengths", str(path)), "line 1")
+
+
+def test_an_unreadable_lengths_file_exits_1_as_an_unreadable_model_does(run_cli, tmp_path: Path) -> None:
+    missing = run_cli("estimate", "llama-3.1-8b", "--lengths", str(tmp_path / "none.csv"))
+    assert missing.exit_code == 1
+    assert_one_line_error(missing, "cannot read --lengths file")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert run_cli("estimate", "llama-3.1-8b", "--lengths", str(fifo)).exit_code == 1
+    assert run_cli("estimate", str(tmp_path / "none.json")).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prompt,prompt\n1,2\n", "the field 'prompt' is given twice"),
+        ("Prompt, prompt ,output\n1,2,3\n", "the field 'prompt' is given twice"),
+        ("prompt,outptu\n10,20\n", "field 'outptu' is not one kvcalc reads (prompt, output, tokens)"),
+        ("prompt,output\n1,2,3\n", "line 2: more values than the header has columns"),
+        ('{"prompt": 5, "prompt": 7}\n', "line 1: the field 'prompt' is given twice"),
+    ],
+)
+def test_a_lengths_file_that_reads_two_ways_is_refused(run_cli, tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text(text)
+    result = run_cli("estimate", "llama-3.1-8b", "--lengths", str(path))
+    assert result.exit_code == 1
+    assert_one_line_error(result, message)
+
+
+def test_a_lengths_file_past_the_distinct_lengths_bound_stops_there(monkeypatch, tmp_path: Path) -> None:
+    # Memory grows with the distinct lengths, not the requests: past MAX_LENGTHS the file is
+    # refused in one line naming the bound (shrunk here to 1,000 so the test stays small).
+    from kvcalc.calc import requests
+
+    monkeypatch.setattr(requests, "MAX_LENGTHS", 1000)
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n" + "".join(f"{n},1\n" for n in range(1, 1001)) + "5,5\n" * 50)
+    assert api.estimate_requests("llama-3.1-8b", path).requests == 1050  # 1,000 distinct: at the bound
+    path.write_text("prompt,output\n" + "".join(f"{n},1\n" for n in range(1, 1002)))
+    with pytest.raises(SourceError) as info:
+        api.estimate_requests("llama-3.1-8b", path)
+    assert str(info.value) == (
+        f"lengths file {path} holds more than 1,000 distinct request lengths (prompt + output), the most kvcalc sizes"
+    )

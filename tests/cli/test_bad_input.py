@@ -499,3 +499,43 @@ def test_a_batch_knob_on_a_model_with_no_window_changes_nothing_in_estimate(run_
     assert_one_line_error(result, f"{flag[0]} changes nothing in llama-3.1-8b's cache under {engine}")
     assert result.exit_code == 2
     assert run_cli("estimate", "gemma-2-9b", "--engine", engine, *flag).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["estimate", ""], "MODEL is empty"),
+        (["estimate", "llama-3.1-8b", "--revision", "main"], "--revision applies to Hub repos"),
+        (["fit", "llama-3.1-8b", "--gpu", "h100", "--utilization", "nan"], "--utilization"),
+        (["fit", "llama-3.1-8b", "--gpu", "h100", "--utilization", "inf"], "--utilization"),
+        (["probe", "llama-3.1-8b", "--tokens", "20", "--device", "tpu"], "--device must be auto, cpu or cuda"),
+        (["estimate", "llama-3.1-8b", "--lengths", "/"], "--lengths"),
+    ],
+)
+def test_more_adversarial_inputs(run_cli, argv: list[str], needle: str) -> None:
+    assert_one_line_error(run_cli(*argv), needle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["estimate", "llama-3.1-8b", "--kv-dtype", "int4", "--quant-group", "1" + "0" * 26],
+         "--quant-group is implausibly large"),
+        (["estimate", "llama-3.1-8b", "--engine", "vllm", "--block-size", "1" + "0" * 26],
+         "--block-size is implausibly large"),
+        (["estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--ubatch", "1" + "0" * 26], "--ubatch is implausibly"),
+        (["fit", "llama-3.1-8b", "--gpu", "h100", "--weights", "0"], "--weights must be a positive size"),
+        (["speed", "llama-3.1-8b", "--gpu", "h100", "--prompt", "9", "--output", "2", "--weights", "0"],
+         "--weights must be a positive size"),
+        (["probe", "llama-3.1-8b", "--engine", "llama.cpp", "--timeout", "nan"], "--timeout must be a finite number"),
+        (["probe", "llama-3.1-8b", "--engine", "llama.cpp", "--timeout", "inf"], "--timeout must be a finite number"),
+        (["probe", "llama-3.1-8b", "--timeout", "60"], "--timeout applies to the real engines' probes"),
+        (["estimate", "llama-3.1-8b", "--engine", "vllm@"], "names no release after '@'"),
+        (["estimate", "llama-3.1-8b", "--tokens", "1e26"], "--tokens is implausibly large"),
+        (["estimate", "llama-3.1-8b", "--tokens", "9" * 5000], "--tokens is implausibly large"),
+    ],
+)  # fmt: skip
+def test_nonsense_is_refused_in_one_line(run_cli, argv: list[str], message: str) -> None:
+    result = run_cli(*argv)
+    assert result.exit_code == 2
+    assert_one_line_error(result, message)

@@ -10,6 +10,12 @@
   set beside kvcalc's estimate.
 - ``fake_hub``: a fake Hugging Face Hub on 127.0.0.1 (the ``hub`` and ``ranged`` fixtures).
 - ``hub_cache``: a pre-populated, offline Hugging Face cache (the ``hub_env`` fixture).
+- ``cwd``: the two ``here`` fixtures (run in tmp_path; a relative or an absolute name), imported by the
+  modules that use one.
+- ``commands``, ``local_files``: command-line tails, a named-pipe marker, a subprocess timeout and a folder
+  holding a real config.json, shared by the input tests.
+- ``hybrid_families``, ``sparse_families``, ``mimo_qwen_families``, ``nemotron_families``: what the family
+  test modules split from one file still share.
 
 The fixtures are made available to every test by tests/conftest.py; the rest is imported by name.
 """

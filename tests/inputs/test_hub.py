@@ -11,14 +11,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from kvcalc.inputs.hub import parse_hub_url
 from tests.conftest import FIXTURES, CliResult, assert_one_line_error, run_subprocess
+from tests.helpers.fake_hub import REPO as SERVED_REPO
+from tests.helpers.fake_hub import FakeHub, serve_config
 from tests.helpers.hub_cache import LLAMA_31_8B_TOTAL, MAIN_HASH, QWEN3_8B_TOTAL, REPO, V2_HASH, HubCache, add_snapshot
+from tests.helpers.hub_cache import REPO as CACHED_REPO
+from tests.helpers.local_files import SUBPROCESS_TIMEOUT_S
 
 # Runs the CLI with every way of opening a connection replaced by one that records the attempt,
 # and with time.sleep a no-op so huggingface_hub's retry back-off (1+2+4+8+8 s) costs nothing.
@@ -212,5 +222,274 @@ def test_hub_is_imported_for_a_repo_id(hub_env: HubCache) -> None:
         text=True,
         timeout=120,
         check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+# A correctness bound, not a benchmark: kvcalc's default wait is 5 s, huggingface_hub's own 10 s
+# plus a 23 s retry round (and 60 s per retry against a server that never answers).
+FAIL_FAST_S = 15.0
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://huggingface.co/org/name", ("org/name", None)),
+        ("https://huggingface.co/org/name/", ("org/name", None)),
+        ("huggingface.co/org/name", ("org/name", None)),
+        ("hf.co/org/name", ("org/name", None)),
+        ("http://www.huggingface.co/org/name", ("org/name", None)),
+        ("HTTPS://HuggingFace.co/Org/Name", ("Org/Name", None)),
+        ("https://huggingface.co/org/name/tree/main", ("org/name", "main")),
+        ("https://huggingface.co/org/name/tree/v2/", ("org/name", "v2")),
+        ("https://huggingface.co/org/name/blob/main/config.json", ("org/name", "main")),
+        ("https://huggingface.co/org/name/blob/main/config.json#L12", ("org/name", "main")),
+        ("https://huggingface.co/org/name/resolve/v2/config.json?download=true", ("org/name", "v2")),
+        ("hf.co/org/name/tree/refs%2Fpr%2F3", ("org/name", "refs/pr/3")),
+        ("hf.co/org/name/tree/refs/pr/3", ("org/name", "refs/pr/3")),
+        ("hf.co/org/name/blob/refs%2Fpr%2F3/config.json", ("org/name", "refs/pr/3")),
+        ("hf.co/org/name/resolve/refs/pr/3/config.json", ("org/name", "refs/pr/3")),
+        ("org/name", None),  # a repo id, not a URL
+        ("llama-3.1-8b", None),
+        ("./huggingface.co/org/name", None),  # a path
+    ],
+)
+def test_hub_url_forms(url: str, expected: tuple[str, str | None] | None) -> None:
+    assert parse_hub_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("https://github.com/org/name", "is not a Hugging Face URL"),
+        ("ftp://huggingface.co/org/name", "is not a Hugging Face URL"),
+        ("s3://bucket/model", "is not a Hugging Face URL"),
+        ("https://huggingface.co/datasets/org/name", "is a dataset, not a model"),
+        ("hf.co/spaces/org/name", "is a Space, not a model"),
+        ("https://huggingface.co/gpt2", "is not a model repo URL"),
+        ("https://huggingface.co/", "is not a model repo URL"),
+        ("https://huggingface.co/docs/transformers", "is not a model repo URL"),
+        ("https://huggingface.co/org/name/discussions/1", "is a page of Hub repo org/name"),
+        ("https://huggingface.co/org/name/tree", "is a page of Hub repo org/name"),
+        ("https://huggingface.co/org/name/tree/main/text_encoder", "is the folder text_encoder"),
+        ("https://huggingface.co/org/name/blob/main/text_encoder/config.json", "is the file text_encoder/config.json"),
+        ("https://huggingface.co/org/name/resolve/main/model.safetensors", "is the file model.safetensors"),
+        ("https://huggingface.co:99999/org/name", "is not a valid URL"),
+    ],
+)
+def test_other_urls_are_one_line(run_cli, url: str, needle: str) -> None:
+    line = assert_one_line_error(run_cli("estimate", url), f"MODEL {url}", needle)
+    assert "no such file" not in line
+
+
+def test_hf_endpoint_host_is_a_hub_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A private Hub or mirror in HF_ENDPOINT: its URLs name its repos."""
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.com")
+    assert parse_hub_url("https://hub.example.com/org/name/tree/v1") == ("org/name", "v1")
+
+
+def test_url_revision_conflicting_with_revision_flag(run_cli) -> None:
+    url = "https://huggingface.co/org/name/tree/v2"
+    assert_one_line_error(run_cli("estimate", url, "--revision", "v3"), "names revision 'v2' but --revision is 'v3'")
+
+
+@pytest.mark.parametrize(
+    ("url", "total"),
+    [
+        (f"https://huggingface.co/{CACHED_REPO}", LLAMA_31_8B_TOTAL),
+        (f"hf.co/{CACHED_REPO}/", LLAMA_31_8B_TOTAL),
+        (f"https://huggingface.co/{CACHED_REPO}/tree/v2", QWEN3_8B_TOTAL),
+        (f"huggingface.co/{CACHED_REPO}/tree/{V2_HASH}/", QWEN3_8B_TOTAL),
+        (f"https://huggingface.co/{CACHED_REPO}/blob/v2/config.json", QWEN3_8B_TOTAL),
+        (f"https://hf.co/{CACHED_REPO}/resolve/main/config.json?download=true", LLAMA_31_8B_TOTAL),
+    ],
+)
+def test_a_url_reads_the_repo_and_revision_it_names(hub_env: HubCache, url: str, total: int) -> None:
+    """Offline, from the cache: main holds Llama-3.1-8B, v2 (and its hash) Qwen3-8B."""
+    result = run_subprocess("estimate", url, "--tokens", "2048", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = result.json()
+    assert (data["model"], data["total_bytes"]) == (CACHED_REPO, total)
+
+
+def test_a_url_revision_equal_to_the_flag_is_fine(hub_env: HubCache) -> None:
+    url = f"https://huggingface.co/{CACHED_REPO}/tree/v2"
+    result = run_subprocess("estimate", url, "--revision", "v2", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["model_type"] == "qwen3"
+
+
+def test_a_url_sizes_the_weights_of_its_repo(hub_env: HubCache) -> None:
+    """fit --weights auto with a URL asks the Hub about the repo id (offline here: the way out)."""
+    result = run_subprocess("fit", f"https://huggingface.co/{CACHED_REPO}/tree/v2", "--gpu", "h100-sxm")
+    line = assert_one_line_error(result, f"Hub repo {CACHED_REPO}", "--weights SIZE")
+    assert "https://" not in line
+
+
+def test_offline_repo_with_a_preset_suggests_it(hub_env: HubCache) -> None:
+    result = run_subprocess("estimate", "meta-llama/Llama-3.1-8B")
+    assert_one_line_error(
+        result,
+        "not in the local Hugging Face cache",
+        "; the bundled preset llama-3.1-8b describes meta-llama/Llama-3.1-8B: kvcalc estimate llama-3.1-8b",
+    )
+
+
+def test_the_preset_hint_ignores_case_and_needs_a_match(hub_env: HubCache) -> None:
+    assert_one_line_error(run_subprocess("estimate", "Qwen/QWEN3-8B"), "the bundled preset qwen3-8b describes")
+    line = assert_one_line_error(run_subprocess("estimate", "someorg/not-cached"), "not in the local")
+    assert "preset" not in line
+
+
+ON_FETCH = """
+import json, sys
+from kvcalc.api import load_model
+from kvcalc.errors import KvcalcError
+said = []
+try:
+    load_model(sys.argv[1], on_fetch=said.append)
+except KvcalcError as exc:
+    said.append(f"error: {exc}")
+print(json.dumps(said))
+"""
+
+
+def fetch_messages(model: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", ON_FETCH, model],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said: list[str] = json.loads(proc.stdout)
+    return said
+
+
+def test_on_fetch_is_called_before_a_download(hub: FakeHub) -> None:
+    serve_config(hub)
+    assert fetch_messages(f"https://huggingface.co/{SERVED_REPO}/tree/main") == [
+        f"fetching config.json of {SERVED_REPO} at revision main from the Hub..."
+    ]
+    assert hub.seen()[0][0] == "HEAD"
+
+
+def test_on_fetch_is_not_called_offline_or_for_local_models(hub_env: HubCache) -> None:
+    assert fetch_messages(CACHED_REPO) == []
+    assert fetch_messages("llama-3.1-8b") == []
+    assert fetch_messages(str(FIXTURES / "Llama-3.1-8B.json")) == []
+
+
+SILENT_LIFETIME_S = 60.0  # the server goes away by itself even if the fixture's finalizer never runs
+
+
+@dataclass
+class SilentHub:
+    """Accepts TCP connections on 127.0.0.1 and never sends a byte back."""
+
+    listener: socket.socket
+    stop: threading.Event = field(default_factory=threading.Event)
+    held: list[socket.socket] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def serve(self) -> None:
+        deadline = time.monotonic() + SILENT_LIFETIME_S
+        self.listener.settimeout(0.1)
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self.held.append(connection)  # kept open, unanswered
+        for connection in self.held:
+            connection.close()
+        self.listener.close()
+
+
+def online_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, endpoint: str) -> None:
+    """As the ``hub`` fixture (tests/helpers/fake_hub.py): online, an empty cache, loopback only, no token."""
+    proxies = {"http_proxy", "https_proxy", "all_proxy"}  # loopback must not go through a proxy
+    for name in list(os.environ):
+        if name.startswith(("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_OFFLINE")) or name.lower() in proxies:
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture
+def silent_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SilentHub]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    silent = SilentHub(listener)
+    thread = threading.Thread(target=silent.serve, daemon=True)
+    thread.start()
+    online_env(monkeypatch, tmp_path, silent.endpoint)
+    try:
+        yield silent
+    finally:
+        silent.stop.set()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+def timed_estimate(model: str, env: dict[str, str] | None = None) -> tuple[float, str]:
+    start = time.monotonic()
+    result = run_subprocess("estimate", model, env=env)
+    elapsed = time.monotonic() - start
+    return elapsed, assert_one_line_error(result, model)
+
+
+def test_a_hub_that_never_answers_fails_fast(silent_hub: SilentHub) -> None:
+    elapsed, line = timed_estimate("meta-llama/Llama-3.1-8B")
+    assert elapsed < FAIL_FAST_S, f"{elapsed:.1f} s: {line}"
+    assert "did not answer within 5 s (HF_HUB_ETAG_TIMEOUT)" in line
+    assert "kvcalc estimate llama-3.1-8b" in line  # the preset hint holds for a silent Hub too
+    assert len(silent_hub.held) == 1  # one attempt: no second round of retries
+
+
+def test_hf_hub_etag_timeout_is_honoured(silent_hub: SilentHub) -> None:
+    elapsed, line = timed_estimate("org/name", env={"HF_HUB_ETAG_TIMEOUT": "1"})
+    assert "did not answer within 1 s" in line
+    assert elapsed < FAIL_FAST_S
+
+
+def test_a_refused_connection_fails_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No server at all: huggingface_hub once retried 5 times over 23 s before giving up."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # the port is now closed: connections are refused
+    online_env(monkeypatch, tmp_path, f"http://127.0.0.1:{port}")
+    elapsed, line = timed_estimate("org/name")
+    assert "cannot be reached" in line
+    assert elapsed < FAIL_FAST_S
+
+
+def test_the_retry_switches_are_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kvcalc empties huggingface_hub's retry switches only for the duration of its own call."""
+    online_env(monkeypatch, tmp_path, "http://127.0.0.1:9")
+    script = (
+        "from huggingface_hub import file_download\n"
+        "from kvcalc.errors import SourceError\n"
+        "from kvcalc.inputs.hub import fetch_hub_config\n"
+        "before = (file_download._DEFAULT_RETRY_ON_EXCEPTIONS, file_download._DEFAULT_RETRY_ON_STATUS_CODES)\n"
+        "try:\n"
+        "    fetch_hub_config('org/name')\n"
+        "except SourceError:\n"
+        "    pass\n"
+        "after = (file_download._DEFAULT_RETRY_ON_EXCEPTIONS, file_download._DEFAULT_RETRY_ON_STATUS_CODES)\n"
+        "assert before == after and all(after), after\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False
     )
     assert proc.returncode == 0, proc.stderr

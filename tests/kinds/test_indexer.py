@@ -71,7 +71,7 @@ def test_sglang_stores_fp8_keys_with_scales() -> None:
 def test_llamacpp_caches_the_keys_in_a_second_cache() -> None:
     # llama.cpp 0c1e570 (src/llama-kv-cache-dsa.cpp): the indexer keys in a second llama_kv_cache of
     # -ctk's type (f16), one 128-wide key a layer and no V (MLA): 61 x (576 + 128) x 2 B; checked
-    # against real llama.cpp runs in tests/inputs/gguf/test_gguf_sparse.py
+    # against real llama.cpp runs in tests/inputs/gguf/test_mla.py
     assert _estimate("llama.cpp").per_token_bytes == 61 * (576 + 128) * 2 == 85_888
 
 

@@ -53,3 +53,21 @@ def test_budget_keeps_each_figure_on_its_line(run_cli, monkeypatch: pytest.Monke
     assert len(budget) == 4, lines
     ends = {len(line) - len(line.rstrip().rsplit("  ", 1)[1]) - 2 for line in [*budget, lines[label + 1]]}
     assert len(ends) == 1, ends
+
+
+def test_fit_huge_budget_says_at_least(run_cli) -> None:
+    args = ("fit", "llama-3.1-8b", "--kv-budget", "1000000TB", "--no-context-cap")
+    data = run_cli(*args, "--json").json()
+    # 10^18 bytes / 131,072 B per token = 7,629,394,531,250 tokens; the context search stops at 2^40.
+    assert data["max_tokens"] == 10**18 // 131_072 == 7_629_394_531_250
+    assert data["max_context"] == 2**40 and data["max_context_capped"] is True
+    text = run_cli(*args).stdout
+    assert "at least 1,099,511,627,776 tokens" in text
+    assert "windowed" not in text
+
+
+def test_fit_nothing_fits_says_so(run_cli) -> None:
+    # 1,000,000 B / 131,072 B per token = 7 tokens: not one 4,096-token request.
+    data = run_cli("fit", "llama-3.1-8b", "--kv-budget", "1MB", "--json").json()
+    assert data["fits"] is False and data["max_concurrency"] == 0 and data["max_tokens"] == 7
+    assert "nothing fits" in run_cli("fit", "llama-3.1-8b", "--kv-budget", "1MB").stdout

@@ -22,7 +22,7 @@ entry kinds, so the estimator has a single mechanism instead of a branch per mod
 Each kind answers for itself (``LayerKind``'s methods, in kvcalc.kinds.base): what it stores, how
 an engine lays it out, and what kvcalc speed charges for attending over it. A new kind is one
 ``LayerKind`` subclass in the module of its family, and one more member of ``LayerCache``;
-tests/kinds/test_kinds_contract.py then checks it under every engine.
+tests/test_kinds.py then checks it under every engine.
 
 Modules: ``base`` (``LayerKind``, ``Kind`` and the arithmetic the kinds share), ``attention``
 (``AttentionCache``, ``KVWindowCache``), ``latent``, ``indexer``, ``state``, ``shared``

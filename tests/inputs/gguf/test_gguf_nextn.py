@@ -60,7 +60,7 @@ def test_qwen3next_full_layers_are_counted_over_the_trunk(tmp_path: Path) -> Non
     spec = api.load_model(str(path))
     assert [i for i, c in enumerate(spec.caches) if isinstance(c, AttentionCache)] == [3, 7]
     assert sum(isinstance(c, StateCache) for c in spec.caches) == 6
-    # as the 8-layer file of tests/inputs/gguf/test_gguf_more.py: 1,048,576 B of K/V and 116,736 B of f32 state
+    # as the 8-layer file of tests/inputs/gguf/test_config.py: 1,048,576 B of K/V and 116,736 B of f32 state
     assert api.estimate(str(path), tokens=1000, engine="llama.cpp").total_bytes == 1_048_576 + 116_736
 
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from kvcalc import api
 from kvcalc.dtypes import lookup_dtype
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.hf.dims import read_dims
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, fixture_config
 
 LLAMA: dict[str, Any] = {
     "model_type": "llama",
@@ -92,3 +93,48 @@ def test_a_broken_field_exits_1_on_the_command_line(run_cli: Any, tmp_path: Path
     result = run_cli("estimate", str(path), "--tokens", "100")
     assert result.exit_code == 1
     assert_one_line_error(result, "'max_position_embeddings' must be an integer")
+
+
+@pytest.mark.parametrize("weight_dtype", ["int8", "q4_0", "int4", "float8_e4m3fn", "auto"])
+def test_weight_dtype_is_not_the_kv_dtype(run_cli, tmp_path: Path, weight_dtype: str) -> None:
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "torch_dtype": weight_dtype}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    data = run_cli("estimate", str(path), "--tokens", "10", "--json").json()
+    # 2 layers x 2 x 2 KV heads x 64 dims x 2 B (fp16 assumed) x 10 tokens = 10,240 B, no metadata.
+    assert data["total_bytes"] == 10_240
+    assert data["kv_dtype"] == "fp16"
+    assert any(weight_dtype in note and "compute dtype" in note for note in data["notes"])
+
+
+def test_weight_dtype_on_a_hybrid(run_cli, tmp_path: Path) -> None:
+    # Jamba-like: a Mamba state used to be sized in the weight dtype and failed ("no whole bytes").
+    from tests.conftest import FIXTURES
+
+    config = json.loads((FIXTURES / "Qwen3-Next-80B-A3B.json").read_text())
+    config["torch_dtype"] = "int8"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = run_cli("estimate", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["kv_dtype"] == "fp16"
+
+
+def test_a_model_type_without_rules_is_read_generically_with_a_note(tmp_path: Path) -> None:
+    config = fixture_config("Llama-3.1-8B.json") | {"model_type": "totally_new_arch"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    est = api.estimate(str(path), tokens=1000)
+    assert est.total_bytes == 1000 * 131_072  # Llama geometry, read generically
+    assert any("model type 'totally_new_arch' has no rules of its own" in n for n in est.notes)
+
+
+def test_no_preset_and_no_gguf_architecture_says_it_was_read_generically() -> None:
+    from kvcalc.inputs.gguf import ARCH_TYPES
+    from kvcalc.inputs.hf.configs import is_checked_type
+    from kvcalc.inputs.presets import load_presets
+
+    assert all(is_checked_type(t) for t in ARCH_TYPES.values())
+    for name in load_presets():
+        assert not any("has no rules of its own" in n for n in api.estimate(name).notes), name

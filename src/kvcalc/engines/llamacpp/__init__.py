@@ -249,7 +249,7 @@ class LlamaCpp(Engine):
         unified and n_pad, its hparams copied with n_head_kv 1 and n_embd_head_k = indexer.key_length
         (src/llama-kv-cache-dsa.cpp for deepseek32 and glm-dsa, src/llama-kv-cache-msa.cpp for
         minimax-m3): the cells and streams of the layer's own cache, one key row per token in
-        type_k (checked on real llama.cpp runs: tests/inputs/gguf/test_gguf_sparse.py)."""
+        type_k (checked on real llama.cpp runs: tests/inputs/gguf/test_mla.py)."""
         return kv
 
     def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:

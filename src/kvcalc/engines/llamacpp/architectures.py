@@ -5,7 +5,7 @@ of each architecture, and which of its own mappings turns the file's metadata in
 llama.cpp engine (kvcalc.engines.llamacpp: which sliding windows llama.cpp keeps or drops, Llama 4's
 chunk, T5's cross-attention) and the llama.cpp probe (kvcalc.engines.llamacpp.probe: the architecture
 convert_hf_to_gguf.py writes for an HF model_type, and what it writes). Each architecture's name is
-spelled here and in none of them (tests/engines/llamacpp/test_llamacpp_architectures.py checks it).
+spelled here and in none of them (tests/engines/llamacpp/test_architectures.py checks it).
 
 The facts are those of llama.cpp 0c1e570 (the copy llama-cpp-python 0.3.36 vendors) unless a
 comment names another commit: its src/llama-arch.cpp names, src/models/<arch>.cpp load_arch_hparams,
@@ -242,7 +242,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     # converters: conversion/falcon.py @ 5535795b, gemma.py @ 2bbcf7fc, phi.py Phi2Model @ 051139f5,
     # gpt2.py @ 5535795b, starcoder.py @ 5535795b, command_r.py CommandR2Model @ 00487aad, olmo.py
     # Olmo2Model @ 051139f5 (OLMo 3: the window and its per-layer pattern), exaone.py ExaoneModel @
-    # 051139f5, glm.py Glm4Model and Glm4MoeModel @ 7bca1fd9); tests/inputs/gguf/test_gguf_more.py.
+    # 051139f5, glm.py Glm4Model and Glm4MoeModel @ 7bca1fd9); tests/inputs/gguf/test_config.py.
     # Grouped K/V heads exist only in Falcon's new_decoder_architecture (Falcon-40B/180B; conversion/falcon.py
     # writes its num_kv_heads); GPTBigCodeConfig defaults to multi_query=True (one K/V head).
     Architecture("falcon", "falcon", ("falcon",), kv_heads_field="num_kv_heads"),
@@ -278,7 +278,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     #   NemotronHModel @ 7bca1fd9), falcon-h1 (conversion/falcon_h1.py FalconH1Model @ 7bca1fd9), and
     #   qwen35 / qwen35moe, kimi-linear, nemotron_h_moe: see their mappings in kvcalc.inputs.gguf.
     # llama.cpp 0c1e570 puts K/V exactly on the hybrids' layers of non-zero head_count_kv and recurrent
-    # state on the others (its context logs which layers each memory holds: tests/inputs/gguf/test_gguf_hybrid.py),
+    # state on the others (its context logs which layers each memory holds: tests/inputs/gguf/test_recurrent.py),
     # f32 per sequence. src/models/mamba.cpp and jamba.cpp require d_inner = 2 x n_embd, as
     # src/models/granite-hybrid.cpp asserts; the probe gives Jamba and Granite 0 experts.
     Architecture("mamba", "mamba", ("mamba",), layout=Layout.SSM, ssm=Ssm.MAMBA1, inner_twice_embd=True, probe=True,
@@ -337,7 +337,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     # Ernie4_5Model / Ernie4_5MoeModel, llama.py SmolLM3Model, internlm.py
     # InternLM2Model, minicpm.py MiniCPMModel, stablelm.py StableLMModel, mistral3.py Mistral3Model
     # (Mistral-Small-3.1's "mistral" text config and "ministral3" alike; read as ministral3, which
-    # has no config-class window default, as LlamaModel writes none); tests/inputs/gguf/test_gguf_attention.py.
+    # has no config-class window default, as LlamaModel writes none); tests/inputs/gguf/test_attention.py.
     Architecture("arcee", "arcee", ("arcee",), window=Window.IGNORED),
     Architecture("granite", "granite", ("granite",), window=Window.IGNORED),
     Architecture("granitemoe", "granitemoe", ("granitemoe",), window=Window.IGNORED),

@@ -19,7 +19,7 @@ from kvcalc.inputs.gguf.values import ArchKeys, count, given_or, per_layer, unif
 # src/llama-model.cpp (0c1e570) gives Gemma 3n K/V on its first 20 layers whatever
 # attention.shared_kv_layers says (n_layer_kv_from_start = 20 is written into its loader; llama.cpp's
 # own tests/test-llama-archs.cpp @ f840737d builds gemma3n with 22 layers, saying so); runs of 0c1e570 on
-# files of 10, 30 and 35 layers cached min(layers, 20) (tests/inputs/gguf/test_gguf_more.py).
+# files of 10, 30 and 35 layers cached min(layers, 20) (tests/inputs/gguf/test_config.py).
 _GEMMA3N_KV_LAYERS = 20
 
 

@@ -68,7 +68,7 @@ def sparse_mla(config: dict[str, Any], keys: ArchKeys, notes: list[str]) -> None
     cache (src/llama-kv-cache-dsa.cpp) on every trunk layer for deepseek32 and on the is_indexer_full
     ones for glm-dsa, whose loader without indexer.types makes every layer full when context_length
     is under 1048576 (GLM-5, 5.1) and takes GLM-5.2's table otherwise. kvcalc's deepseek_v32 and
-    glm_moe_dsa rules cache the same; tests/inputs/gguf/test_gguf_sparse.py runs llama.cpp on both."""
+    glm_moe_dsa rules cache the same; tests/inputs/gguf/test_mla.py runs llama.cpp on both."""
     arch, label, layers = keys.arch, keys.label, keys.layers
     kv = keys.need("attention.head_count_kv")
     if kv != 1 or isinstance(kv, bool):

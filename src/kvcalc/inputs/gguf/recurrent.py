@@ -74,7 +74,7 @@ def nemotron_h(config: dict[str, Any], keys: ArchKeys, kv: Any) -> int:
     """nemotron_h: NemotronHModel (conversion/nemotron.py @ 7bca1fd9, a GraniteHybridModel) writes the Mamba-2
     keys of granitehybrid, head_count_kv per layer (0 off the attention layers) and
     feed_forward_length per layer (0 off the MLP layers); llama.cpp keeps recurrent state on the
-    layers with neither (tests/inputs/gguf/test_gguf_more.py: the layers of a real llama.cpp 0c1e570 run). Mapped
+    layers with neither (tests/inputs/gguf/test_config.py: the layers of a real llama.cpp 0c1e570 run). Mapped
     back to NemotronHConfig's hybrid_override_pattern (M, *, -); the SSM head dim is ssm.inner_size /
     ssm.time_step_rank, the widths llama.cpp sizes its state from."""
     arch, label = keys.arch, keys.label
@@ -109,7 +109,7 @@ def falcon_h1(config: dict[str, Any], keys: ArchKeys, notes: list[str]) -> None:
     """falcon-h1: FalconH1Model (conversion/falcon_h1.py @ 7bca1fd9, a Mamba2Model) writes the
     Mamba-2 keys (ssm.inner_size mamba_d_ssm, ssm.time_step_rank d_inner / head dim, the SSM heads)
     beside a scalar head_count_kv and key/value_length: attention and a Mamba-2 mixer in every
-    layer, which llama.cpp 0c1e570 gives both K/V and recurrent state (tests/inputs/gguf/test_gguf_more.py)."""
+    layer, which llama.cpp 0c1e570 gives both K/V and recurrent state (tests/inputs/gguf/test_config.py)."""
     arch, label = keys.arch, keys.label
     values = keys.state()
     inner, heads = values["ssm.inner_size"], values["ssm.time_step_rank"]
@@ -129,7 +129,7 @@ def gated_delta_net(config: dict[str, Any], keys: ArchKeys, notes: list[str]) ->
     linear_num_key_heads, ssm.time_step_rank linear_num_value_heads, ssm.inner_size
     linear_value_head_dim x linear_num_value_heads, and full_attention_interval; head_count_kv
     is a scalar (the full-attention layers'). Mapped back to Qwen3NextConfig's fields, whose
-    kvcalc rule puts the full layers every interval-th layer (tests/inputs/gguf/test_gguf_more.py checks the
+    kvcalc rule puts the full layers every interval-th layer (tests/inputs/gguf/test_config.py checks the
     layers llama.cpp 0c1e570 places against a real run).
 
     qwen35 / qwen35moe (Qwen3_5TextModel / Qwen3_5MoeTextModel, subclasses of Qwen3NextModel in

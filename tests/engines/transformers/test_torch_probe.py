@@ -1,5 +1,6 @@
-"""The probe on requests and configs it cannot run (one ``probe: error:`` line, never a traceback),
-and its no-op attention: the same cache bytes as eager attention, in prefill passes linear in T."""
+"""The standalone probe (kvcalc.engines.transformers.torch_probe) on requests and configs it cannot run
+(one ``probe: error:`` line, never a traceback), and its no-op attention: the same cache bytes as
+eager attention, in prefill passes linear in T."""
 
 from __future__ import annotations
 

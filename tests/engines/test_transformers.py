@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kvcalc.engines.transformers import RULES_VERSION, version_warning
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_test_extra_pins_the_release_the_rules_were_read_from() -> None:

@@ -1,5 +1,5 @@
 """``--engine mlx``: mlx-lm 0.32.2's rules, each figure worked by hand (growth rules:
-test_mlx_growth.py; the same figures in the real mlx-lm: test_mlx_conformance.py)."""
+test_growth.py; the same figures in the real mlx-lm: test_mlx_conformance.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_slots_grow_in_256_token_steps() -> None:
 
 
 def test_a_prefill_step_off_256_leaves_odd_buffers() -> None:
-    # 3,000 tokens in steps of 1,000: 3,024 slots (test_mlx_growth.py).
+    # 3,000 tokens in steps of 1,000: 3,024 slots (test_growth.py).
     est = api.estimate("llama-3.1-8b", tokens=3000, engine="mlx", options={"prefill_step_size": 1000})
     assert est.total_bytes == 3024 * LLAMA_SLOT
 

@@ -1,4 +1,26 @@
-"""Layouts with layers that cache nothing: Nemotron-H's hybrid pattern (Mamba-2, attention, MLP/MoE)
+"""Nemotron-H (kvcalc.inputs.hf.families.nemotron_h): the hybrid pattern of Mamba-2, attention and MLP/MoE
+layers (8B, 56B), read from real configs.
+
+From the module these tests were split from:
+
+MiMo-V2-Flash / MiMo-V2.5 (sliding and full layers with their own KV heads, K 192 / V 128) and
+Qwen3.5 (Gated DeltaNet + full attention) read from real configs; every number derived by hand next
+to it.
+
+Sources: transformers 5.24 models/mimo_v2_flash/configuration_mimo_v2_flash.py (MiMoV2FlashConfig:
+layer_types, else full attention at layer 0 and every sixth layer; sliding_window =
+sliding_window_size + 1) and modeling_mimo_v2_flash.py (MiMoV2FlashAttention: sliding layers have 2 x
+num_key_value_heads, K head_dim and V v_head_dim; sinks join the softmax, nothing cached); vLLM
+vllm/model_executor/models/mimo_v2_flash.py @ 01ed47b4 (MiMoV2FlashDecoderLayer: hybrid_layer_pattern
+1 = sliding with swa_num_key_value_heads / swa_head_dim / swa_v_head_dim and window
+sliding_window_size; attention_chunk_size unread); transformers 5.24 models/qwen3_5/ (Qwen3_5TextConfig:
+layer_types, else full_attention_interval; Qwen3_5Attention: the output gate comes out of q_proj).
+Real configs: tests/fixtures/MiMo-V2.5-Pro.json and Qwen3.5-0.8B.json (see fixtures/SOURCES.md);
+MiMo-V2-Flash's own file was not found verbatim, so its preset is the config used here.
+
+The Nemotron-H tests of the former test_new_layouts.py:
+
+Layouts with layers that cache nothing: Nemotron-H's hybrid pattern (Mamba-2, attention, MLP/MoE)
 and NAS ``block_configs`` (Llama-3.3-Nemotron-Super-49B), each number derived by hand next to it.
 
 Sources: transformers 5.24 models/nemotron_h/configuration_nemotron_h.py and modeling_nemotron_h.py
@@ -12,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,19 +46,45 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.mimo_qwen_families import PRESETS, _probe
+from tests.helpers.nemotron_families import SUPER_49B, _count
+
+# Nemotron-H-56B by hand (bf16; the nemotron-h-56b preset): hybrid_override_pattern of 118 letters,
+# 54 'M' (Mamba-2), 10 '*' (attention), 54 '-' (MLP).
+#   attention: 10 layers x 2 x 8 KV heads x 128 x 2 B = 40,960 B per token.
+#   Mamba-2: d_inner 256 heads x 64 = 16,384; conv over 16,384 + 2 x 8 groups x 256 = 20,480
+#     channels, kernel - 1 = 3 kept: 61,440 x 2 B = 122,880 B; SSM 16,384 x 256 = 4,194,304
+#     elements x 4 B (mamba_ssm_cache_dtype's float32 default) = 16,777,216 B; 16,900,096 B a
+#     layer, x 54 = 912,605,184 B per sequence.
+NEMOTRON_56B_FIXED = 54 * (61_440 * 2 + 4_194_304 * 4)
+
+
+def test_nemotron_h_56b_by_hand() -> None:
+    spec = read_config(copy.deepcopy(PRESETS["nemotron-h-56b"].config), name="nemotron-h-56b")
+    kinds = [c.kind for c in spec.caches]
+    assert spec.layers == 118
+    assert (kinds.count(Kind.MAMBA), kinds.count(Kind.FULL), kinds.count(Kind.NONE)) == (54, 10, 54)
+    assert spec.warnings == () and spec.notes == ()
+    est = estimate(spec, Workload(tokens=8192))
+    assert est.per_token_bytes == 40_960
+    assert est.fixed_bytes_per_sequence == NEMOTRON_56B_FIXED == 912_605_184
+    assert est.total_bytes == 8192 * 40_960 + 912_605_184 == 1_248_149_504
+    # llama.cpp keeps both states in f32: 54 x (61,440 + 4,194,304) x 4 = 919,240,704.
+    cpp, _ = make_engine("llamacpp")
+    assert estimate(spec, Workload(tokens=8192), engine=cpp).fixed_bytes_per_sequence == 919_240_704
+
+
+def test_probe_nemotron_h_56b_matches_byte_for_byte(run_cli: Any, tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS["nemotron-h-56b"].config | {"architectures": ["NemotronHForCausalLM"]}))
+    data = _probe(run_cli, path)
+    assert data["match"] is True
+    # transformers: the conv state spans the whole kernel (20,480 x 4 x 2 B = 163,840) and the SSM
+    # state is float32: 54 x (163,840 + 16,777,216) = 914,817,024; attention 10 x 300 x 4,096.
+    assert data["measured_bytes"] == data["estimated_bytes"] == 914_817_024 + 12_288_000 == 927_105_024
+
 
 NEMOTRON_H = "Nemotron-H-8B-Base-8K.json"
-SUPER_49B = "Llama-3_3-Nemotron-Super-49B-v1.json"
-
-
-def _count(kinds: list[Kind]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for kind in kinds:
-        out[str(kind)] = out.get(str(kind), 0) + 1
-    return out
-
-
-# --- the no-cache layer kind --------------------------------------------------------------------
 
 
 def test_no_cache_layer_is_zero_bytes_under_every_engine() -> None:
@@ -50,9 +99,6 @@ def test_no_cache_layer_is_zero_bytes_under_every_engine() -> None:
     assert layer.kind.short == "none"
     assert layer.elements_per_token == 0 and not layer.is_state and not layer.caches_tokens
     assert "nothing cached, 0 bytes" in layer.explain()
-
-
-# --- Nemotron-H ---------------------------------------------------------------------------------
 
 
 def test_nemotron_h_8b_by_hand() -> None:
@@ -141,81 +187,6 @@ def test_nemotron_h_errors_name_the_field(change: dict[str, Any], message: str) 
         read_config({**fixture_config(NEMOTRON_H), **change}, name="nh")
 
 
-# --- NAS block_configs ----------------------------------------------------------------------------
-
-
-def test_nemotron_super_49b_by_hand() -> None:
-    # 80 blocks: 31 with attention.no_op (nothing cached), 49 with n_heads_in_group 8:
-    # 64 / 8 = 8 KV heads x head_dim 8192 / 64 = 128.
-    # Per token: 49 x 2 x 8 x 128 x 2 B (bf16) = 200,704 B; nothing fixed per sequence.
-    spec = read_config(fixture_config(SUPER_49B), name="super-49b")
-    assert spec.layers == 80 and len(spec.caches) == 80
-    assert _count([c.kind for c in spec.caches]) == {"full_attention": 49, "no_cache": 31}
-    assert spec.caches[6].kind is Kind.NONE and spec.caches[7].kind is Kind.NONE  # blocks 6, 7: no_op
-    attention = spec.caches[0]
-    assert isinstance(attention, AttentionCache)
-    assert (attention.kv_heads, attention.k_head_dim, attention.v_head_dim) == (8, 128, 128)
-    est = estimate(spec, Workload(tokens=131_072))
-    assert est.per_token_bytes == 200_704
-    assert est.fixed_bytes_per_sequence == 0
-    assert est.total_bytes == 131_072 * 200_704 == 26_306_674_688
-    assert spec.warnings == () and spec.notes == ()
-
-
-def _toy_nas(*attentions: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "model_type": "nemotron-nas", "torch_dtype": "bfloat16", "hidden_size": 1024, "num_attention_heads": 16,
-        "num_key_value_heads": None, "num_hidden_layers": len(attentions),
-        "block_configs": [{"attention": a, "ffn": {"ffn_mult": 2.0, "replace_with_linear": True}} for a in attentions],
-    }  # fmt: skip
-
-
-def test_nas_heads_per_block_and_linear_attention() -> None:
-    # 16 heads of 64: n_heads_in_group 2 -> 8 KV heads, 16 -> 1; replace_with_linear caches nothing.
-    spec = read_config(
-        _toy_nas({"n_heads_in_group": 2}, {"n_heads_in_group": 16}, {"replace_with_linear": True}, {"no_op": True}),
-        name="toy",
-    )
-    heads = [c.kv_heads if isinstance(c, AttentionCache) else None for c in spec.caches]
-    assert heads == [8, 1, None, None]
-    assert [c.kind for c in spec.caches] == [Kind.FULL, Kind.FULL, Kind.NONE, Kind.NONE]
-    # (8 + 1) x 2 x 64 x 2 B = 2,304 B per token.
-    assert estimate(spec, Workload(tokens=10)).per_token_bytes == 2_304
-    assert any("replace_with_linear" not in n and "linear layer" in n for n in spec.notes)
-    assert spec.warnings == ()  # the ffn sub-block (replace_with_linear there too) sizes only the MLP
-
-
-def test_nas_fields_kvcalc_does_not_model_are_named() -> None:
-    spec = read_config(_toy_nas({"n_heads_in_group": 2, "window_length": 4096}, {"no_op": True}), name="toy")
-    assert [w.split("'")[1] for w in spec.warnings] == ["block_configs[0].attention.window_length"]
-
-
-@pytest.mark.parametrize(
-    ("attention", "message"),
-    [
-        ({"n_heads_in_group": None}, r"'block_configs\[0\].attention.n_heads_in_group' must be a positive integer"),
-        ({"n_heads_in_group": 3}, r"'block_configs\[0\].attention.n_heads_in_group' \(3\) must divide the 16"),
-        ({"no_op": "yes"}, r"'block_configs\[0\].attention.no_op' must be true or false"),
-    ],
-)
-def test_nas_errors_name_the_field(attention: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        read_config(_toy_nas(attention), name="toy")
-
-
-def test_nas_block_count_must_match() -> None:
-    cfg = _toy_nas({"n_heads_in_group": 2})
-    cfg["num_hidden_layers"] = 2
-    with pytest.raises(ConfigError, match="'block_configs' lists 1 layers but the model has 2"):
-        read_config(cfg, name="toy")
-    del cfg["block_configs"]
-    with pytest.raises(ConfigError, match="'block_configs' is missing"):
-        read_config(cfg, name="toy")
-
-
-# --- presets agree with the real files ------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("preset", "fixture"), [("nemotron-h-8b", NEMOTRON_H), ("llama-3.3-nemotron-super-49b", SUPER_49B)]
 )
@@ -232,9 +203,6 @@ def test_preset_agrees_with_real_config(preset: str, fixture: str) -> None:
     assert from_preset.warnings == ()
 
 
-# --- the probe: transformers' own NemotronH cache, byte for byte ----------------------------------
-
-
 def test_probe_nemotron_h_matches_byte_for_byte(run_cli) -> None:
     pytest.importorskip("torch", reason="the probe extra (torch) is not installed")
     pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
@@ -248,13 +216,6 @@ def test_probe_nemotron_h_matches_byte_for_byte(run_cli) -> None:
     assert by_kind["no_cache"]["measured_bytes"] == by_kind["no_cache"]["estimated_bytes"] == 0
     for kind in data["kinds"]:
         assert kind["measured_bytes"] == kind["estimated_bytes"], kind
-
-
-def test_probe_refuses_nas_which_transformers_does_not_implement(run_cli) -> None:
-    pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
-    result = run_cli("probe", str(FIXTURES / SUPER_49B), "--tokens", "300", "--device", "cpu")
-    assert result.exit_code != 0
-    assert "knows no model_type 'nemotron-nas'" in result.stderr
 
 
 def test_probe_nemotron_h_moe_blocks_cache_nothing(run_cli, tmp_path) -> None:

@@ -32,7 +32,7 @@ def test_vllm_sliding_layers_reserve_window_plus_batched_tokens_plus_one_block()
     # vllm/v1/kv_cache_interface.py SlidingWindowSpec: cdiv(min(W - 1 + max_num_batched_tokens, T), 16) + 1.
     # gpt-oss-20b (W = 128) at T = 32,768 with 8,192 batched tokens: cdiv(8,319, 16) + 1 = 521 blocks
     # = 8,336 slots in each of the 12 sliding layers; the 12 full layers hold 2,048 blocks = 32,768.
-    # One batch in flight: vLLM up to 0.25 (tests/engines/vllm/test_vllm_versions.py has 0.26's two batches).
+    # One batch in flight: vLLM up to 0.25 (tests/engines/vllm/test_releases.py has 0.26's two batches).
     spec = load_model("gpt-oss-20b")
     est = estimate(spec, Workload(tokens=32_768), engine=VLLM(version=(0, 25, 0)))
     kept = {g.kind: g.tokens_kept for g in est.groups}

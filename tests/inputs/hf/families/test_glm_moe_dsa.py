@@ -1,8 +1,12 @@
-"""Sparse-attention indexer key caches of GLM-5 (``glm_moe_dsa``, shared indexers included) and
+"""GLM-5's sparse-attention indexer key caches (kvcalc.inputs.hf.families.glm_moe_dsa, shared indexers
+included), and llama.cpp's indexer cache for both GLM-5 and MiniMax-M3.
+
+From the module these tests were split from:
+
+Sparse-attention indexer key caches of GLM-5 (``glm_moe_dsa``, shared indexers included) and
 MiniMax-M3 (``minimax_m3_vl``): kvcalc.inputs.hf.families.glm_moe_dsa and kvcalc.inputs.hf.families.minimax_m3.
 
-Every number below is derived by hand in the comment beside it from the configs' fields.
-"""
+Every number below is derived by hand in the comment beside it from the configs' fields."""
 
 from __future__ import annotations
 
@@ -14,18 +18,19 @@ import pytest
 from kvcalc.api import load_model
 from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.dtypes import BF16, FP8
-from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
-from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec
-from tests.conftest import FIXTURES, fixture_config
+from kvcalc.spec import IndexerCache, Kind, LatentCache
+from tests.conftest import fixture_config
+from tests.helpers.sparse_families import GLM51, GLM53, _per_token, _probe
 
-GLM51, GLM53, MINIMAX = "GLM-5.1.json", "GLM-5.3-w4a16.json", "MiniMax-M3.json"
 LATENT = LatentCache(512, 64, 192 + 64, 256)
+
+
 DSA_KEY = IndexerCache(128)
-MSA_KEY = IndexerCache(128, family="msa")
-GQA = AttentionCache(4, 128, 128)
+
+
 # GLM-5.3's indexer_types: full at 0, 1, 2, then one full after every three shared (6, 10, ..., 74).
 GLM53_FULL = [0, 1, 2, *range(6, 78, 4)]
 
@@ -38,27 +43,6 @@ def _glm(**fields: Any) -> dict[str, Any]:
         "torch_dtype": "bfloat16",
     }  # fmt: skip
     return {**base, **fields}
-
-
-def _minimax(layers: int = 4, **sparse: Any) -> dict[str, Any]:
-    """A small MiniMax-M3 text config: layer 0 full, the rest sparse, unless ``sparse`` says otherwise."""
-    freq = [0] + [1] * (layers - 1)
-    config = {
-        "sparse_index_dim": 128, "sparse_attention_freq": freq, "sparse_disable_index_value": freq,
-        "use_sparse_attention": True, **sparse,
-    }  # fmt: skip
-    return {
-        "model_type": "minimax_m3_vl_text", "num_hidden_layers": layers, "num_attention_heads": 64,
-        "num_key_value_heads": 4, "head_dim": 128, "torch_dtype": "bfloat16", "sparse_attention_config": config,
-    }  # fmt: skip
-
-
-def _per_token(spec: ModelSpec, engine: str, **workload: Any) -> int:
-    chosen, _ = make_engine(engine, uses_mla=any(c.is_latent for c in spec.caches))
-    return estimate(spec, Workload(tokens=workload.pop("tokens", 1), **workload), engine=chosen).per_token_bytes
-
-
-# --- GLM-5: every layer full (GLM-5 / GLM-5.1) -----------------------------------------------------
 
 
 def test_glm51_reads_a_latent_and_an_indexer_key_per_layer() -> None:
@@ -99,9 +83,6 @@ def test_glm5_preset_agrees_with_real_config() -> None:
     assert preset.warnings == ()
 
 
-# --- GLM-5.3: IndexShare, 57 of 78 layers share an indexer --------------------------------------------
-
-
 def test_glm53_caches_indexer_keys_only_on_full_layers() -> None:
     spec = read_config(fixture_config(GLM53), name="GLM-5.3")
     assert spec.layers == 78 and len(GLM53_FULL) == 21
@@ -127,9 +108,6 @@ def test_glm53_preset_agrees_with_real_config() -> None:
     real = read_config(fixture_config(GLM53), name="GLM-5.3")
     assert (preset.caches, preset.layers, preset.query_heads) == (real.caches, real.layers, real.query_heads)
     assert preset.warnings == ()
-
-
-# --- GLM-5: how the indexer layers are derived (GlmMoeDsaConfig.__post_init__) -----------------------
 
 
 def _indexer_layers(config: dict[str, Any]) -> int:
@@ -180,101 +158,17 @@ def test_glm_fields_kvcalc_cannot_model_are_errors(fields: dict[str, Any], named
         read_config(_glm(**fields), name="glm")
 
 
-# --- MiniMax-M3 -------------------------------------------------------------------------------------
-
-
-def test_minimax_m3_reads_gqa_and_an_index_key_per_sparse_layer() -> None:
-    spec = read_config(fixture_config(MINIMAX), name="MiniMax-M3")
-    assert (spec.model_type, spec.layers, spec.query_heads, spec.dtype) == ("minimax_m3_vl_text", 60, 64, BF16)
-    # 60 GQA layers (3 full + 57 sparse: the same K/V), then one index key per sparse layer.
-    assert spec.caches == (GQA,) * 60 + (MSA_KEY,) * 57
-    assert spec.warnings == ()
-    assert any("--block-size 128" in n for n in spec.notes)
-
-
-def test_minimax_m3_bytes_per_token_by_engine() -> None:
-    spec = load_model("minimax-m3")
-    # K + V: 60 layers x 2 x 4 heads x 128 x 2 B = 122,880; index keys: 57 x 128 x 2 = 14,592 -> 137,472 B.
-    for engine in ("theoretical", "transformers", "vllm", "sglang"):
-        assert _per_token(spec, engine) == 122_880 + 14_592 == 137_472, engine
-    # fp8 KV: K + V 61,440. theoretical and SGLang (MiniMaxSparseKVPool's index_dtype follows the KV
-    # dtype) store the keys in fp8 too: 57 x 128 = 7,296 -> 68,736; vLLM keeps them bf16
-    # (indexer_kv_dtype "bf16"): 61,440 + 14,592 = 76,032.
-    assert _per_token(spec, "theoretical", kv_dtype=FP8, tokens=64) == 61_440 + 7_296
-    assert _per_token(spec, "sglang", kv_dtype=FP8, tokens=64) == 61_440 + 7_296
-    assert _per_token(spec, "vllm", kv_dtype=FP8, tokens=64) == 61_440 + 14_592
-
-
-def test_minimax_m3_preset_agrees_with_real_config() -> None:
-    preset = read_config(copy.deepcopy(load_presets()["minimax-m3"].config), name="minimax-m3")
-    real = read_config(fixture_config(MINIMAX), name="MiniMax-M3")
-    assert (preset.caches, preset.layers, preset.query_heads) == (real.caches, real.layers, real.query_heads)
-    assert preset.warnings == ()
-
-
-def test_minimax_index_dim_and_layout_rules() -> None:
-    # sparse_index_dim overrides the flat index_head_dim (MiniMaxM3VLTextConfig.__post_init__).
-    spec = read_config({**_minimax(sparse_index_dim=64), "index_head_dim": 256}, name="m3")
-    assert spec.caches == (GQA,) * 4 + (IndexerCache(64, family="msa"),) * 3
-    # Without the legacy key, index_head_dim; without either, 128 (noted).
-    config = _minimax()
-    del config["sparse_attention_config"]["sparse_index_dim"]
-    assert read_config({**config, "index_head_dim": 96}, name="m3").caches[4:] == (IndexerCache(96, family="msa"),) * 3
-    # An explicit layer_types wins over sparse_attention_freq.
-    explicit = {**_minimax(), "layer_types": ["full_attention"] * 3 + ["minimax_m3_sparse"]}
-    assert read_config(explicit, name="m3").caches == (GQA,) * 4 + (MSA_KEY,)
-    # No sparse layers at all: plain GQA, no indexer.
-    plain = {k: v for k, v in _minimax().items() if k != "sparse_attention_config"}
-    assert read_config(plain, name="m3").caches == (GQA,) * 4
-
-
-@pytest.mark.parametrize(
-    ("config", "named"),
-    [
-        (_minimax(sparse_disable_index_value=[0, 0, 1, 1]), "sparse_disable_index_value"),
-        (_minimax(use_sparse_attention=False), "use_sparse_attention"),
-        (_minimax(sparse_attention_freq=[0, 1, 1]), "sparse_attention_freq"),
-        (_minimax(sparse_attention_freq=[0, 2, 1, 1]), "sparse_attention_freq"),
-        ({**_minimax(), "layer_types": ["full_attention", "linear_attention"] * 2}, "layer_types"),
-    ],
-)
-def test_minimax_fields_kvcalc_cannot_model_are_errors(config: dict[str, Any], named: str) -> None:
-    with pytest.raises(ConfigError, match=named):
-        read_config(config, name="m3")
-
-
-def test_minimax_unknown_sparse_field_is_named_by_the_guard() -> None:
-    spec = read_config(_minimax(sparse_kv_compress=4), name="m3")
-    assert [w.split("'")[1] for w in spec.warnings] == ["sparse_attention_config.sparse_kv_compress"]
-
-
-# --- llama.cpp: the indexer keys in a second cache --------------------------------------------------
-
-
 # llama.cpp 0c1e570 (src/llama-kv-cache-dsa.cpp, llama-kv-cache-msa.cpp): the indexer keys live in a
 # second llama_kv_cache of -ctk's type (f16). GLM-5: 78 MLA layers of 576 and 78 keys of 128, no V;
 # MiniMax-M3: 60 GQA layers (4 KV heads x 128, K and V) and, not being MLA, each of its 57 sparse
 # layers' keys of 128 carries a V row of the attention's value dim 128 that the graph never reads.
-# Real llama.cpp runs: tests/inputs/gguf/test_gguf_sparse.py.
+# Real llama.cpp runs: tests/inputs/gguf/test_mla.py.
 @pytest.mark.parametrize(
     ("model", "per_token"),
     [("glm-5", 78 * (576 + 128) * 2), ("minimax-m3", 60 * 4 * 128 * 2 * 2 + 57 * (128 + 128) * 2)],
 )
 def test_llamacpp_indexer_cache(model: str, per_token: int) -> None:
     assert _per_token(load_model(model), "llama.cpp") == per_token
-
-
-# --- the probe: transformers' real cache, byte for byte ----------------------------------------------
-
-
-def _probe(run_cli: Any, fixture: str, tokens: int) -> dict[str, Any]:
-    pytest.importorskip("torch", reason="the probe extra (torch) is not installed")
-    pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
-    result = run_cli("probe", str(FIXTURES / fixture), "--tokens", str(tokens), "--device", "cpu", "--json")
-    assert result.exit_code == 0, result.stderr + result.stdout
-    data: dict[str, Any] = result.json()
-    assert data["match"] is True
-    return data
 
 
 def test_probe_glm53_matches_byte_for_byte(run_cli: Any) -> None:
@@ -284,11 +178,3 @@ def test_probe_glm53_matches_byte_for_byte(run_cli: Any) -> None:
     assert data["measured_bytes"] == data["estimated_bytes"] == 5_750_784 + 344_064
     by_kind = {k["kind"]: (k["layers"], k["measured_bytes"]) for k in data["kinds"]}
     assert by_kind == {"mla": (78, 5_750_784), "indexer": (21, 344_064)}
-
-
-def test_probe_minimax_m3_matches_byte_for_byte(run_cli: Any) -> None:
-    data = _probe(run_cli, MINIMAX, 300)
-    # 60 x 300 x 2 x 4 x 128 x 2 B = 36,864,000 K/V; 57 x 300 x 128 x 2 = 4,377,600 index keys.
-    assert data["measured_bytes"] == data["estimated_bytes"] == 36_864_000 + 4_377_600
-    by_kind = {k["kind"]: (k["layers"], k["measured_bytes"]) for k in data["kinds"]}
-    assert by_kind == {"full_attention": (60, 36_864_000), "indexer": (57, 4_377_600)}

@@ -1,9 +1,13 @@
 """kvcalc.estimate on an opened model compiles each call's serving and layout once: a repeated
-call answers from the compiled plan, and must answer exactly as a first call does."""
+call answers from the compiled plan, and must answer exactly as a first call does.
+
+estimate's and compare's service (kvcalc.api._estimate) also caps hand values and refuses flags that
+would change nothing."""
 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,7 @@ import pytest
 import kvcalc
 from kvcalc.api import Layout, Serving, open_model
 from kvcalc.errors import UsageError
+from tests.conftest import assert_one_line_error
 
 CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("llama-3.1-8b", {"tokens": 4096}),
@@ -81,3 +86,43 @@ def test_a_compiled_call_refuses_what_a_first_call_refuses(kwargs: dict[str, Any
     for _ in range(2):
         with pytest.raises(UsageError, match=message):
             kvcalc.estimate(opened, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["estimate", "--layers", "99999999", "--head-dim", "128", "--kv-heads", "8"], "layers"),
+        (["estimate", "--layers", "32", "--head-dim", "99999999", "--kv-heads", "8"], "--head-dim"),
+        (["estimate", "--layers", "32", "--head-dim", "128", "--kv-heads", "99999999"], "--kv-heads"),
+        (["estimate", "llama-3.1-8b", "--dp", "1000000", "--batch", "1000000"], "dp"),
+        (["estimate", "llama-3.1-8b", "--tp", "1000000"], "tp"),
+        (["compare", "llama-3.1-8b", "--latent-dim", "-5"], "latent dim"),
+        (["compare", "llama-3.1-8b", "--latent-dim", "512", "--rope-dim", "-600"], "rope dim"),
+        (["compare", "llama-3.1-8b", "--latent-dim", "0", "--baseline", "MLA"], "latent dim"),
+        (["compare", "--layers", "32", "--heads", "32", "--head-dim", "99999999"], "--head-dim"),
+    ],
+)
+def test_hand_values_are_capped(run_cli, argv: list[str], needle: str) -> None:
+    assert_one_line_error(run_cli(*argv), needle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["estimate", "llama-3.1-8b", "--encoder-tokens", "1500"], "--encoder-tokens"),
+        (["estimate", "llama-3.1-8b", "--explain", "--json"], "--explain"),
+        (["compare", "llama-3.1-8b", "--chart", "--json"], "--chart"),
+        (["compare", "llama-3.1-8b", "mistral-7b-v0.1", "llama-3.1-8b"], "more than once"),
+        (["compare", "llama-3.1-8b", "Llama-3.1-8B"], "more than once"),
+        (["compare", "llama-3.1-8b", "llama-3.1-8b-instruct"], "more than once"),
+    ],
+)
+def test_ignored_flags_are_refused(run_cli, argv: list[str], needle: str) -> None:
+    assert_one_line_error(run_cli(*argv), needle)
+
+
+@pytest.mark.parametrize("flag", [["--tokens", "4k"], ["--prompt", "10"], ["--batch", "4"], ["--explain"]])
+def test_lengths_refuses_flags_it_would_ignore(run_cli, tmp_path: Path, flag: list[str]) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text("prompt,output\n10,2\n")
+    assert_one_line_error(run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), *flag), flag[0])
