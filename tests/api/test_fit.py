@@ -91,3 +91,24 @@ def test_weights_that_leave_nothing_still_say_what_the_workload_needs() -> None:
     assert report.budget.leaves_nothing and report.verdict is not None and not report.verdict.fits
     assert report.verdict.needed_bytes == 80 * 2 * 8 * 128 * 2 * 15_000 == 4_915_200_000
     assert report.verdict.headroom_bytes == report.budget.kv_bytes - 4_915_200_000
+
+
+def test_a_fit_that_does_not_fit_reads_the_weights_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 37: fit re-entered itself through dict(locals()) for each remedy of its verdict, and each
+    # re-entry read the weights again (3 reads for a Hub id: three network round trips). Llama 3.1
+    # 70B's bf16 weights (~141 GB) leave nothing on one L4 (24 GB), so the verdict tries remedies
+    # (more GPUs); the checkpoint's size is read once for all of them.
+    import kvcalc.inputs.weights as weights_module
+
+    reads: list[str] = []
+    real = weights_module.weights_bytes
+
+    def counted(model: str, **kwargs: object) -> tuple[int, str]:
+        reads.append(model)
+        return real(model, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(weights_module, "weights_bytes", counted)
+    report = api.fit("llama-3.1-70b", gpu="l4", tokens=5000, batch=3)
+    assert report.verdict is not None and not report.verdict.fits
+    assert report.verdict.remedies  # the remedies were tried, from the same weights
+    assert reads == ["llama-3.1-70b"]
