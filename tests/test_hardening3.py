@@ -61,7 +61,8 @@ def test_k_dtype_alone_in_fit_and_offload() -> None:
     report = api.fit("llama-3.1-8b", kv_budget=10**9, tokens=1000, engine="llama.cpp", k_dtype="q8_0")
     assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
     assert report.workload.v_dtype is not None and report.workload.v_dtype.name == "fp16"
-    off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000, k_dtype="q8_0")
+    off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000,
+                          serving=api.Serving("llama.cpp", k_dtype="q8_0"))  # fmt: skip
     assert off.workload.v_dtype is not None and off.workload.v_dtype.name == "fp16"
 
 

@@ -177,7 +177,7 @@ def compare(
     latent_dim: int | None = None,
     rope_dim: int | None = None,
     baseline: str | None = None,
-    engine: str | Engine = "theoretical",
+    engine: str | Engine | None = None,
     mark_own: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -185,11 +185,15 @@ def compare(
 ) -> Comparison:
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
-    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
+    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own) under ``engine``
+    (None: the default engine's storage rules)."""
     from kvcalc.calc.compare import attention_variants, candidate_for
     from kvcalc.calc.compare import compare as run_compare
+    from kvcalc.engines import DEFAULT_ENGINE, make_engine, uses_dsa
     from kvcalc.engines import Engine as EngineBase
-    from kvcalc.engines import make_engine, uses_dsa
+
+    if engine is None:
+        engine = DEFAULT_ENGINE
 
     if isinstance(models, str | bytes) or not isinstance(models, Sequence):
         raise UsageError(f"models must be a list of models (one: its variants; several: side by side), got "

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._offload import _gguf_headers
-from kvcalc.api._serving import Served, Serving, _merge, _past_limit, resolve_serving
+from kvcalc.api._serving import Served, _merge, _past_limit, as_serving, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # --weights-format: what the estimate's matmuls run at follows from it (Engine.matmul_dtype).
@@ -61,7 +61,7 @@ def speed(
     compute_dtype: str | None = None,
     bandwidth_efficiency: float | None = None,
     flops_efficiency: float | None = None,
-    engine: str | Engine = "theoretical",
+    engine: str | Engine | None = None,
     kv_dtype: DTypeLike = None,
     weights: int | None = None,
     weights_format: str | None = None,
@@ -104,7 +104,7 @@ def speed(
     peaks = _peaks(gpu, bandwidth, flops, notes)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = _config(opened, pp)
-    chosen = resolve_serving(opened.spec, Serving(engine, kv_dtype=kv_dtype))
+    chosen = resolve_serving(opened.spec, as_serving(None, engine=engine, kv_dtype=kv_dtype))
     if gpu is not None:
         from kvcalc.gpus import find_gpu
 

@@ -289,9 +289,9 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
     report = api.fit_offload(
         model, gpu_layers=layers, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), gpus=gpus or 1,
         tensor_split=shares, kv_offload=not no_kv_offload, tokens=count(tokens, "--tokens"),
-        batch=count(batch, "--batch") or 1, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-        options={name: value for name, value in knobs.items() if value is not None and value is not False},
-        engine=engine, weights=weights, revision=revision, on_fetch=say_fetching, strict=strict,
+        batch=count(batch, "--batch") or 1, weights=weights, revision=revision, on_fetch=say_fetching, strict=strict,
+        serving=api.Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options={
+            name: value for name, value in knobs.items() if value is not None and value is not False}),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:
