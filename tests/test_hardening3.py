@@ -33,7 +33,7 @@ assert LLAMA8B_Q8_K_F16_V == 102_760_448
 
 
 def test_k_dtype_alone_leaves_v_at_the_engine_default_in_estimate() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", k_dtype="q8_0"))
     assert est.kv_dtype.name == "q8_0" and est.v_dtype is not None and est.v_dtype.name == "fp16"
     assert est.total_bytes == LLAMA8B_Q8_K_F16_V
     assert any("V format not given: fp16" in n for n in est.notes)
@@ -41,24 +41,31 @@ def test_k_dtype_alone_leaves_v_at_the_engine_default_in_estimate() -> None:
 
 def test_k_dtype_alone_in_the_theoretical_engine_keeps_v_in_the_model_dtype() -> None:
     # 32 layers x 8 heads x 128 dims: K int8 isn't plain, so use fp8 for K: 1,024 B, V bf16 2,048 B
-    est = api.estimate("llama-3.1-8b", tokens=1000, k_dtype="fp8")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(k_dtype="fp8"))
     assert est.v_dtype is not None and est.v_dtype.name == "bf16"
     assert est.total_bytes == (1_024 + 2_048) * 32 * 1_000
 
 
 def test_v_dtype_alone_leaves_k_at_the_engine_default() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", v_dtype="q8_0")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", v_dtype="q8_0"))
     assert est.kv_dtype.name == "fp16" and est.total_bytes == LLAMA8B_Q8_K_F16_V
 
 
 def test_kv_dtype_with_k_dtype_sets_v_from_kv_dtype() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", kv_dtype="q4_0", k_dtype="q8_0")
+    est = api.estimate(
+        "llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", kv_dtype="q4_0", k_dtype="q8_0")
+    )
     assert est.v_dtype is not None and est.v_dtype.name == "q4_0"
     assert est.total_bytes == (1_088 + 32 * 18) * 32 * 1_024
 
 
 def test_k_dtype_alone_in_fit_and_offload() -> None:
-    report = api.fit("llama-3.1-8b", kv_budget=10**9, tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    report = api.fit(
+        "llama-3.1-8b",
+        tokens=1000,
+        serving=api.Serving(engine="llama.cpp", k_dtype="q8_0"),
+        capacity=api.Capacity(kv_budget=10**9),
+    )
     assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
     assert report.workload.v_dtype is not None and report.workload.v_dtype.name == "fp16"
     off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000,
@@ -102,7 +109,7 @@ MAMBA_FP32_BYTES = 11_073_382_400
 )
 def test_a_float32_checkpoint_is_one_decision_per_engine(engine: str, kv: str, weights: int) -> None:
     est = api.estimate("mamba-2.8b", tokens=100, engine=engine)
-    fit = api.fit("mamba-2.8b", gpu="h100", tokens=100, engine=engine, overhead=0)
+    fit = api.fit("mamba-2.8b", gpu="h100", tokens=100, engine=engine, capacity=api.Capacity(overhead=0))
     speed = api.speed("mamba-2.8b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
     weight_line = next(line for line in fit.budget.lines if line.label == "- weights")
     assert weight_line.bytes == speed.result.weights.total_bytes == weights
@@ -192,7 +199,7 @@ def test_a_request_past_the_model_limit_is_capped_and_not_called_a_fit() -> None
         assert report.verdict.reason is not None and "past the model's context limit" in report.verdict.reason
     within = api.fit("gemma-2-9b", gpu="h100", tokens=8_192)
     assert within.verdict is not None and within.verdict.fits
-    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, context_cap=False)
+    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, capacity=api.Capacity(context_cap=False))
     assert uncapped.verdict is not None and uncapped.verdict.fits
 
 
@@ -238,7 +245,7 @@ def test_a_non_finite_efficiency_is_one_line_exit_2(run_cli, flag: str, value: s
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "0.5"])
 def test_the_api_refuses_a_non_finite_efficiency_with_its_own_error(value: object) -> None:
     with pytest.raises(UsageError, match="bandwidth_efficiency must be in"):
-        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", bandwidth_efficiency=value)  # type: ignore[arg-type]
+        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", compute=api.Compute(bandwidth_efficiency=value))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("lengths", [20, 60, 120])
@@ -541,8 +548,10 @@ def test_speed_on_a_gguf_with_no_tensors_takes_the_weights_given(tmp_path: Path)
     arch, keys = with_nextn("glm4moe", 3, 0)
     path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
     with pytest.raises(SourceError, match=r"holds no tensors: give --weights SIZE$"):
-        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
-    report = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15, weights=10**9)
+        api.speed(str(path), prompt=10, output=2, compute=api.Compute(bandwidth=10**12, flops=10**15))
+    report = api.speed(
+        str(path), prompt=10, output=2, weights=10**9, compute=api.Compute(bandwidth=10**12, flops=10**15)
+    )
     assert report.result.weights.total_bytes == 10**9
 
 
@@ -580,5 +589,7 @@ def test_k_dtype_on_a_model_without_k_or_v_is_refused(run_cli) -> None:
 
 def test_a_float32_checkpoint_held_as_stored_says_where_it_would_be_16_bits() -> None:
     said = "holds this fp32 checkpoint as stored; vLLM, SGLang and llama.cpp hold it in 16 bits"
-    assert any(said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, overhead=0).notes)
+    assert any(
+        said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, capacity=api.Capacity(overhead=0)).notes
+    )
     assert not any(said in n for n in api.fit("llama-3.1-8b", gpu="h100", tokens=100).notes)

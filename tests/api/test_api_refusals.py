@@ -12,16 +12,17 @@ from kvcalc import api
 from kvcalc.errors import UsageError
 
 CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
-    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm", pp=1000), ("pp",)),
-    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
-                                                    dp_attention=2), ("dp_attention",)),
-    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
-                                                  dp_attention=2, engine="llama.cpp"), ("dp_attention",)),
-    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", tp=2,
-                                            dp_attention=2, engine="mlx"), ("dp_attention",)),
+    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm",
+        layout=api.Layout(pp=1000)), ("pp",)),
+    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+        layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+        engine="llama.cpp", layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", engine="mlx",
+        layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
     # fit as speed: the engine's hook (engines/base.py check_attention_dp), where fit once took it
-    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, tp=2,
-       dp_attention=2, engine=engine)), ("dp_attention",))
+    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, engine=engine,
+        layout=api.Layout(tp=2, dp_attention=2))), ("dp_attention",))
       for engine, gpu in (("theoretical", "h100-sxm"), ("transformers", "h100-sxm"), ("llama.cpp", "h100-sxm"),
                           ("llama-server", "h100-sxm"), ("mlx", "m4-max-64gb"))],
     ("max_kv_size 4", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="mlx", options={"max_kv_size": 4}),
@@ -34,9 +35,10 @@ CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
     ("mlx on an MI300X, fit", lambda: api.fit("llama-3.1-8b", gpu="mi300x", engine="mlx"), ("gpu",)),
     ("mlx on an MI300X, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="mi300x", engine="mlx"),
      ("gpu",)),
-    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50,
-                                                      engine="llama.cpp"), ("shared_prefix",)),
-    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50, engine="mlx"),
+    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", engine="llama.cpp",
+        sequences=api.Sequences(tokens=100, batch=2, shared_prefix=50)), ("shared_prefix",)),
+    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", engine="mlx",
+        sequences=api.Sequences(tokens=100, batch=2, shared_prefix=50)),
      ("shared_prefix",)),
 ]  # fmt: skip
 
@@ -51,6 +53,14 @@ def test_refused_naming_the_parameter(call: Callable[[], Any], params: tuple[str
 
 def test_engines_that_run_these_are_not_refused() -> None:
     # SGLang runs attention data-parallel; vLLM takes 32-token blocks; mlx-lm runs on a Mac
-    api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, dp_attention=2, engine="sglang", sweep=[])
+    api.speed(
+        "llama-3.1-8b",
+        prompt=16,
+        output=2,
+        gpu="h100-sxm",
+        engine="sglang",
+        sweep=[],
+        layout=api.Layout(tp=2, dp_attention=2),
+    )
     api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 32})
     api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="mlx")

@@ -235,7 +235,12 @@ MLX_BF16, MLX_Q4 = 131_072, 36_864
 def test_mlx_max_context_past_quantized_kv_start(budget: int, context: int) -> None:
     from kvcalc import api
 
-    r = api.fit("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, kv_budget=budget, tokens=1000).result
+    r = api.fit(
+        "llama-3.1-8b",
+        tokens=1000,
+        serving=api.Serving(engine="mlx", options={"kv_bits": 4}),
+        capacity=api.Capacity(kv_budget=budget),
+    ).result
     below = api.estimate("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, tokens=context)
     assert below.total_bytes == -(-context // 256) * 256 * (MLX_BF16 if context < 5000 else MLX_Q4)
     assert r.max_context == context

@@ -116,7 +116,13 @@ def test_given_weights_keep_preset_parameters() -> None:
     body_flops = 2 * (LLAMA2_7B_PARAMS - 2 * 32_000 * 4_096) * 2048
     assert body_flops == 26_526_808_539_136
     r = api.speed(
-        "llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", compute_dtype="fp8", weights=LLAMA2_7B_PARAMS, sweep=[]
+        "llama-2-7b",
+        prompt=2048,
+        output=1,
+        gpu="h100-sxm",
+        weights=LLAMA2_7B_PARAMS,
+        sweep=[],
+        compute=api.Compute(compute_dtype="fp8"),
     )
     assert r.result.prefill.flops >= body_flops
 
@@ -124,5 +130,7 @@ def test_given_weights_keep_preset_parameters() -> None:
 def test_preset_weights_count_every_parameter() -> None:
     """The same hand-derived FLOPs hold without weights= (the preset's bf16 checkpoint and its
     parameter count): the bug above is in the weights= path only."""
-    r = api.speed("llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", compute_dtype="fp8", sweep=[])
+    r = api.speed(
+        "llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", sweep=[], compute=api.Compute(compute_dtype="fp8")
+    )
     assert r.result.prefill.flops >= 2 * (LLAMA2_7B_PARAMS - 2 * 32_000 * 4_096) * 2048

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.gpus import GPU
 
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
+from kvcalc.api._sequences import Sequences, as_sequences
 from kvcalc.api._serving import (
-    KnobValue,
     Layout,
     Served,
     Serving,
@@ -31,6 +30,7 @@ from kvcalc.api._serving import (
     _merge,
     as_layout,
     as_serving,
+    layout_extras,
     resolve_serving,
 )
 
@@ -55,69 +55,79 @@ class FitReport:
     dp_attention: int = 1
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What ``fit`` sizes against beside a GPU preset: ``gpu_memory`` bytes per GPU (in place of a
+    preset) or a ready ``kv_budget`` per GPU, ``gpus`` in all (the tensor parallelism follows from
+    it when not given), the engine's share of each GPU (``utilization``), the weights' bytes (None:
+    read from the checkpoint, the Hub or the preset), the runtime's ``overhead`` in bytes (None:
+    the engine's runtime model), and the longest request the context answer considers:
+    ``max_model_len`` (None: the model's own limit; ``context_cap`` False: none)."""
+
+    gpu_memory: int | None = None
+    kv_budget: int | None = None
+    gpus: int | None = None
+    utilization: float | Fraction | None = None
+    weights: int | None = None
+    overhead: int | None = None
+    max_model_len: int | None = None
+    context_cap: bool = True
+
+
 def fit(
     model: ModelArg,
     *,
     gpu: str | None = None,
-    gpu_memory: int | None = None,
-    kv_budget: int | None = None,
-    gpus: int | None = None,
-    utilization: float | Fraction | None = None,
-    weights: int | None = None,
-    overhead: int | None = None,
     tokens: int | None = None,
     batch: int = 1,
-    kv_dtype: DTypeLike = None,
-    k_dtype: DTypeLike = None,
-    v_dtype: DTypeLike = None,
     engine: str | Engine | None = None,
-    options: Mapping[str, KnobValue] | None = None,
-    serving: Serving | None = None,
+    kv_dtype: DTypeLike = None,
     tp: int | None = None,
-    pp: int = 1,
-    dp: int = 1,
+    serving: Serving | None = None,
     layout: Layout | None = None,
-    dp_attention: int = 1,
-    max_model_len: int | None = None,
-    context_cap: bool = True,
-    images: int | None = None,
-    image_tokens: int | None = None,
+    sequences: Sequences | None = None,
+    capacity: Capacity | None = None,
+    verdict: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
-    verdict: bool = True,
 ) -> FitReport:
-    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
-    GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
-    ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
-    from the model's safetensors, the Hub or the preset). ``dp_attention`` groups of tp /
-    dp_attention GPUs each attend to their own requests (SGLang's --enable-dp-attention --dp N,
-    vLLM's data parallel with expert parallel): each GPU caches only its group's requests, with
-    the KV heads over tp / dp_attention GPUs, and holds the attention weights split that many
-    ways."""
+    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on a ``gpu``
+    preset (or the memory ``capacity`` gives: bytes per GPU or a ready KV budget, the GPU count,
+    the weights and the runtime's overhead, the longest request). ``sequences``: the requests in
+    place of tokens and batch, with ``images`` per request (Llama 3.2 Vision) as in ``estimate``.
+    ``layout.dp_attention`` groups of tp / dp_attention GPUs each attend to their own requests
+    (SGLang's --enable-dp-attention --dp N, vLLM's data parallel with expert parallel): each GPU
+    caches only its group's requests, with the KV heads over tp / dp_attention GPUs, and holds
+    the attention weights split that many ways. ``verdict``: whether it fits, and what to change
+    when it does not."""
+    checks.instance(capacity, "capacity", Capacity, "a kvcalc.Capacity or None")
+    cap = capacity if capacity is not None else Capacity()
+    work = as_sequences(sequences, tokens=tokens, batch=batch, takes=("images", "image_tokens"), what="fit")
+    _, dp_attention = layout_extras(layout)
     # Every value checked first, as the CLI's flags are (kvcalc.checks): bytes are whole and bounded.
     request = _FitRequest(
         gpu=checks.text(gpu, "gpu"),
-        gpu_memory=None if gpu_memory is None else checks.size(gpu_memory, "gpu_memory"),
-        kv_budget=None if kv_budget is None else checks.size(kv_budget, "kv_budget"),
-        weights=None if weights is None else checks.size(weights, "weights"),
-        overhead=None if overhead is None else checks.size(overhead, "overhead", minimum=0),
-        gpus=checks.optional_count(gpus, "gpus", maximum=checks.MAX_PARALLEL),
-        tokens=checks.optional_count(tokens, "tokens"),
-        batch=checks.count(batch, "batch"),
-        dp_attention=checks.count(dp_attention, "dp_attention", maximum=checks.MAX_PARALLEL),
-        max_model_len=checks.optional_count(max_model_len, "max_model_len"),
-        context_cap=checks.flag(context_cap, "context_cap"),
-        images=images,
-        image_tokens=image_tokens,
+        gpu_memory=None if cap.gpu_memory is None else checks.size(cap.gpu_memory, "gpu_memory"),
+        kv_budget=None if cap.kv_budget is None else checks.size(cap.kv_budget, "kv_budget"),
+        weights=None if cap.weights is None else checks.size(cap.weights, "weights"),
+        overhead=None if cap.overhead is None else checks.size(cap.overhead, "overhead", minimum=0),
+        gpus=checks.optional_count(cap.gpus, "gpus", maximum=checks.MAX_PARALLEL),
+        tokens=checks.optional_count(work.tokens, "tokens"),
+        batch=checks.count(work.batch, "batch"),
+        dp_attention=dp_attention,
+        max_model_len=checks.optional_count(cap.max_model_len, "max_model_len"),
+        context_cap=checks.flag(cap.context_cap, "context_cap"),
+        images=work.images,
+        image_tokens=work.image_tokens,
     )
     checks.flag(verdict, "verdict")
     checks.flag(strict, "strict")
-    share = None if utilization is None else checks.share(utilization, "utilization")
+    share = None if cap.utilization is None else checks.share(cap.utilization, "utilization")
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
-    tp, pp, dp = as_layout(layout, tp=tp, pp=pp, dp=dp)
-    request = replace(request, share=share, serving=asked, tp=tp, pp=pp, dp=dp)
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
+    got_tp, pp, dp = as_layout(layout, tp=tp, pp=1, dp=1, takes=("dp_attention",), what="fit")
+    request = replace(request, share=share, serving=asked, tp=got_tp, pp=pp, dp=dp)
     return _fit(opened, request, _WeightsOnce(opened, revision, on_fetch), verdict=verdict)
 
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._offload import _gguf_headers
-from kvcalc.api._serving import Served, _merge, _past_limit, as_serving, resolve_serving
+from kvcalc.api._serving import Layout as ServingLayout
+from kvcalc.api._serving import Served, _merge, _past_limit, as_layout, as_serving, layout_extras, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # --weights-format: what the estimate's matmuls run at follows from it (Engine.matmul_dtype).
@@ -44,6 +45,23 @@ class SpeedReport:
     layout: Layout | None = None
 
 
+@dataclass(frozen=True)
+class Compute:
+    """How the GPU runs a step where its preset does not say, or is overridden: peaks given by
+    hand (``bandwidth`` bytes/s and ``flops`` FLOP/s per GPU), the matmuls' ``compute_dtype``, the
+    checkpoint's ``weights_format`` as the kernels see it (None: from the config or the bytes per
+    parameter), ``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1] in place of the fitted
+    memory and GEMM shares of peak, and ``eager``: decode without CUDA graphs."""
+
+    bandwidth: int | None = None
+    flops: int | None = None
+    compute_dtype: str | None = None
+    weights_format: str | None = None
+    bandwidth_efficiency: float | None = None
+    flops_efficiency: float | None = None
+    eager: bool = False
+
+
 def speed(
     model: ModelArg,
     *,
@@ -52,54 +70,52 @@ def speed(
     batch: int = 1,
     gpu: str | None = None,
     tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    dp_attention: int = 1,
-    eager: bool = False,
-    bandwidth: int | None = None,
-    flops: int | None = None,
-    compute_dtype: str | None = None,
-    bandwidth_efficiency: float | None = None,
-    flops_efficiency: float | None = None,
+    layout: ServingLayout | None = None,
     engine: str | Engine | None = None,
     kv_dtype: DTypeLike = None,
+    compute: Compute | None = None,
     weights: int | None = None,
-    weights_format: str | None = None,
     sweep: Sequence[int] | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> SpeedReport:
     """Lower bounds on time to first token and time per output token for ``batch`` sequences of a
-    ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or ``bandwidth``
-    bytes/s and ``flops`` FLOP/s per GPU) with ``tp``-way tensor parallelism (kvcalc.calc.speed).
-    Beside each bound, an estimate with its range (kvcalc.calc.step_cost): the kernels at the
-    shares of peak a fitted table gives (``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1]
-    replace its memory and GEMM shares), TP / PP / EP / attention-DP communication over the GPU's
-    link, the engine's own per-step time (``eager``: decode without CUDA graphs) and MoE routing.
-    ``pp`` pipeline stages, ``ep`` expert-parallel GPUs of the ``tp``, ``dp_attention`` groups
-    running attention on their own requests (SGLang's --enable-dp-attention --dp N; vLLM's
-    --data-parallel-size N with --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0:
-    decode only. ``weights_format`` names a given checkpoint's format (None: from the config or
-    the bytes per parameter). ``sweep``: the batch sizes of the throughput table (None: powers of
-    two to 256)."""
+    ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or the peaks
+    ``compute`` gives) with ``tp``-way tensor parallelism (kvcalc.calc.speed). Beside each bound,
+    an estimate with its range (kvcalc.calc.step_cost): the kernels at the shares of peak a fitted
+    table gives, TP / PP / EP / attention-DP communication over the GPU's link, the engine's own
+    per-step time and MoE routing. A ``layout`` in place of tp: ``pp`` pipeline stages, ``ep``
+    expert-parallel GPUs of the tp, ``dp_attention`` groups running attention on their own
+    requests (SGLang's --enable-dp-attention --dp N; vLLM's --data-parallel-size N with
+    --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0: decode only. ``weights`` in bytes
+    (None: read). ``sweep``: the batch sizes of the throughput table (None: powers of two to
+    256)."""
     from kvcalc.calc.step_cost import Layout
 
+    checks.instance(compute, "compute", Compute, "a kvcalc.Compute or None")
+    given = compute if compute is not None else Compute()
+    bandwidth, flops, compute_dtype, weights_format, eager = (
+        given.bandwidth, given.flops, given.compute_dtype, given.weights_format, given.eager,
+    )  # fmt: skip
+    got_tp, pp, _ = as_layout(layout, tp=tp, pp=1, dp=1, takes=("ep", "dp_attention"), what="speed")
+    if layout is not None and layout.dp != 1:
+        raise UsageError("dp changes nothing in speed: the bounds are one replica's", param="dp")
+    ep, dp_attention = layout_extras(layout)
+    tp = got_tp if got_tp is not None else 1
     prompt = checks.count(prompt, "prompt", minimum=0)
     output = checks.count(output, "output")
     batch = checks.count(batch, "batch")
-    tp, pp, ep, dp_attention = (checks.count(value, param, maximum=checks.MAX_PARALLEL) for param, value in
-                                (("tp", tp), ("pp", pp), ("ep", ep), ("dp_attention", dp_attention)))  # fmt: skip
     bandwidth = None if bandwidth is None else checks.rate(bandwidth, "bandwidth")
     flops = None if flops is None else checks.rate(flops, "flops")
     weights = None if weights is None else checks.size(weights, "weights")
     sweep = _checked_sweep(sweep)
     gpu = checks.text(gpu, "gpu")
     checks.flag(eager, "eager")
-    layout = Layout(tp, pp, ep, dp_attention)
-    _check_layout(layout)
+    grid = Layout(tp, pp, ep, dp_attention)
+    _check_layout(grid)
     _check_formats(weights_format, compute_dtype)
-    efficiency = _efficiencies(bandwidth_efficiency, flops_efficiency)
+    efficiency = _efficiencies(given.bandwidth_efficiency, given.flops_efficiency)
     notes: list[str] = []
     peaks = _peaks(gpu, bandwidth, flops, notes)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -112,14 +128,14 @@ def speed(
     chosen.engine.check_attention_dp(dp_attention)
     checkpoint = _checkpoint(opened, config, chosen.engine, weights, revision, on_fetch, notes)
     split, counted = _split(opened.spec, config, checkpoint, chosen.engine, notes)
-    hw = _hardware(opened.spec, peaks, checkpoint, split, compute_dtype, layout, notes)
-    split = _split_notes(opened.spec, split, counted, checkpoint, layout, notes)
+    hw = _hardware(opened.spec, peaks, checkpoint, split, compute_dtype, grid, notes)
+    split = _split_notes(opened.spec, split, counted, checkpoint, grid, notes)
     shape, sparse = _attention_shape(opened.spec, config, notes)
-    kv = _KvReads(opened.spec, chosen, layout, shape, sparse)
-    result = _bounds(opened.spec, hw, split, shape, kv.read, peaks, layout, (prompt, output, batch), sweep, notes)
+    kv = _KvReads(opened.spec, chosen, grid, shape, sparse)
+    result = _bounds(opened.spec, hw, split, shape, kv.read, peaks, grid, (prompt, output, batch), sweep, notes)
     bound_given = _Given(peaks.bandwidth, peaks.flops_given, weights_format, compute_dtype, efficiency)
     est, est_notes = _estimate(result, chosen.engine, opened.spec, config, split, peaks.peaks, checkpoint,
-                               layout=layout, eager=eager, given=bound_given)  # fmt: skip
+                               layout=grid, eager=eager, given=bound_given)  # fmt: skip
     notes += est_notes
     asked = next(r for r in result.sweep if r.batch == batch)
     if asked.fits is False:
@@ -131,7 +147,7 @@ def speed(
                      "decode steps")  # fmt: skip
     first = kv.plan().at(max(prompt, 1), batch)
     merged = _merge(opened.spec.notes, chosen.notes, first.notes, notes)
-    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, checkpoint.label, merged, est, layout)
+    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, checkpoint.label, merged, est, grid)
 
 
 def _checked_sweep(sweep: Sequence[int] | None) -> list[int] | None:
