@@ -64,3 +64,48 @@ def test_engines_that_run_these_are_not_refused() -> None:
     )
     api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 32})
     api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="mlx")
+
+
+# Issue 37: the API's parameter objects. A value given both by name and in its object, or a field
+# the call does not read, is refused naming it (as a flag that changes nothing is).
+OBJECT_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
+    ("tokens and sequences", lambda: api.estimate("llama-3.1-8b", tokens=10, sequences=api.Sequences(tokens=20)),
+     ("sequences", "tokens")),
+    ("batch and sequences", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", batch=2,
+                                            sequences=api.Sequences(tokens=20)), ("sequences", "batch")),
+    ("shared_prefix in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm",
+                                             sequences=api.Sequences(tokens=20, shared_prefix=10)), ("shared_prefix",)),
+    ("prompt in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", sequences=api.Sequences(prompt=20)),
+     ("prompt",)),
+    ("dp_attention in estimate", lambda: api.estimate("llama-3.1-8b", tokens=10,
+                                                      layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("ep in estimate", lambda: api.estimate("llama-3.1-8b", tokens=10, layout=api.Layout(tp=2, ep=2)), ("ep",)),
+    ("ep in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", layout=api.Layout(tp=2, ep=2)), ("ep",)),
+    ("dp in speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+                                      layout=api.Layout(dp=2)), ("dp",)),
+    ("tp and layout in speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                 layout=api.Layout(pp=2)), ("layout", "tp")),
+    ("capacity not a Capacity", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", capacity={"kv_budget": 1}),
+     ("capacity",)),
+    ("compute not a Compute", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+                                                compute={"flops": 1}), ("compute",)),
+    ("offload under vllm", lambda: api.fit_offload("llama-3.1-8b", gpu_layers=10, gpu_memory=2**34,
+                                                   serving=api.Serving("vllm")), ("gpu_layers",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "params"), [(c, p) for _, c, p in OBJECT_CASES],
+                         ids=[name for name, _, _ in OBJECT_CASES])  # fmt: skip
+def test_parameter_objects_refuse_naming_the_parameter(call: Callable[[], Any], params: tuple[str, ...]) -> None:
+    with pytest.raises(UsageError) as info:
+        call()
+    assert info.value.params == params
+
+
+def test_offload_defaults_to_the_layer_splitting_engine() -> None:
+    # No serving: llama.cpp (engines.LAYER_SPLIT_ENGINES[0]); kv_dtype alone is its cache format.
+    # 32 layers x 8 KV heads x 128 x 2 (K, V) x 4,096 cells at q8_0 (34 bytes a block of 32)
+    # = 32 x 2 x 8 x 4 x 34 x 4,096 = 285,212,672 B of KV.
+    report = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=2**36, tokens=4096, kv_dtype="q8_0")
+    assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
+    assert sum(d.kv_cache for d in report.devices) == 32 * 2 * 8 * 4 * 34 * 4096 == 285_212_672
