@@ -74,7 +74,7 @@ def test_serving_and_layout_objects_equal_the_short_forms() -> None:
         ),
         (
             ["--tokens", "2k", "--batch", "4", "--shared-prefix", "1k", "--engine", "vllm"],
-            {"tokens": 2048, "batch": 4, "shared_prefix": 1024, "engine": "vllm"},
+            {"sequences": kvcalc.Sequences(tokens=2048, batch=4, shared_prefix=1024), "engine": "vllm"},
         ),
     ],
 )

@@ -109,7 +109,7 @@ def test_a_non_finite_efficiency_is_one_line_exit_2(run_cli, flag: str, value: s
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "0.5"])
 def test_the_api_refuses_a_non_finite_efficiency_with_its_own_error(value: object) -> None:
     with pytest.raises(UsageError, match="bandwidth_efficiency must be in"):
-        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", bandwidth_efficiency=value)  # type: ignore[arg-type]
+        api.speed("llama-3.1-8b", prompt=10, output=2, gpu="h100", compute=api.Compute(bandwidth_efficiency=value))  # type: ignore[arg-type]
 
 
 # The API checks its parameters as the CLI checks its flags (kvcalc.checks): every bad value is one
@@ -156,7 +156,11 @@ def test_formats_and_engines_that_are_not_names() -> None:
 
 def test_a_size_as_text_is_refused_with_the_reader_named() -> None:
     # fit(kv_budget='16GiB') raised TypeError ('<=' between str and int).
-    refused(lambda: kvcalc.fit(LLAMA, kv_budget="16GiB"), "kv_budget", "kvcalc.units.parse_size reads text")  # type: ignore[arg-type]
+    refused(
+        lambda: kvcalc.fit(LLAMA, capacity=kvcalc.Capacity(kv_budget="16GiB")),
+        "kv_budget",
+        "kvcalc.units.parse_size reads text",
+    )  # type: ignore[arg-type]
 
 
 def test_compare_needs_a_list_of_lengths() -> None:
@@ -178,7 +182,11 @@ def test_counts_past_the_cli_cap() -> None:
     refused(lambda: kvcalc.estimate(LLAMA, tokens=10**30), "tokens", "tokens is implausibly large")
     refused(lambda: kvcalc.estimate(LLAMA, tokens=10, batch=2**51), "batch", "implausibly large")
     refused(lambda: kvcalc.estimate(LLAMA, tokens=10, tp=2**17), "tp", "implausibly large")
-    refused(lambda: kvcalc.fit(LLAMA, kv_budget=2**30, tokens=MAX_COUNT + 1), "tokens", "implausibly large")
+    refused(
+        lambda: kvcalc.fit(LLAMA, tokens=MAX_COUNT + 1, capacity=kvcalc.Capacity(kv_budget=2**30)),
+        "tokens",
+        "implausibly large",
+    )
 
 
 @pytest.mark.parametrize(("param", "value"), [("bandwidth", math.nan), ("flops", math.inf), ("bandwidth", 0.5),
@@ -186,25 +194,27 @@ def test_counts_past_the_cli_cap() -> None:
 def test_peaks_must_be_whole_positive_rates(param: str, value: Any) -> None:
     # bandwidth=nan gave NaN times; flops=inf zero ones.
     peaks: dict[str, Any] = {"bandwidth": 3_350_000_000_000, "flops": 989_400_000_000_000, param: value}
-    refused(lambda: kvcalc.speed(LLAMA, prompt=10, output=2, **peaks), param, f"{param} must")
+    refused(lambda: kvcalc.speed(LLAMA, prompt=10, output=2, compute=kvcalc.Compute(**peaks)), param, f"{param} must")
 
 
 def test_a_rate_written_as_a_whole_float_is_taken() -> None:
     # 3.35e12 and 989.4e12 are whole numbers, as the CLI's --bandwidth 3.35e12 is.
-    report = kvcalc.speed(LLAMA, prompt=10, output=2, bandwidth=3.35e12, flops=989.4e12)
-    exact = kvcalc.speed(LLAMA, prompt=10, output=2, bandwidth=3_350_000_000_000, flops=989_400_000_000_000)
+    report = kvcalc.speed(LLAMA, prompt=10, output=2, compute=kvcalc.Compute(bandwidth=3.35e12, flops=989.4e12))
+    exact = kvcalc.speed(
+        LLAMA, prompt=10, output=2, compute=kvcalc.Compute(bandwidth=3_350_000_000_000, flops=989_400_000_000_000)
+    )
     assert report.result == exact.result
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, 1.5, 0, -(2**30), True, 2**61])
 def test_fit_budget_must_be_whole_bytes(value: Any) -> None:
     # kv_budget=nan and 1.5 were taken (1.5 as 1 byte).
-    refused(lambda: kvcalc.fit(LLAMA, kv_budget=value), "kv_budget", "kv_budget")
+    refused(lambda: kvcalc.fit(LLAMA, capacity=kvcalc.Capacity(kv_budget=value)), "kv_budget", "kv_budget")
 
 
 def test_a_budget_written_as_a_whole_float_is_taken() -> None:
     # 16e9 B / (8,192 tokens x 131,072 B a token = 1,073,741,824 B a request) = 14.9: 14 requests.
-    assert kvcalc.fit(LLAMA, kv_budget=16e9, tokens=8192).result.max_concurrency == 14
+    assert kvcalc.fit(LLAMA, tokens=8192, capacity=kvcalc.Capacity(kv_budget=16e9)).result.max_concurrency == 14
 
 
 def test_a_mix_of_no_requests_is_refused() -> None:
@@ -231,15 +241,17 @@ def test_percentiles_outside_0_to_100(q: Any) -> None:
 
 def test_a_share_is_checked_as_a_number() -> None:
     refused(
-        lambda: kvcalc.fit(LLAMA, gpu="h100", utilization="0.9"),
+        lambda: kvcalc.fit(LLAMA, gpu="h100", capacity=kvcalc.Capacity(utilization="0.9")),
         "utilization",
         "utilization must be in (0, 1] (a number)",
     )  # type: ignore[arg-type]
-    refused(lambda: kvcalc.fit(LLAMA, gpu="h100", utilization=math.nan), "utilization", "(0, 1]")
+    refused(
+        lambda: kvcalc.fit(LLAMA, gpu="h100", capacity=kvcalc.Capacity(utilization=math.nan)), "utilization", "(0, 1]"
+    )
     # Fractions and floats as written: 0.9 is 9/10 (the same budget as Fraction(9, 10)).
     assert (
-        kvcalc.fit(LLAMA, gpu="h100", utilization=0.9).budget
-        == kvcalc.fit(LLAMA, gpu="h100", utilization=Fraction(9, 10)).budget
+        kvcalc.fit(LLAMA, gpu="h100", capacity=kvcalc.Capacity(utilization=0.9)).budget
+        == kvcalc.fit(LLAMA, gpu="h100", capacity=kvcalc.Capacity(utilization=Fraction(9, 10))).budget
     )
 
 
@@ -294,7 +306,10 @@ CALLS: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
     "compare": (api.compare, lambda: {"models": [_model()], "tokens": [100]}),
     "estimate_requests": (api.estimate_requests, lambda: {"model": _model(), "requests": [kvcalc.Request(10, 5)]}),
     "read_requests": (api.read_requests, lambda: {"path": str(FIXTURES / "gpt2.json")}),
-    "fit": (api.fit, lambda: {"model": _model(), "kv_budget": 2**30, "tokens": 100, "verdict": False}),
+    "fit": (
+        api.fit,
+        lambda: {"model": _model(), "capacity": api.Capacity(kv_budget=2**30), "tokens": 100, "verdict": False},
+    ),
     "fit_offload": (
         api.fit_offload,
         lambda: {"model": _model(), "gpu_layers": 10, "gpu_memory": 80 * 10**9, "tokens": 100},
@@ -336,15 +351,41 @@ def test_every_parameter_refuses_bad_values_with_kvcalc_errors(name: str) -> Non
             _try(function, {**base, param: value}, f"{name}({param}={value!r})")
 
 
-@pytest.mark.parametrize("kind", [api.Serving, api.Layout])
-def test_every_field_of_serving_and_layout(kind: type) -> None:
-    for field in fields(kind):
+# Each parameter object, the call that reads it, that call's other arguments, and the object's
+# fields in a valid call (each field is then given each bad value in turn).
+OBJECTS: dict[str, tuple[str, Callable[..., Any], Callable[[], dict[str, Any]], dict[str, Any]]] = {
+    "Serving": ("serving", api.estimate, lambda: {"model": _model(), "tokens": 100}, {}),
+    "Layout": ("layout", api.estimate, lambda: {"model": _model(), "tokens": 100}, {}),
+    "Sequences": ("sequences", api.estimate, lambda: {"model": _model()}, {"tokens": 100}),
+    "Capacity": ("capacity", api.fit, lambda: {"model": _model(), "tokens": 100, "verdict": False},
+                 {"kv_budget": 2**30}),
+    "Compute": ("compute", api.speed, lambda: {"model": _model(), "prompt": 10, "output": 2, "gpu": "h100",
+                                               "sweep": [1, 2]}, {}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(OBJECTS))
+def test_every_field_of_the_parameter_objects(kind: str) -> None:
+    arg, function, base, valid = OBJECTS[kind]
+    cls = getattr(api, kind)
+    for field in fields(cls):
         for value in BAD:
-            given = kind(**{field.name: value})
-            arg = "serving" if kind is api.Serving else "layout"
-            _try(
-                api.estimate, {"model": _model(), "tokens": 100, arg: given}, f"{kind.__name__}({field.name}={value!r})"
-            )
+            given = cls(**{**valid, field.name: value})
+            _try(function, {**base(), arg: given}, f"{kind}({field.name}={value!r})")
+
+
+@pytest.mark.parametrize("kind", list(OBJECTS))
+def test_numeric_fields_of_the_parameter_objects_refuse_what_the_cli_refuses(kind: str) -> None:
+    """As test_numeric_parameters_refuse_what_the_cli_refuses, for the counts, sizes, rates and
+    shares the API takes in its parameter objects (Sequences, Capacity, Compute, Layout)."""
+    arg, function, base, valid = OBJECTS[kind]
+    cls = getattr(api, kind)
+    for field in fields(cls):
+        if not any(word in str(field.type) for word in ("int", "float", "Fraction")):
+            continue
+        for value in NEVER_A_NUMBER:
+            with pytest.raises(KvcalcError):
+                function(**{**base(), arg: cls(**{**valid, field.name: value})})
 
 
 @pytest.mark.parametrize("method", ["bytes_percentile", "tokens_percentile"])

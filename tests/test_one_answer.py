@@ -33,7 +33,11 @@ def _answers(preset: str, engine: str, tokens: int, batch: int) -> tuple[object,
     rows = outcome(lambda: api.compare([preset], tokens=[tokens], batch=batch, engine=engine).rows)
     own = [r.total_bytes for r in rows if r.candidate.own] if isinstance(rows, tuple) else [rows]
     needed = outcome(
-        lambda: api.fit(preset, tokens=tokens, batch=batch, engine=engine, kv_budget=2**40).verdict.needed_bytes
+        lambda: (
+            api.fit(
+                preset, tokens=tokens, batch=batch, engine=engine, capacity=api.Capacity(kv_budget=2**40)
+            ).verdict.needed_bytes
+        )
     )
     return est, own[0] if own else None, needed
 

@@ -32,6 +32,9 @@ _EXPORTS = {
     "model_from_geometry": "api",
     "Serving": "api",
     "Layout": "api",
+    "Sequences": "api",
+    "Capacity": "api",
+    "Compute": "api",
     "Request": "calc.requests",
     "RequestSummary": "calc.requests",
     "Comparison": "calc.compare",
@@ -57,7 +60,9 @@ _EXPORTS = {
 
 __all__ = [
     "AttentionCache",
+    "Capacity",
     "Comparison",
+    "Compute",
     "ConfigError",
     "DType",
     "DependencyError",
@@ -75,6 +80,7 @@ __all__ = [
     "ProbeReport",
     "Request",
     "RequestSummary",
+    "Sequences",
     "Serving",
     "SharedCache",
     "SourceError",
@@ -101,10 +107,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from kvcalc.api import Capacity as Capacity
+    from kvcalc.api import Compute as Compute
     from kvcalc.api import FitReport as FitReport
     from kvcalc.api import Layout as Layout
     from kvcalc.api import Model as Model
     from kvcalc.api import ProbeReport as ProbeReport
+    from kvcalc.api import Sequences as Sequences
     from kvcalc.api import Serving as Serving
     from kvcalc.api import SpeedReport as SpeedReport
     from kvcalc.api import compare as compare

@@ -7,13 +7,14 @@ would change nothing."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kvcalc
-from kvcalc.api import Layout, Serving, open_model
+from kvcalc.api import Layout, Sequences, Serving, open_model
 from kvcalc.errors import UsageError
 from tests.conftest import assert_one_line_error
 
@@ -21,7 +22,7 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("llama-3.1-8b", {"tokens": 4096}),
     ("llama-3.1-8b", {}),  # tokens not given: a note per call
     ("llama-3.1-8b", {"tokens": 200_000}),  # past the context limit: a note
-    ("llama-3.1-8b", {"prompt": 1000, "output": 24, "batch": 3, "shared_prefix": 500}),
+    ("llama-3.1-8b", {"sequences": Sequences(prompt=1000, output=24, batch=3, shared_prefix=500)}),
     ("llama-3.1-8b", {"tokens": 8191, "engine": "vllm", "options": {"block_size": 32}, "kv_dtype": "fp8"}),
     ("llama-3.1-8b", {"tokens": 8191, "serving": Serving("llama.cpp", k_dtype="q8_0", v_dtype="q4_0")}),
     ("llama-3.1-8b", {"tokens": 8191, "engine": "transformers", "kv_dtype": "int4"}),
@@ -29,7 +30,7 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("t5-small", {"prompt": 300, "output": 20}),
     ("t5-small", {"tokens": 20}),  # the encoder length assumed from the decoder's: noted
     ("whisper-large-v3", {"output": 20, "prompt": 5}),
-    ("llama-3.2-11b-vision", {"tokens": 100, "images": 2}),
+    ("llama-3.2-11b-vision", {"sequences": Sequences(tokens=100, images=2)}),
     ("qwen3-next-80b-a3b", {"tokens": 9000, "engine": "sglang"}),
 )
 
@@ -46,6 +47,10 @@ def test_a_repeated_call_answers_as_a_first_call(model: str, kwargs: dict[str, A
         changed["tokens"] = changed["tokens"] + 17
     elif "output" in changed:
         changed["output"] = changed["output"] + 17
+    elif "sequences" in changed:
+        seq = changed["sequences"]
+        longer = {"tokens": seq.tokens + 17} if seq.tokens is not None else {"output": seq.output + 17}
+        changed["sequences"] = replace(seq, **longer)
     assert kvcalc.estimate(opened, **changed) == kvcalc.estimate(model, **changed)
 
 
@@ -73,14 +78,14 @@ def test_calls_that_differ_in_any_argument_are_compiled_apart() -> None:
         ({"tokens": 0}, "tokens must be a positive integer, got 0"),
         ({"tokens": -3}, "tokens must be a positive integer, got -3"),
         ({"tokens": 10, "prompt": 5}, "give either tokens or prompt/output, not both"),
-        ({"tokens": 10, "shared_prefix": 11}, r"shared prefix \(11\) is longer than the 10 tokens"),
+        ({"sequences": Sequences(tokens=10, shared_prefix=11)}, r"shared prefix \(11\) is longer than the 10 tokens"),
         ({"tokens": 10, "batch": [1]}, r"batch must be a positive integer, got \[1\]"),
         ({"tokens": 10, "options": {"block_size": 16}}, "block_size"),
     ],
 )
 def test_a_compiled_call_refuses_what_a_first_call_refuses(kwargs: dict[str, Any], message: str) -> None:
     opened = open_model("llama-3.1-8b")
-    good = {k: v for k, v in kwargs.items() if k not in ("tokens", "prompt", "shared_prefix")}
+    good = {k: v for k, v in kwargs.items() if k not in ("tokens", "prompt", "sequences")}
     with contextlib.suppress(UsageError):  # compile the call (when it is a valid one)
         kvcalc.estimate(opened, tokens=100, **good)
     for _ in range(2):

@@ -42,19 +42,32 @@ def test_a_mac_whose_weights_do_not_fit_is_offered_4_bit_weights_not_more_gpus()
 def test_a_mac_whose_cache_does_not_fit_is_offered_no_tensor_parallelism() -> None:
     # 4-bit weights given; six 32k requests need 6 x 8 GiB = 48 GiB of KV.
     for engine in ("mlx", "theoretical"):
-        report = api.fit("qwen3-32b", engine=engine, gpu="m4-max-64gb", tokens=32_768, batch=6,
-                         weights=QWEN3_32B_Q4)  # fmt: skip
+        report = api.fit(
+            "qwen3-32b",
+            engine=engine,
+            gpu="m4-max-64gb",
+            tokens=32_768,
+            batch=6,
+            capacity=api.Capacity(weights=QWEN3_32B_Q4),
+        )
         changes = _changes(report)
         assert not any("--tp" in c for c in changes), (engine, changes)
         assert not any("4-bit weights" in c for c in changes), changes  # already that small
     assert _changes(report)[0].startswith("fp8 KV cache")  # the theoretical engine's smaller format
-    mlx = api.fit("qwen3-32b", engine="mlx", gpu="m4-max-64gb", tokens=32_768, batch=6, weights=QWEN3_32B_Q4)
+    mlx = api.fit(
+        "qwen3-32b",
+        engine="mlx",
+        gpu="m4-max-64gb",
+        tokens=32_768,
+        batch=6,
+        capacity=api.Capacity(weights=QWEN3_32B_Q4),
+    )
     assert _changes(mlx)[0] == "4-bit KV cache (--kv-bits 4)"
 
 
 def test_mlx_off_a_mac_preset_offers_no_tensor_parallelism() -> None:
     """mlx-lm's tensor parallelism (mx.distributed) spans Macs: not a change on this machine."""
-    report = api.fit("qwen3-32b", engine="mlx", gpu_memory=48 * 2**30, tokens=32_768)
+    report = api.fit("qwen3-32b", engine="mlx", tokens=32_768, capacity=api.Capacity(gpu_memory=48 * 2**30))
     assert not any("--tp" in c or "GPUs" in c for c in _changes(report))
 
 
@@ -70,7 +83,12 @@ def test_overhead_refuses_the_knobs_only_the_runtime_model_reads(run_cli) -> Non
     nothing beside --kv-budget; both were accepted and ignored."""
     for knob in ({"max_num_seqs": 5}, {"enforce_eager": True}):
         with pytest.raises(UsageError, match="has no effect") as raised:
-            api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", overhead=10**9, options=knob)
+            api.fit(
+                "llama-3.1-8b",
+                gpu="h100-sxm",
+                serving=api.Serving(engine="vllm", options=knob),
+                capacity=api.Capacity(overhead=10**9),
+            )
         assert raised.value.params == ("overhead", *knob)
     for flags in (("--max-num-seqs", "5"), ("--enforce-eager",)):
         result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--overhead", "1GB", *flags)
@@ -80,7 +98,10 @@ def test_overhead_refuses_the_knobs_only_the_runtime_model_reads(run_cli) -> Non
             "effect with it\n"
         )
     # Without them --overhead still answers.
-    assert api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", overhead=10**9).result.max_tokens > 0
+    assert (
+        api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", capacity=api.Capacity(overhead=10**9)).result.max_tokens
+        > 0
+    )
 
 
 def test_weights_that_leave_nothing_still_say_what_the_workload_needs() -> None:
@@ -102,7 +123,7 @@ def test_a_request_past_the_model_limit_is_capped_and_not_called_a_fit() -> None
         assert report.verdict.reason is not None and "past the model's context limit" in report.verdict.reason
     within = api.fit("gemma-2-9b", gpu="h100", tokens=8_192)
     assert within.verdict is not None and within.verdict.fits
-    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, context_cap=False)
+    uncapped = api.fit("gemma-2-9b", gpu="h100", tokens=16_384, capacity=api.Capacity(context_cap=False))
     assert uncapped.verdict is not None and uncapped.verdict.fits
 
 
@@ -122,5 +143,28 @@ def test_weights_that_do_not_fit_are_a_verdict_exit_0(run_cli) -> None:
 
 def test_a_float32_checkpoint_held_as_stored_says_where_it_would_be_16_bits() -> None:
     said = "holds this fp32 checkpoint as stored; vLLM, SGLang and llama.cpp hold it in 16 bits"
-    assert any(said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, overhead=0).notes)
+    assert any(
+        said in n for n in api.fit("mamba-2.8b", gpu="h100", tokens=100, capacity=api.Capacity(overhead=0)).notes
+    )
     assert not any(said in n for n in api.fit("llama-3.1-8b", gpu="h100", tokens=100).notes)
+
+
+def test_a_fit_that_does_not_fit_reads_the_weights_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 37: fit re-entered itself through dict(locals()) for each remedy of its verdict, and each
+    # re-entry read the weights again (3 reads for a Hub id: three network round trips). Llama 3.1
+    # 70B's bf16 weights (~141 GB) leave nothing on one L4 (24 GB), so the verdict tries remedies
+    # (more GPUs); the checkpoint's size is read once for all of them.
+    import kvcalc.inputs.weights as weights_module
+
+    reads: list[str] = []
+    real = weights_module.weights_bytes
+
+    def counted(model: str, **kwargs: object) -> tuple[int, str]:
+        reads.append(model)
+        return real(model, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(weights_module, "weights_bytes", counted)
+    report = api.fit("llama-3.1-70b", gpu="l4", tokens=5000, batch=3)
+    assert report.verdict is not None and not report.verdict.fits
+    assert report.verdict.remedies  # the remedies were tried, from the same weights
+    assert reads == ["llama-3.1-70b"]

@@ -21,7 +21,7 @@ assert LLAMA8B_Q8_K_F16_V == 102_760_448
 
 
 def test_k_dtype_alone_leaves_v_at_the_engine_default_in_estimate() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", k_dtype="q8_0"))
     assert est.kv_dtype.name == "q8_0" and est.v_dtype is not None and est.v_dtype.name == "fp16"
     assert est.total_bytes == LLAMA8B_Q8_K_F16_V
     assert any("V format not given: fp16" in n for n in est.notes)
@@ -29,27 +29,35 @@ def test_k_dtype_alone_leaves_v_at_the_engine_default_in_estimate() -> None:
 
 def test_k_dtype_alone_in_the_theoretical_engine_keeps_v_in_the_model_dtype() -> None:
     # 32 layers x 8 heads x 128 dims: K int8 isn't plain, so use fp8 for K: 1,024 B, V bf16 2,048 B
-    est = api.estimate("llama-3.1-8b", tokens=1000, k_dtype="fp8")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(k_dtype="fp8"))
     assert est.v_dtype is not None and est.v_dtype.name == "bf16"
     assert est.total_bytes == (1_024 + 2_048) * 32 * 1_000
 
 
 def test_v_dtype_alone_leaves_k_at_the_engine_default() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", v_dtype="q8_0")
+    est = api.estimate("llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", v_dtype="q8_0"))
     assert est.kv_dtype.name == "fp16" and est.total_bytes == LLAMA8B_Q8_K_F16_V
 
 
 def test_kv_dtype_with_k_dtype_sets_v_from_kv_dtype() -> None:
-    est = api.estimate("llama-3.1-8b", tokens=1000, engine="llama.cpp", kv_dtype="q4_0", k_dtype="q8_0")
+    est = api.estimate(
+        "llama-3.1-8b", tokens=1000, serving=api.Serving(engine="llama.cpp", kv_dtype="q4_0", k_dtype="q8_0")
+    )
     assert est.v_dtype is not None and est.v_dtype.name == "q4_0"
     assert est.total_bytes == (1_088 + 32 * 18) * 32 * 1_024
 
 
 def test_k_dtype_alone_in_fit_and_offload() -> None:
-    report = api.fit("llama-3.1-8b", kv_budget=10**9, tokens=1000, engine="llama.cpp", k_dtype="q8_0")
+    report = api.fit(
+        "llama-3.1-8b",
+        tokens=1000,
+        serving=api.Serving(engine="llama.cpp", k_dtype="q8_0"),
+        capacity=api.Capacity(kv_budget=10**9),
+    )
     assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
     assert report.workload.v_dtype is not None and report.workload.v_dtype.name == "fp16"
-    off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000, k_dtype="q8_0")
+    off = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=80 * 2**30, tokens=1000,
+                          serving=api.Serving("llama.cpp", k_dtype="q8_0"))  # fmt: skip
     assert off.workload.v_dtype is not None and off.workload.v_dtype.name == "fp16"
 
 
@@ -110,16 +118,17 @@ def test_k_dtype_on_a_model_without_k_or_v_is_refused(run_cli) -> None:
 
 
 CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
-    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm", pp=1000), ("pp",)),
-    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
-                                                    dp_attention=2), ("dp_attention",)),
-    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
-                                                  dp_attention=2, engine="llama.cpp"), ("dp_attention",)),
-    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", tp=2,
-                                            dp_attention=2, engine="mlx"), ("dp_attention",)),
+    ("pp past the layers", lambda: api.speed("deepseek-v3", prompt=16, output=2, gpu="h100-sxm",
+        layout=api.Layout(pp=1000)), ("pp",)),
+    ("dp_attention, theoretical", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+        layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("dp_attention, llama.cpp", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+        engine="llama.cpp", layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("dp_attention, mlx", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="m4-max-64gb", engine="mlx",
+        layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
     # fit as speed: the engine's hook (engines/base.py check_attention_dp), where fit once took it
-    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, tp=2,
-       dp_attention=2, engine=engine)), ("dp_attention",))
+    *[(f"dp_attention, fit, {engine}", (lambda engine=engine, gpu=gpu: api.fit("llama-3.1-8b", gpu=gpu, engine=engine,
+        layout=api.Layout(tp=2, dp_attention=2))), ("dp_attention",))
       for engine, gpu in (("theoretical", "h100-sxm"), ("transformers", "h100-sxm"), ("llama.cpp", "h100-sxm"),
                           ("llama-server", "h100-sxm"), ("mlx", "m4-max-64gb"))],
     ("max_kv_size 4", lambda: api.estimate("llama-3.1-8b", tokens=10, engine="mlx", options={"max_kv_size": 4}),
@@ -132,9 +141,10 @@ CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
     ("mlx on an MI300X, fit", lambda: api.fit("llama-3.1-8b", gpu="mi300x", engine="mlx"), ("gpu",)),
     ("mlx on an MI300X, speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="mi300x", engine="mlx"),
      ("gpu",)),
-    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50,
-                                                      engine="llama.cpp"), ("shared_prefix",)),
-    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", tokens=100, batch=2, shared_prefix=50, engine="mlx"),
+    ("shared_prefix, llama.cpp", lambda: api.estimate("llama-3.1-8b", engine="llama.cpp",
+        sequences=api.Sequences(tokens=100, batch=2, shared_prefix=50)), ("shared_prefix",)),
+    ("shared_prefix, mlx", lambda: api.estimate("llama-3.1-8b", engine="mlx",
+        sequences=api.Sequences(tokens=100, batch=2, shared_prefix=50)),
      ("shared_prefix",)),
 ]  # fmt: skip
 
@@ -149,6 +159,59 @@ def test_refused_naming_the_parameter(call: Callable[[], Any], params: tuple[str
 
 def test_engines_that_run_these_are_not_refused() -> None:
     # SGLang runs attention data-parallel; vLLM takes 32-token blocks; mlx-lm runs on a Mac
-    api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, dp_attention=2, engine="sglang", sweep=[])
+    api.speed(
+        "llama-3.1-8b",
+        prompt=16,
+        output=2,
+        gpu="h100-sxm",
+        engine="sglang",
+        sweep=[],
+        layout=api.Layout(tp=2, dp_attention=2),
+    )
     api.estimate("llama-3.1-8b", tokens=10, engine="vllm", options={"block_size": 32})
     api.fit("llama-3.1-8b", gpu="m4-max-64gb", engine="mlx")
+
+
+# Issue 37: the API's parameter objects. A value given both by name and in its object, or a field
+# the call does not read, is refused naming it (as a flag that changes nothing is).
+OBJECT_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
+    ("tokens and sequences", lambda: api.estimate("llama-3.1-8b", tokens=10, sequences=api.Sequences(tokens=20)),
+     ("sequences", "tokens")),
+    ("batch and sequences", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", batch=2,
+                                            sequences=api.Sequences(tokens=20)), ("sequences", "batch")),
+    ("shared_prefix in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm",
+                                             sequences=api.Sequences(tokens=20, shared_prefix=10)), ("shared_prefix",)),
+    ("prompt in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", sequences=api.Sequences(prompt=20)),
+     ("prompt",)),
+    ("dp_attention in estimate", lambda: api.estimate("llama-3.1-8b", tokens=10,
+                                                      layout=api.Layout(tp=2, dp_attention=2)), ("dp_attention",)),
+    ("ep in estimate", lambda: api.estimate("llama-3.1-8b", tokens=10, layout=api.Layout(tp=2, ep=2)), ("ep",)),
+    ("ep in fit", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", layout=api.Layout(tp=2, ep=2)), ("ep",)),
+    ("dp in speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+                                      layout=api.Layout(dp=2)), ("dp",)),
+    ("tp and layout in speed", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2,
+                                                 layout=api.Layout(pp=2)), ("layout", "tp")),
+    ("capacity not a Capacity", lambda: api.fit("llama-3.1-8b", gpu="h100-sxm", capacity={"kv_budget": 1}),
+     ("capacity",)),
+    ("compute not a Compute", lambda: api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm",
+                                                compute={"flops": 1}), ("compute",)),
+    ("offload under vllm", lambda: api.fit_offload("llama-3.1-8b", gpu_layers=10, gpu_memory=2**34,
+                                                   serving=api.Serving("vllm")), ("gpu_layers",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "params"), [(c, p) for _, c, p in OBJECT_CASES],
+                         ids=[name for name, _, _ in OBJECT_CASES])  # fmt: skip
+def test_parameter_objects_refuse_naming_the_parameter(call: Callable[[], Any], params: tuple[str, ...]) -> None:
+    with pytest.raises(UsageError) as info:
+        call()
+    assert info.value.params == params
+
+
+def test_offload_defaults_to_the_layer_splitting_engine() -> None:
+    # No serving: llama.cpp (engines.LAYER_SPLIT_ENGINES[0]); kv_dtype alone is its cache format.
+    # 32 layers x 8 KV heads x 128 x 2 (K, V) x 4,096 cells at q8_0 (34 bytes a block of 32)
+    # = 32 x 2 x 8 x 4 x 34 x 4,096 = 285,212,672 B of KV.
+    report = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=2**36, tokens=4096, kv_dtype="q8_0")
+    assert report.workload.kv_dtype is not None and report.workload.kv_dtype.name == "q8_0"
+    assert sum(d.kv_cache for d in report.devices) == 32 * 2 * 8 * 4 * 34 * 4096 == 285_212_672

@@ -16,6 +16,8 @@ def test_speed_on_a_gguf_with_no_tensors_takes_the_weights_given(tmp_path: Path)
     arch, keys = with_nextn("glm4moe", 3, 0)
     path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
     with pytest.raises(SourceError, match=r"holds no tensors: give --weights SIZE$"):
-        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
-    report = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15, weights=10**9)
+        api.speed(str(path), prompt=10, output=2, compute=api.Compute(bandwidth=10**12, flops=10**15))
+    report = api.speed(
+        str(path), prompt=10, output=2, weights=10**9, compute=api.Compute(bandwidth=10**12, flops=10**15)
+    )
     assert report.result.weights.total_bytes == 10**9

@@ -236,7 +236,12 @@ MLX_BF16, MLX_Q4 = 131_072, 36_864
 def test_mlx_max_context_past_quantized_kv_start(budget: int, context: int) -> None:
     from kvcalc import api
 
-    r = api.fit("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, kv_budget=budget, tokens=1000).result
+    r = api.fit(
+        "llama-3.1-8b",
+        tokens=1000,
+        serving=api.Serving(engine="mlx", options={"kv_bits": 4}),
+        capacity=api.Capacity(kv_budget=budget),
+    ).result
     below = api.estimate("llama-3.1-8b", engine="mlx", options={"kv_bits": 4}, tokens=context)
     assert below.total_bytes == -(-context // 256) * 256 * (MLX_BF16 if context < 5000 else MLX_Q4)
     assert r.max_context == context
@@ -294,15 +299,15 @@ def test_gemma3_factor_is_already_applied() -> None:
 def test_fit_caps_context_at_the_model_limit() -> None:
     # A budget of 100 GiB holds 107,374,182,400 // 131,072 = 819,200 tokens; the model allows 131,072.
     budget = 100 * 2**30
-    capped = api.fit("llama-3.1-8b", kv_budget=budget, tokens=4096)
+    capped = api.fit("llama-3.1-8b", tokens=4096, capacity=api.Capacity(kv_budget=budget))
     assert capped.result.max_context == 131_072
     assert capped.context_limit == 131_072
     assert any("model's own limit (max_position_embeddings 131,072)" in n for n in capped.notes)
-    free = api.fit("llama-3.1-8b", kv_budget=budget, tokens=4096, context_cap=False)
+    free = api.fit("llama-3.1-8b", tokens=4096, capacity=api.Capacity(kv_budget=budget, context_cap=False))
     assert free.result.max_context == budget // PER_TOKEN == 819_200
     assert any("--no-context-cap" in n for n in free.notes)
     # An explicit max_model_len past the limit is taken, with a warning note.
-    past = api.fit("llama-3.1-8b", kv_budget=budget, tokens=4096, max_model_len=262_144)
+    past = api.fit("llama-3.1-8b", tokens=4096, capacity=api.Capacity(kv_budget=budget, max_model_len=262_144))
     assert past.result.max_context == 262_144
     assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in past.notes)
 
@@ -317,7 +322,7 @@ def test_cli_no_context_cap(run_cli) -> None:
 
 def test_verdict_fits_with_headroom() -> None:
     # 8 requests x 4,096 tokens x 131,072 B = 4,294,967,296 B; budget 10 GiB leaves 6 GiB.
-    report = api.fit("llama-3.1-8b", kv_budget=10 * 2**30, tokens=4096, batch=8)
+    report = api.fit("llama-3.1-8b", tokens=4096, batch=8, capacity=api.Capacity(kv_budget=10 * 2**30))
     verdict = report.verdict
     assert verdict is not None and verdict.fits
     assert verdict.needed_bytes == 8 * 4096 * PER_TOKEN == 4_294_967_296
@@ -328,7 +333,7 @@ def test_verdict_fits_with_headroom() -> None:
 def test_verdict_does_not_fit_and_says_what_to_change() -> None:
     # 8 x 32,768 tokens x 131,072 B = 32 GiB against a 20 GiB budget: short by 12 GiB.
     budget = 20 * 2**30
-    report = api.fit("llama-3.1-8b", kv_budget=budget, tokens=32_768, batch=8)
+    report = api.fit("llama-3.1-8b", tokens=32_768, batch=8, capacity=api.Capacity(kv_budget=budget))
     v = report.verdict
     assert v is not None and not v.fits
     assert v.needed_bytes == 32 * 2**30
@@ -361,7 +366,7 @@ def test_weights_too_big_say_how_many_gpus() -> None:
     # 132,951,467,622 per GPU: 11 GPUs hold 1,462,466,143,842 (too few), 12 hold enough.
     # That is an answer, not an error: fits false, and the first count of GPUs that splits GLM-5's
     # 64 query heads evenly from 12 up is 16.
-    report = api.fit("glm-5", gpu="h200", gpus=8, tokens=4096)
+    report = api.fit("glm-5", gpu="h200", tokens=4096, capacity=api.Capacity(gpus=8))
     assert report.budget.gpus_needed == 12
     assert report.verdict is not None and not report.verdict.fits
     first = report.verdict.first_remedy

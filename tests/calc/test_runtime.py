@@ -98,12 +98,16 @@ def test_fit_vllm_budget_lines() -> None:
     # 0.33 (plain vllm): 0.92, the Triton sampler, and CUDA graphs (512 MiB assumed) unless eager.
     current = api.fit("llama-3.1-8b", gpu="h100", engine="vllm", tokens=4096)
     assert "- CUDA graphs (vLLM's estimate, assumed)" in {line.label for line in current.budget.lines}
-    eager = api.fit("llama-3.1-8b", gpu="h100", engine="vllm", tokens=4096, options={"enforce_eager": True})
+    eager = api.fit(
+        "llama-3.1-8b", gpu="h100", tokens=4096, serving=api.Serving(engine="vllm", options={"enforce_eager": True})
+    )
     assert eager.budget.kv_bytes - current.budget.kv_bytes == 2**29
 
 
 def test_fit_overhead_replaces_the_model() -> None:
-    report = api.fit("llama-3.1-8b", gpu="h100", engine="vllm@0.11", tokens=4096, overhead=3 * 2**30)
+    report = api.fit(
+        "llama-3.1-8b", gpu="h100", engine="vllm@0.11", tokens=4096, capacity=api.Capacity(overhead=3 * 2**30)
+    )
     assert report.budget.kv_bytes == 76_515_980_083 - 16_060_522_496 - 3 * 2**30
     assert report.budget.kv_low is None
 
@@ -117,8 +121,9 @@ def test_default_overhead_says_it_is_a_default(engine: str) -> None:
     assert (line.label, line.bytes) == ("- activations and runtime (assumed)", 2 * 2**30)
     assert line.detail.startswith("2,147,483,648 B assumed by default: ") and "as given" not in line.detail
     assert f"the {engine} engine has no runtime model" in line.detail and "--overhead" in line.detail
-    given = next(x for x in api.fit("llama-3.1-8b", gpu="h100", engine=engine, tokens=4096, overhead=2**30)
-                 .budget.lines if x.label.startswith("- activations and runtime"))  # fmt: skip
+    given = next(x for x in api.fit("llama-3.1-8b", gpu="h100", engine=engine, tokens=4096,
+                                    capacity=api.Capacity(overhead=2**30)).budget.lines
+                 if x.label.startswith("- activations and runtime"))  # fmt: skip
     assert (given.label, given.detail) == ("- activations and runtime (--overhead)", "1,073,741,824 B as given")
 
 

@@ -105,7 +105,9 @@ def test_efficiency_sets_the_estimates_share_and_leaves_the_bound() -> None:
     """--bandwidth-efficiency 0.5: the estimate streams the first decode step's bytes at half of
     3.35 TB/s; the bound is untouched (still bytes / peak)."""
     plain = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm")
-    half = api.speed("llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm", bandwidth_efficiency=0.5)
+    half = api.speed(
+        "llama-3.1-8b", prompt=1024, output=2, gpu="h100-sxm", compute=api.Compute(bandwidth_efficiency=0.5)
+    )
     step_bytes = WEIGHTS_READ + 1024 * PER_TOKEN
     assert half.result.decode.first.memory_s == plain.result.decode.first.memory_s == step_bytes / H100_BW
     assert half.estimate is not None
@@ -116,8 +118,12 @@ def test_efficiency_sets_the_estimates_share_and_leaves_the_bound() -> None:
 
 def test_given_peaks_equal_the_preset() -> None:
     a = api.speed("llama-3.1-8b", prompt=512, output=2, gpu="h100-sxm").result
-    b = api.speed("llama-3.1-8b", prompt=512, output=2, bandwidth=parse_rate("3.35TB/s", what="b"),
-                  flops=parse_rate("989.4T", what="f")).result  # fmt: skip
+    b = api.speed(
+        "llama-3.1-8b",
+        prompt=512,
+        output=2,
+        compute=api.Compute(bandwidth=parse_rate("3.35TB/s", what="b"), flops=parse_rate("989.4T", what="f")),
+    ).result
     assert (a.prefill.seconds, a.decode.mean_s) == (b.prefill.seconds, b.decode.mean_s)
 
 
@@ -281,7 +287,7 @@ def test_gguf_weights_split_from_its_tensors(tmp_path) -> None:  # type: ignore[
     pytest.importorskip("gguf")
     arch, keys = with_nextn("glm4moe", 3, 1)  # blocks 0-1 and a NextN block 2 without tensors
     path = typed_gguf_file(tmp_path / "glm.gguf", arch, keys, GLM4MOE_TENSORS)
-    w = api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15).result.weights
+    w = api.speed(str(path), prompt=10, output=2, compute=api.Compute(bandwidth=10**12, flops=10**15)).result.weights
     # f32 tensors: blk.1's gate, up and down experts, 4 x 256 x 128 each; the 256 x 6 token embedding
     assert (w.expert_bytes, w.embedding_bytes) == (3 * 4 * 256 * 128 * 4, 256 * 6 * 4)
     assert w.total_bytes == sum(math.prod(s) for s in GLM4MOE_TENSORS.values()) * 4
@@ -304,7 +310,7 @@ def test_a_gguf_without_tensors_needs_weights(tmp_path) -> None:  # type: ignore
     arch, keys = with_nextn("glm4moe", 3, 0)
     path = typed_gguf_file(tmp_path / "empty.gguf", arch, keys)
     with pytest.raises(SourceError, match="holds no tensors: give --weights"):
-        api.speed(str(path), prompt=10, output=2, bandwidth=10**12, flops=10**15)
+        api.speed(str(path), prompt=10, output=2, compute=api.Compute(bandwidth=10**12, flops=10**15))
 
 
 def test_mean_ttft_at_batch_one_is_the_prefill_ttft() -> None:
@@ -485,7 +491,13 @@ def test_given_weights_keep_preset_parameters() -> None:
     body_flops = 2 * (LLAMA2_7B_PARAMS - 2 * 32_000 * 4_096) * 2048
     assert body_flops == 26_526_808_539_136
     r = api.speed(
-        "llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", compute_dtype="fp8", weights=LLAMA2_7B_PARAMS, sweep=[]
+        "llama-2-7b",
+        prompt=2048,
+        output=1,
+        gpu="h100-sxm",
+        weights=LLAMA2_7B_PARAMS,
+        sweep=[],
+        compute=api.Compute(compute_dtype="fp8"),
     )
     assert r.result.prefill.flops >= body_flops
 
@@ -493,5 +505,7 @@ def test_given_weights_keep_preset_parameters() -> None:
 def test_preset_weights_count_every_parameter() -> None:
     """The same hand-derived FLOPs hold without weights= (the preset's bf16 checkpoint and its
     parameter count): the bug above is in the weights= path only."""
-    r = api.speed("llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", compute_dtype="fp8", sweep=[])
+    r = api.speed(
+        "llama-2-7b", prompt=2048, output=1, gpu="h100-sxm", sweep=[], compute=api.Compute(compute_dtype="fp8")
+    )
     assert r.result.prefill.flops >= 2 * (LLAMA2_7B_PARAMS - 2 * 32_000 * 4_096) * 2048

@@ -105,7 +105,9 @@ def test_the_engine_term_by_hand() -> None:
     """vLLM's decode step: its per-step time plus 32 layers at the CUDA-graph rate; --eager: at the
     eager rate."""
     graphs = api.speed("llama-3.1-8b", prompt=512, output=2, gpu="h100-sxm", engine="vllm", sweep=[])
-    eager = api.speed("llama-3.1-8b", prompt=512, output=2, gpu="h100-sxm", engine="vllm", eager=True, sweep=[])
+    eager = api.speed(
+        "llama-3.1-8b", prompt=512, output=2, gpu="h100-sxm", engine="vllm", sweep=[], compute=api.Compute(eager=True)
+    )
     assert graphs.estimate is not None and eager.estimate is not None
     o = graphs.estimate.overhead
     assert graphs.estimate.decode.overhead_s == pytest.approx(o.step_s + 32 * o.layer_graphs_s, rel=1e-12)
@@ -116,15 +118,17 @@ def test_the_engine_term_by_hand() -> None:
 
 def test_expert_parallel_is_refused_for_a_dense_model() -> None:
     with pytest.raises(UsageError, match="routes to no experts"):
-        api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", tp=2, ep=2, sweep=[])
-    moe = api.speed("mixtral-8x7b", prompt=16, output=2, gpu="h100-sxm", tp=2, ep=2, sweep=[])
+        api.speed("llama-3.1-8b", prompt=16, output=2, gpu="h100-sxm", sweep=[], layout=api.Layout(tp=2, ep=2))
+    moe = api.speed("mixtral-8x7b", prompt=16, output=2, gpu="h100-sxm", sweep=[], layout=api.Layout(tp=2, ep=2))
     assert moe.estimate is not None and moe.estimate.setting.layout.ep == 2
 
 
 @pytest.mark.parametrize(("engine", "gpu"), [("transformers", "h100-sxm"), ("mlx", "m4-max-64gb")])
 def test_eager_is_refused_where_there_are_no_cuda_graphs(engine: str, gpu: str) -> None:
     with pytest.raises(UsageError, match="no CUDA graphs to turn off"):
-        api.speed("llama-3.1-8b", prompt=16, output=2, gpu=gpu, engine=engine, eager=True, sweep=[])
+        api.speed(
+            "llama-3.1-8b", prompt=16, output=2, gpu=gpu, engine=engine, sweep=[], compute=api.Compute(eager=True)
+        )
 
 
 @pytest.mark.parametrize(
@@ -176,8 +180,16 @@ def test_the_engines_matmul_dtype_by_format_and_generation(
     model: str, gpu: str, weights_format: str | None, expected: str
 ) -> None:
     weights = 8_030_261_248 if weights_format == "fp8" else 4_500_000_000 if weights_format == "int4" else None
-    r = api.speed(model, prompt=64, output=2, gpu=gpu, engine="vllm", weights=weights, weights_format=weights_format,
-                  sweep=[])  # fmt: skip
+    r = api.speed(
+        model,
+        prompt=64,
+        output=2,
+        gpu=gpu,
+        engine="vllm",
+        weights=weights,
+        sweep=[],
+        compute=api.Compute(weights_format=weights_format),
+    )
     assert r.estimate is not None and r.estimate.setting.device.compute_dtype == expected
 
 
@@ -188,8 +200,16 @@ def test_dp_attention_caches_each_groups_requests() -> None:
     GPU (61 x 187,107,328 parameters at the checkpoint's mean bytes a parameter)."""
     # SGLang's --enable-dp-attention (the theoretical engine runs none: refused there)
     tp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, engine="sglang", sweep=[])
-    dp = api.speed("deepseek-v3", prompt=1000, output=2, batch=8, gpu="h200", tp=8, dp_attention=8, engine="sglang",
-                   sweep=[])  # fmt: skip
+    dp = api.speed(
+        "deepseek-v3",
+        prompt=1000,
+        output=2,
+        batch=8,
+        gpu="h200",
+        engine="sglang",
+        sweep=[],
+        layout=api.Layout(tp=8, dp_attention=8),
+    )
     assert tp.result.decode.first.kv_bytes == 8 * 1000 * DSV3_LATENT_TOKEN
     assert dp.result.decode.first.kv_bytes == 1000 * DSV3_LATENT_TOKEN
     w = tp.result.weights
@@ -197,7 +217,7 @@ def test_dp_attention_caches_each_groups_requests() -> None:
     assert dp.result.weights.replicated_per_gpu == attention_bytes * 7 // 8
     assert dp.result.decode.first.weight_bytes == tp.result.decode.first.weight_bytes + attention_bytes * 7 // 8
     with pytest.raises(UsageError, match="must divide tp"):
-        api.speed("deepseek-v3", prompt=10, output=2, gpu="h200", tp=8, dp_attention=3, sweep=[])
+        api.speed("deepseek-v3", prompt=10, output=2, gpu="h200", sweep=[], layout=api.Layout(tp=8, dp_attention=3))
 
 
 def test_fit_with_dp_attention_holds_each_groups_requests() -> None:
@@ -205,7 +225,7 @@ def test_fit_with_dp_attention_holds_each_groups_requests() -> None:
     share, and each of the 8 GPUs caches its own requests, so the TP group holds 8 x as many
     requests per byte of budget."""
     base = api.fit("deepseek-v3", gpu="h200", tp=8, engine="sglang", tokens=32_768)
-    dp = api.fit("deepseek-v3", gpu="h200", tp=8, engine="sglang", tokens=32_768, dp_attention=8)
+    dp = api.fit("deepseek-v3", gpu="h200", engine="sglang", tokens=32_768, layout=api.Layout(tp=8, dp_attention=8))
     extra = next(line for line in dp.budget.lines if line.label == "- attention weights beyond a TP share")
     preset = api.open_model("deepseek-v3").source.preset  # type: ignore[union-attr]
     assert preset is not None and preset.weights is not None

@@ -276,7 +276,7 @@ MAMBA_FP32_BYTES = 11_073_382_400
 )
 def test_a_float32_checkpoint_is_one_decision_per_engine(engine: str, kv: str, weights: int) -> None:
     est = api.estimate("mamba-2.8b", tokens=100, engine=engine)
-    fit = api.fit("mamba-2.8b", gpu="h100", tokens=100, engine=engine, overhead=0)
+    fit = api.fit("mamba-2.8b", gpu="h100", tokens=100, engine=engine, capacity=api.Capacity(overhead=0))
     speed = api.speed("mamba-2.8b", prompt=98, output=2, gpu="h100", sweep=[], engine=engine)
     weight_line = next(line for line in fit.budget.lines if line.label == "- weights")
     assert weight_line.bytes == speed.result.weights.total_bytes == weights

@@ -82,7 +82,7 @@ def test_llama4_chunk_is_8192_whatever_the_config_says() -> None:
 def test_mla_refuses_different_k_and_v_types() -> None:
     spec = read_config(fixture_config("DeepSeek-V2-Lite.json"), name="dsv2")
     with pytest.raises(UsageError, match=r"different K \(q8_0\) and V \(fp16\) cache types"):
-        api.estimate(spec, tokens=512, engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16")
+        api.estimate(spec, tokens=512, serving=api.Serving(engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16"))
     api.estimate(spec, tokens=512, engine="llama.cpp", kv_dtype="q8_0")  # one type: accepted
 
 
@@ -205,7 +205,7 @@ def test_fit_of_a_recurrent_only_model_names_the_unmodelled_buffer(preset: str) 
     with pytest.raises(UsageError, match="compute buffer for a recurrent-only model is not modelled") as err:
         api.fit(preset, gpu="h100-sxm", engine="llama.cpp")
     assert err.value.params == ("overhead",)
-    result = api.fit(preset, gpu="h100-sxm", engine="llama.cpp", overhead=2**30).result
+    result = api.fit(preset, gpu="h100-sxm", engine="llama.cpp", capacity=api.Capacity(overhead=2**30)).result
     if preset == "mamba-2.8b":
         # 85,017,755,648 B (H100 SXM) - 5,536,691,200 (2,768,345,600 parameters in bf16) - 2^30 given
         # = 78,407,322,624 B; a sequence holds 64 layers x (3 x 5,120 + 16 x 5,120) x 4 B = 24,903,680

@@ -25,7 +25,9 @@ def _defaults_note(notes: tuple[str, ...] | list[str]) -> list[str]:
 def test_the_defaults_note_names_only_the_defaults_applied(options: dict[str, int], named: str | None) -> None:
     """A --max-num-seqs given was printed as one of 'vllm serve defaults', and with
     --max-batched-tokens given the max_num_seqs default went unnoted."""
-    notes = _defaults_note(api.fit("llama-3.1-8b", gpu="h100-sxm", engine="vllm", options=options).notes)
+    notes = _defaults_note(
+        api.fit("llama-3.1-8b", gpu="h100-sxm", serving=api.Serving(engine="vllm", options=options)).notes
+    )
     if named is None:
         assert notes == []
     else:

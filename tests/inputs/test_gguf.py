@@ -182,10 +182,10 @@ def test_every_type_matches_the_gguf_package() -> None:
 
 
 def test_fit_uses_the_tensor_bytes(tmp_path: Path) -> None:
-    from kvcalc.api import fit
+    from kvcalc.api import Capacity, fit
 
     path = gguf_file(tmp_path / "f.gguf", "llama", attention(8, 2, 64, 1), (("token_embd.weight", (256, 4), "Q4_K"),))
-    report = fit(str(path), gpu_memory=2**34, engine="theoretical", tokens=1024)
+    report = fit(str(path), capacity=Capacity(gpu_memory=2**34), engine="theoretical", tokens=1024)
     # 1024 elements of Q4_K: 4 blocks x 144 B
     assert [(line.bytes, line.detail) for line in report.budget.lines if line.label == "- weights"] == [
         (4 * 144, "GGUF tensor infos")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "compare": "_estimate",
     "estimate": "_estimate",
+    "Capacity": "_fit",
     "FitReport": "_fit",
     "cdiv_int": "_fit",
     "fit": "_fit",
@@ -38,6 +39,7 @@ _EXPORTS = {
     "probe_vllm": "_probe",
     "probe_sglang": "_probe",
     "probe_mlx": "_probe",
+    "Sequences": "_sequences",
     "estimate_requests": "_requests",
     "read_requests": "_requests",
     "KnobValue": "_serving",
@@ -47,6 +49,7 @@ _EXPORTS = {
     "is_theoretical": "_serving",
     "resolve_serving": "_serving",
     "COMPUTE_DTYPES": "_speed",
+    "Compute": "_speed",
     "DEFAULT_SWEEP": "_speed",
     "SpeedReport": "_speed",
     "speed": "_speed",
@@ -55,6 +58,8 @@ _EXPORTS = {
 __all__ = [
     "COMPUTE_DTYPES",
     "DEFAULT_SWEEP",
+    "Capacity",
+    "Compute",
     "FitReport",
     "KnobValue",
     "Layout",
@@ -63,6 +68,7 @@ __all__ = [
     "PresetSummary",
     "ProbeReport",
     "ProbeWorkload",
+    "Sequences",
     "Served",
     "Serving",
     "SpeedReport",
@@ -106,7 +112,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from kvcalc.api._estimate import compare, estimate
-    from kvcalc.api._fit import FitReport, cdiv_int, fit
+    from kvcalc.api._fit import Capacity, FitReport, cdiv_int, fit
     from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
     from kvcalc.api._offload import OffloadReport, fit_offload
     from kvcalc.api._presets import PresetSummary, list_presets, show_preset
@@ -121,5 +127,6 @@ if TYPE_CHECKING:
         probe_vllm,
     )
     from kvcalc.api._requests import estimate_requests, read_requests
+    from kvcalc.api._sequences import Sequences
     from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
-    from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, SpeedReport, speed
+    from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, Compute, SpeedReport, speed

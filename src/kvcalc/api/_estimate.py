@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines import Engine
 
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
+from kvcalc.api._sequences import Sequences, as_sequences
 from kvcalc.api._serving import (
     KnobValue,
     Layout,
@@ -42,33 +43,35 @@ def estimate(
     output: int | None = None,
     batch: int = 1,
     kv_dtype: DTypeLike = None,
-    k_dtype: DTypeLike = None,
-    v_dtype: DTypeLike = None,
     engine: str | Engine | None = None,
     options: Mapping[str, KnobValue] | None = None,
     serving: Serving | None = None,
     tp: int = 1,
-    pp: int = 1,
-    dp: int = 1,
     layout: Layout | None = None,
-    shared_prefix: int = 0,
-    encoder_tokens: int | None = None,
-    images: int | None = None,
-    image_tokens: int | None = None,
+    sequences: Sequences | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> Estimate:
     """The KV cache of ``model`` holding ``batch`` sequences of ``tokens`` tokens (or ``prompt`` +
-    ``output``) under ``engine``'s storage rules, across ``tp`` x ``pp`` x ``dp`` GPUs. ``images``
-    per sequence (of ``image_tokens`` tokens each; None: the model's own tiling) feed a Llama 3.2
-    Vision model's image cross-attention layers; none: a text-only prompt. The estimate's
-    ``notes`` hold every default applied, the model's first.
+    ``output``) under ``engine``'s storage rules, across ``tp`` GPUs (or a ``layout`` of tp x pp x
+    dp). ``sequences`` gives the rest of the workload (a shared prefix, an encoder-decoder's
+    encoder tokens, Llama 3.2 Vision's images of image_tokens each; none: a text-only prompt) in
+    place of tokens, prompt, output and batch; ``serving`` the engine with its options and the K
+    and V formats in place of engine, kv_dtype and options. The estimate's ``notes`` hold every
+    default applied, the model's first.
 
     >>> est = estimate("llama-3.1-8b", tokens=2048)
     >>> est.total_bytes
     268435456
     """
+    shared_prefix, encoder_tokens, images, image_tokens, pp, dp = 0, None, None, None, 1, 1
+    if sequences is not None:
+        given = as_sequences(sequences, tokens=tokens, prompt=prompt, output=output, batch=batch)
+        tokens, prompt, output, batch = given.tokens, given.prompt, given.output, given.batch
+        shared_prefix, encoder_tokens, images, image_tokens = (
+            given.shared_prefix, given.encoder_tokens, given.images, given.image_tokens,
+        )  # fmt: skip
     # Checked before the compiled calls are looked up (True == 1 as a key, but is no batch); the
     # common call (plain ints in range, no layout, no images) in one expression: ~0.3 us.
     if not (layout is None and images is None and image_tokens is None and type(strict) is bool
@@ -87,7 +90,7 @@ def estimate(
     spec = model.spec if isinstance(model, Model) else model if isinstance(model, ModelSpec) else None
     key = None
     if spec is not None and not (strict and spec.warnings):
-        key = (id(spec), batch, kv_dtype, k_dtype, v_dtype, engine, None if options is None else
+        key = (id(spec), batch, kv_dtype, engine, None if options is None else
                tuple(options.items()), _serving_key(serving), tp, pp, dp, shared_prefix, images,
                image_tokens, revision)  # fmt: skip
         try:
@@ -100,7 +103,7 @@ def estimate(
     spec = opened.spec
     t, enc, _ = _tokens(spec, tokens, prompt, output, encoder_tokens)  # checked here, noted by the call
     pictures = _images(spec, images, image_tokens)
-    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, options=options)
     chosen = resolve_serving(spec, asked)
     refuse_idle_knobs(spec, chosen.engine, asked.options)
     workload = Workload(
@@ -177,7 +180,7 @@ def compare(
     latent_dim: int | None = None,
     rope_dim: int | None = None,
     baseline: str | None = None,
-    engine: str | Engine = "theoretical",
+    engine: str | Engine | None = None,
     mark_own: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -185,11 +188,15 @@ def compare(
 ) -> Comparison:
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
-    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own)."""
+    at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own) under ``engine``
+    (None: the default engine's storage rules)."""
     from kvcalc.calc.compare import attention_variants, candidate_for
     from kvcalc.calc.compare import compare as run_compare
+    from kvcalc.engines import DEFAULT_ENGINE, make_engine, uses_dsa
     from kvcalc.engines import Engine as EngineBase
-    from kvcalc.engines import make_engine, uses_dsa
+
+    if engine is None:
+        engine = DEFAULT_ENGINE
 
     if isinstance(models, str | bytes) or not isinstance(models, Sequence):
         raise UsageError(f"models must be a list of models (one: its variants; several: side by side), got "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,18 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.gpus import GPU
 
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
-from kvcalc.api._serving import KnobValue, Layout, Serving, _images, _merge, as_layout, as_serving, resolve_serving
+from kvcalc.api._sequences import Sequences, as_sequences
+from kvcalc.api._serving import (
+    Layout,
+    Served,
+    Serving,
+    _images,
+    _merge,
+    as_layout,
+    as_serving,
+    layout_extras,
+    resolve_serving,
+)
 
 
 @dataclass(frozen=True)
@@ -45,74 +55,164 @@ class FitReport:
     dp_attention: int = 1
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What ``fit`` sizes against beside a GPU preset: ``gpu_memory`` bytes per GPU (in place of a
+    preset) or a ready ``kv_budget`` per GPU, ``gpus`` in all (the tensor parallelism follows from
+    it when not given), the engine's share of each GPU (``utilization``), the weights' bytes (None:
+    read from the checkpoint, the Hub or the preset), the runtime's ``overhead`` in bytes (None:
+    the engine's runtime model), and the longest request the context answer considers:
+    ``max_model_len`` (None: the model's own limit; ``context_cap`` False: none)."""
+
+    gpu_memory: int | None = None
+    kv_budget: int | None = None
+    gpus: int | None = None
+    utilization: float | Fraction | None = None
+    weights: int | None = None
+    overhead: int | None = None
+    max_model_len: int | None = None
+    context_cap: bool = True
+
+
 def fit(
     model: ModelArg,
     *,
     gpu: str | None = None,
-    gpu_memory: int | None = None,
-    kv_budget: int | None = None,
-    gpus: int | None = None,
-    utilization: float | Fraction | None = None,
-    weights: int | None = None,
-    overhead: int | None = None,
     tokens: int | None = None,
     batch: int = 1,
-    kv_dtype: DTypeLike = None,
-    k_dtype: DTypeLike = None,
-    v_dtype: DTypeLike = None,
     engine: str | Engine | None = None,
-    options: Mapping[str, KnobValue] | None = None,
-    serving: Serving | None = None,
+    kv_dtype: DTypeLike = None,
     tp: int | None = None,
-    pp: int = 1,
-    dp: int = 1,
+    serving: Serving | None = None,
     layout: Layout | None = None,
-    dp_attention: int = 1,
-    max_model_len: int | None = None,
-    context_cap: bool = True,
-    images: int | None = None,
-    image_tokens: int | None = None,
+    sequences: Sequences | None = None,
+    capacity: Capacity | None = None,
+    verdict: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
-    verdict: bool = True,
 ) -> FitReport:
-    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on ``gpus``
-    GPUs (a ``gpu`` preset or ``gpu_memory`` bytes each, or a ready ``kv_budget`` per GPU).
-    ``images`` per request (Llama 3.2 Vision) as in ``estimate``. ``weights`` in bytes (None: read
-    from the model's safetensors, the Hub or the preset). ``dp_attention`` groups of tp /
-    dp_attention GPUs each attend to their own requests (SGLang's --enable-dp-attention --dp N,
-    vLLM's data parallel with expert parallel): each GPU caches only its group's requests, with
-    the KV heads over tp / dp_attention GPUs, and holds the attention weights split that many
-    ways."""
+    """How many tokens, concurrent requests of ``tokens`` and how long a context fit on a ``gpu``
+    preset (or the memory ``capacity`` gives: bytes per GPU or a ready KV budget, the GPU count,
+    the weights and the runtime's overhead, the longest request). ``sequences``: the requests in
+    place of tokens and batch, with ``images`` per request (Llama 3.2 Vision) as in ``estimate``.
+    ``layout.dp_attention`` groups of tp / dp_attention GPUs each attend to their own requests
+    (SGLang's --enable-dp-attention --dp N, vLLM's data parallel with expert parallel): each GPU
+    caches only its group's requests, with the KV heads over tp / dp_attention GPUs, and holds
+    the attention weights split that many ways. ``verdict``: whether it fits, and what to change
+    when it does not."""
+    checks.instance(capacity, "capacity", Capacity, "a kvcalc.Capacity or None")
+    cap = capacity if capacity is not None else Capacity()
+    work = as_sequences(sequences, tokens=tokens, batch=batch, takes=("images", "image_tokens"), what="fit")
+    _, dp_attention = layout_extras(layout)
     # Every value checked first, as the CLI's flags are (kvcalc.checks): bytes are whole and bounded.
-    gpu = checks.text(gpu, "gpu")
-    gpu_memory = None if gpu_memory is None else checks.size(gpu_memory, "gpu_memory")
-    kv_budget = None if kv_budget is None else checks.size(kv_budget, "kv_budget")
-    weights = None if weights is None else checks.size(weights, "weights")
-    overhead = None if overhead is None else checks.size(overhead, "overhead", minimum=0)
-    gpus = checks.optional_count(gpus, "gpus", maximum=checks.MAX_PARALLEL)
-    tokens = checks.optional_count(tokens, "tokens")
-    batch = checks.count(batch, "batch")
-    dp_attention = checks.count(dp_attention, "dp_attention", maximum=checks.MAX_PARALLEL)
-    max_model_len = checks.optional_count(max_model_len, "max_model_len")
-    checks.flag(context_cap, "context_cap")
+    request = _FitRequest(
+        gpu=checks.text(gpu, "gpu"),
+        gpu_memory=None if cap.gpu_memory is None else checks.size(cap.gpu_memory, "gpu_memory"),
+        kv_budget=None if cap.kv_budget is None else checks.size(cap.kv_budget, "kv_budget"),
+        weights=None if cap.weights is None else checks.size(cap.weights, "weights"),
+        overhead=None if cap.overhead is None else checks.size(cap.overhead, "overhead", minimum=0),
+        gpus=checks.optional_count(cap.gpus, "gpus", maximum=checks.MAX_PARALLEL),
+        tokens=checks.optional_count(work.tokens, "tokens"),
+        batch=checks.count(work.batch, "batch"),
+        dp_attention=dp_attention,
+        max_model_len=checks.optional_count(cap.max_model_len, "max_model_len"),
+        context_cap=checks.flag(cap.context_cap, "context_cap"),
+        images=work.images,
+        image_tokens=work.image_tokens,
+    )
     checks.flag(verdict, "verdict")
     checks.flag(strict, "strict")
-    call = dict(locals())  # the request as given (checked), to try the remedies of the verdict with
-    share = None if utilization is None else checks.share(utilization, "utilization")
-    from kvcalc.calc.estimate import check_parallel
-    from kvcalc.calc.fit import Budget, BudgetLine, derive_budget
-    from kvcalc.calc.fit import fit as run_fit
-    from kvcalc.gpus import find_gpu
-
+    share = None if cap.utilization is None else checks.share(cap.utilization, "utilization")
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    spec = opened.spec
-    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options=options)
-    tp, pp, dp = as_layout(layout, tp=tp, pp=pp, dp=dp)
-    # The remedies re-ask with one thing changed: from the serving and layout as resolved here.
-    call.update(serving=asked, engine=None, kv_dtype=None, k_dtype=None, v_dtype=None, options=None, layout=None,
-                tp=tp, pp=pp, dp=dp)  # fmt: skip
+    asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
+    got_tp, pp, dp = as_layout(layout, tp=tp, pp=1, dp=1, takes=("dp_attention",), what="fit")
+    request = replace(request, share=share, serving=asked, tp=got_tp, pp=pp, dp=dp)
+    return _fit(opened, request, _WeightsOnce(opened, revision, on_fetch), verdict=verdict)
+
+
+@dataclass(frozen=True)
+class _FitRequest:
+    """A fit call's parameters, checked, with the serving and layout as asked: what the verdict's
+    remedies ask again with one thing changed (the model stays opened, its weights read once)."""
+
+    gpu: str | None = None
+    gpu_memory: int | None = None
+    kv_budget: int | None = None
+    gpus: int | None = None
+    share: Fraction | None = None
+    weights: int | None = None
+    overhead: int | None = None
+    tokens: int | None = None
+    batch: int = 1
+    serving: Serving = field(default_factory=Serving)
+    tp: int | None = None
+    pp: int = 1
+    dp: int = 1
+    dp_attention: int = 1
+    max_model_len: int | None = None
+    context_cap: bool = True
+    images: int | None = None
+    image_tokens: int | None = None
+
+
+class _WeightsOnce:
+    """The checkpoint's bytes, read at the first ask and kept for the rest of one fit call (its
+    remedies included): a Hub id is one network round trip, not one per remedy."""
+
+    def __init__(self, model: Model, revision: str | None, on_fetch: OnFetch) -> None:
+        self.model, self.revision, self.on_fetch = model, revision, on_fetch
+        self.read: tuple[int, str, list[str]] | None = None
+
+    def __call__(self, engine: Engine) -> tuple[int, str, list[str]]:
+        if self.read is None:
+            self.read = _read_weights(self.model, self.revision, self.on_fetch)
+        return _held_weights(self.model, engine, *self.read)
+
+
+def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: bool) -> FitReport:
+    """Resolve the layout and the serving, derive the budget, size what fits, and judge it."""
+    from kvcalc.calc.fit import Fit
+    from kvcalc.calc.fit import fit as run_fit
+
+    spec = model.spec
+    tp, pp, dp = _fit_layout(spec, request)
+    chosen = resolve_serving(spec, request.serving)
+    chosen.engine.check_attention_dp(request.dp_attention)  # as speed: only an engine with attention-DP groups
+    notes = list(chosen.notes)
+    tokens = request.tokens
+    if tokens is None:
+        tokens = 4096
+        notes.append("tokens not given: requests of 4,096 tokens assumed")
+    context_limit = _checked_context(spec, request, tokens, notes)
+    workload = _fit_workload(spec, request, chosen, tokens, (tp, pp, dp), notes)
+    budget, engine, gpu_label = _budget(model, request, chosen.engine, workload, weights, notes)
+    batch = request.batch
+    if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
+        result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, engine.name)
+    else:
+        result = run_fit(spec, workload, engine, budget.kv_bytes, context_limit=context_limit)
+    result = replace(result, batch=batch)
+    if context_limit is not None and request.max_model_len is None and result.max_context == context_limit:
+        notes.append(
+            f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
+            "--no-context-cap searches past it"
+        )
+    report = FitReport(
+        model, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes), context_limit,
+        engine=engine, dp_attention=request.dp_attention,
+    )  # fmt: skip
+    if verdict:
+        report = replace(report, verdict=_verdict(report, request, weights))
+    return report
+
+
+def _fit_layout(spec: ModelSpec, request: _FitRequest) -> tuple[int, int, int]:
+    """(tp, pp, dp), tp from ``gpus`` when not given, each checked against the others."""
+    from kvcalc.calc.estimate import check_parallel
+
+    gpus, dp_attention = request.gpus, request.dp_attention
+    tp, pp, dp = as_layout(None, tp=request.tp, pp=request.pp, dp=request.dp)
     if tp is None:
         tp = gpus // (pp * dp) if gpus is not None else 1
         if tp < 1:
@@ -129,22 +229,33 @@ def fit(
                          "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
     if gpus is not None and gpus != tp * pp * dp:
         raise UsageError(f"gpus {gpus} does not equal tp {tp} x pp {pp} x dp {dp}", param=("gpus", "tp", "pp", "dp"))
-    chosen = resolve_serving(spec, asked)
-    chosen.engine.check_attention_dp(dp_attention)  # as speed: only an engine with attention-DP groups
-    notes = list(chosen.notes)
-    if tokens is None:
-        tokens = 4096
-        notes.append("tokens not given: requests of 4,096 tokens assumed")
+    return tp, pp, dp
+
+
+def _checked_context(spec: ModelSpec, request: _FitRequest, tokens: int, notes: list[str]) -> int | None:
+    """The longest request the context answer considers, after refusing requests past
+    max_model_len."""
+    max_model_len = request.max_model_len
     if max_model_len is not None and tokens > max_model_len:
         raise UsageError(
             f"tokens {tokens:,} is longer than max_model_len {max_model_len:,}: an engine refuses such requests",
             param=("tokens", "max_model_len"),
         )
-    context_limit, limit_notes = _context_limit(spec, tokens, max_model_len, context_cap)
+    context_limit, limit_notes = _context_limit(spec, tokens, max_model_len, request.context_cap)
     notes += limit_notes
+    return context_limit
+
+
+def _fit_workload(
+    spec: ModelSpec, request: _FitRequest, chosen: Served, tokens: int, layout: tuple[int, int, int], notes: list[str]
+) -> Workload:
+    """The workload the answers are about; with attention-DP, one group's."""
+    tp, pp, dp = layout
+    batch, dp_attention = request.batch, request.dp_attention
     workload = Workload(
         tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
-        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp, **_images(spec, images, image_tokens),
+        residual_tokens=chosen.residual_tokens, tp=tp, pp=pp, dp=dp,
+        **_images(spec, request.images, request.image_tokens),
     )  # fmt: skip
     if dp_attention > 1:
         # The cache as dp x dp_attention groups of tp / dp_attention GPUs hold it; with fewer
@@ -153,86 +264,96 @@ def fit(
         workload = replace(workload, tp=tp // dp_attention, dp=groups, batch=max(batch, groups))
         notes.append(f"attention-DP: {dp_attention} groups of {tp // dp_attention} GPU(s) within each TP {tp}, each "
                      "caching its own requests (the answers are per GPU of a group)")  # fmt: skip
-    gpu_label = None
+    return workload
+
+
+def _budget(
+    model: Model, request: _FitRequest, engine: Engine, workload: Workload, weights: _WeightsOnce, notes: list[str]
+) -> tuple[Budget, Engine, str | None]:
+    """The KV budget per GPU (given, or derived from the GPU's memory less the weights and the
+    engine's runtime), the engine with the batch defaults that GPU gives it, and the GPU's label."""
+    from kvcalc.calc.fit import Budget, BudgetLine
+
+    options = request.serving.options
     # The knobs only the engine's runtime model reads (vLLM's sampler rows and CUDA graphs).
-    runtime_knobs = {"max_num_seqs": asked.options.get("max_num_seqs"),
-                     "enforce_eager": asked.options.get("enforce_eager") or None}  # fmt: skip
+    runtime_knobs = {"max_num_seqs": options.get("max_num_seqs"), "enforce_eager": options.get("enforce_eager") or None}
+    kv_budget, gpu, gpu_memory = request.kv_budget, request.gpu, request.gpu_memory
     if kv_budget is not None:
         if gpu is not None or gpu_memory is not None:
             raise UsageError(
                 "kv_budget replaces gpu/gpu_memory: give one or the other", param=("kv_budget", "gpu", "gpu_memory")
             )
-        derivation = {"weights": weights, "overhead": overhead, "utilization": utilization, **runtime_knobs}
+        derivation = {"weights": request.weights, "overhead": request.overhead, "utilization": request.share,
+                      **runtime_knobs}  # fmt: skip
         unused = [name for name, value in derivation.items() if value is not None]
         if unused:
             raise UsageError(
                 f"kv_budget replaces the budget's derivation: {unused[0]} has no effect with it",
                 param=("kv_budget", unused[0]),
             )
-        budget = Budget(kv_budget, (BudgetLine("KV cache budget per GPU (--kv-budget)", kv_budget),))
-    else:
-        if gpu is not None and gpu_memory is not None:
-            raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
-        found = None
-        if gpu_memory is not None:
-            gpu_bytes, gpu_label = gpu_memory, f"{gpu_memory:,} bytes per GPU"
-        elif gpu is not None:
-            found = find_gpu(gpu)
-            chosen.engine.check_gpu(found)
-            gpu_bytes = found.runtime_bytes
-            gpu_label = (
-                f"{found.name}, {found.runtime_bytes:,} bytes the GPU may wire"
-                if found.unified_bytes
-                else f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
-            )
-            notes.append(f"{found.name} memory: {found.source}")
-        else:
-            raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
-        unused = [name for name, value in runtime_knobs.items() if value is not None]
-        if overhead is not None and unused:
-            raise UsageError(
-                f"overhead replaces the runtime's derivation: {unused[0]} has no effect with it",
-                param=("overhead", unused[0]),
-            )
-        if weights is None:
-            weights_bytes, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
-            notes += weight_notes
-        else:
-            weights_bytes, weights_label = weights, f"--weights {weights:,} bytes"
-        runtime, engine_now, runtime_notes = _runtime(
-            opened, chosen.engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=share, overhead=overhead,
-            n_ctx=tokens * cdiv_int(batch, workload.dp), n_seq=cdiv_int(batch, workload.dp), k_dtype=chosen.k_dtype,
-            v_dtype=chosen.v_dtype,
-        )  # fmt: skip
-        chosen = replace(chosen, engine=engine_now)
-        notes += runtime_notes
-        replicated = _replicated_attention(opened, weights_bytes, tp, dp_attention) if dp_attention > 1 else None
-        budget = derive_budget(
-            gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
-            runtime=runtime, replicated=replicated,
-        )  # fmt: skip
-    if budget.leaves_nothing:  # weights and runtime take it all: an answer, with how many GPUs would do
-        from kvcalc.calc.fit import Fit
-
-        result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, chosen.engine.name)
-    else:
-        result = run_fit(spec, workload, chosen.engine, budget.kv_bytes, context_limit=context_limit)
-    result = replace(result, batch=batch)
-    if context_limit is not None and max_model_len is None and result.max_context == context_limit:
-        notes.append(
-            f"max context is the model's own limit ({spec.max_context_key}), not the budget's: "
-            "--no-context-cap searches past it"
+        return Budget(kv_budget, (BudgetLine("KV cache budget per GPU (--kv-budget)", kv_budget),)), engine, None
+    found, gpu_bytes, gpu_label = _gpu_memory(request, engine, notes)
+    unused = [name for name, value in runtime_knobs.items() if value is not None]
+    if request.overhead is not None and unused:
+        raise UsageError(
+            f"overhead replaces the runtime's derivation: {unused[0]} has no effect with it",
+            param=("overhead", unused[0]),
         )
-    report = FitReport(
-        opened, result, budget, workload, gpu_label, _merge(spec.notes, notes, result.notes), context_limit,
-        engine=chosen.engine, dp_attention=dp_attention,
+    budget, engine = _derived_budget(model, request, engine, workload, weights, found, gpu_bytes, notes)
+    return budget, engine, gpu_label
+
+
+def _gpu_memory(request: _FitRequest, engine: Engine, notes: list[str]) -> tuple[GPU | None, int, str]:
+    """The GPU preset (None: memory given in bytes), its memory per GPU and its label."""
+    from kvcalc.gpus import find_gpu
+
+    gpu, gpu_memory = request.gpu, request.gpu_memory
+    if gpu is not None and gpu_memory is not None:
+        raise UsageError("give gpu or gpu_memory, not both", param=("gpu", "gpu_memory"))
+    if gpu_memory is not None:
+        return None, gpu_memory, f"{gpu_memory:,} bytes per GPU"
+    if gpu is None:
+        raise UsageError("give gpu, gpu_memory or kv_budget", param=("gpu", "gpu_memory", "kv_budget"))
+    found = find_gpu(gpu)
+    engine.check_gpu(found)
+    label = (
+        f"{found.name}, {found.runtime_bytes:,} bytes the GPU may wire"
+        if found.unified_bytes
+        else f"{found.name}, {found.runtime_bytes:,} bytes as the CUDA/ROCm runtime reports them"
+    )
+    notes.append(f"{found.name} memory: {found.source}")
+    return found, found.runtime_bytes, label
+
+
+def _derived_budget(
+    model: Model, request: _FitRequest, engine: Engine, workload: Workload, weights: _WeightsOnce,
+    found: GPU | None, gpu_bytes: int, notes: list[str],
+) -> tuple[Budget, Engine]:  # fmt: skip
+    """The GPU's memory less the weights' share and the engine's runtime."""
+    from kvcalc.calc.fit import derive_budget
+
+    if request.weights is None:
+        weights_bytes, weights_label, weight_notes = weights(engine)
+        notes += weight_notes
+    else:
+        weights_bytes, weights_label = request.weights, f"--weights {request.weights:,} bytes"
+    tp, pp, batch, dp_attention = workload.tp * request.dp_attention, workload.pp, request.batch, request.dp_attention
+    k_dtype, v_dtype = workload.kv_dtype, workload.v_dtype
+    runtime, engine_now, runtime_notes = _runtime(
+        model, engine, gpu_bytes=gpu_bytes, gpu=found, tp=tp, pp=pp, share=request.share, overhead=request.overhead,
+        n_ctx=workload.tokens * cdiv_int(batch, workload.dp), n_seq=cdiv_int(batch, workload.dp), k_dtype=k_dtype,
+        v_dtype=v_dtype,
     )  # fmt: skip
-    if verdict:
-        report = replace(report, verdict=_verdict(report, {**call, "model": opened}))
-    return report
+    notes += runtime_notes
+    replicated = _replicated_attention(model, weights_bytes, tp, dp_attention) if dp_attention > 1 else None
+    budget = derive_budget(
+        gpu_bytes=gpu_bytes, weights_bytes=weights_bytes, shards=tp * pp, weights_label=weights_label,
+        runtime=runtime, replicated=replicated,
+    )  # fmt: skip
+    return budget, engine_now
 
 
-def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
+def _verdict(report: FitReport, request: _FitRequest, weights: _WeightsOnce) -> Verdict:
     """Fits or not, the headroom, and when it does not fit what to change, in this order: a smaller
     KV format (fp8, or the engine's own), the engine's quantized weights, twice the tensor
     parallelism (where more GPUs stay in one machine), a shorter context, fewer sequences, each
@@ -245,7 +366,7 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
 
     def headroom(change: str, **changed: Any) -> Remedy | None:
         try:
-            alt = fit(**{**call, **changed, "verdict": False})
+            alt = _fit(report.model, replace(request, **changed), weights, verdict=False)
         except UsageError:
             return None  # the engine cannot do it (fp8 KV on this engine, a tp that splits no heads)
         assert alt.engine is not None
@@ -268,7 +389,7 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
         # The fewest GPUs that hold the request too: from the fewest that leave anything, upward,
         # eight counts at most (a count that splits no heads is skipped); where more GPUs stay in
         # one machine, and smaller weights do not do.
-        more = least is not None and _tensor_parallel_here(engine, call.get("gpu"))
+        more = least is not None and _tensor_parallel_here(engine, request.gpu)
         more = more and not (smaller is not None and smaller.fits)
         first = max(cdiv_int(least, w.pp), w.tp + 1) if least is not None else 0  # least counts tp x pp
         for tp in range(first, first + 8 if more else first):
@@ -287,7 +408,7 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
         # SGLang would not start: no change of the workload inside the same budget helps.
         return Verdict(False, needed, result.kv_budget, (), f"SGLang refuses this: {result.sglang.refusal}")
     limit = report.context_limit
-    if limit is not None and w.tokens > limit and call.get("max_model_len") is None:
+    if limit is not None and w.tokens > limit and request.max_model_len is None:
         reason = (
             f"requests of {w.tokens:,} tokens are past the model's context limit ({spec.max_context_key}): "
             "engines refuse them (--no-context-cap to size them anyway)"
@@ -306,16 +427,16 @@ def _verdict(report: FitReport, call: dict[str, Any]) -> Verdict:
     own = engine.kv_remedy()
     if own is not None:
         what, knobs = own
-        smaller = replace(call["serving"], options={**call["serving"].options, **knobs})
-        remedies.append(headroom(what, serving=smaller))
+        own_kv = replace(request.serving, options={**request.serving.options, **knobs})
+        remedies.append(headroom(what, serving=own_kv))
     elif kv is None or (kv.block == 1 and kv.bits > 8):
-        fp8 = replace(call["serving"], kv_dtype="fp8", k_dtype=None, v_dtype=None)
+        fp8 = replace(request.serving, kv_dtype="fp8", k_dtype=None, v_dtype=None)
         remedies.append(headroom("fp8 KV cache (--kv-dtype fp8)", serving=fp8))
     quantized = _quantized_weights(report)
     if quantized is not None:
-        what, weights = quantized
-        remedies.append(headroom(what, weights=weights))
-    if _tensor_parallel_here(engine, call.get("gpu")):
+        what, size = quantized
+        remedies.append(headroom(what, weights=size))
+    if _tensor_parallel_here(engine, request.gpu):
         remedies.append(headroom(f"tp {w.tp * 2} (--tp {w.tp * 2}, twice the GPUs)", tp=w.tp * 2, gpus=None))
     if result.max_context:
         remedies.append(
@@ -452,6 +573,12 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
     """Weights bytes of an opened model as the engine holds them (beside its config file, from the
     Hub, or its preset), with notes: a preset's own remark, and vLLM's or SGLang's 16-bit load of
     a float32 checkpoint."""
+    return _held_weights(model, engine, *_read_weights(model, revision, on_fetch))
+
+
+def _read_weights(model: Model, revision: str | None, on_fetch: OnFetch) -> tuple[int, str, list[str]]:
+    """The checkpoint's bytes as stored (beside its config file, from the Hub, or its preset),
+    where the figure came from, and a preset's own remarks."""
     from kvcalc.inputs.weights import weights_bytes
 
     source = model.source
@@ -468,16 +595,26 @@ def _weights(model: Model, engine: Engine, revision: str | None, on_fetch: OnFet
         notes.append(f"weights: {preset_weights.source}")
         if preset_weights.note:
             notes.append(f"weights: {preset_weights.note}")
+    return size, label, notes
+
+
+def _held_weights(
+    model: Model, engine: Engine, size: int, label: str, read_notes: list[str]
+) -> tuple[int, str, list[str]]:
+    """The checkpoint's bytes as the engine holds them: vLLM's or SGLang's 16-bit load of a
+    float32 checkpoint (Engine.weights_dtype), said in a note."""
+    notes = list(read_notes)
     dtype = model.spec.dtype
     held = engine.weights_dtype(dtype, model.spec.model_type)
-    if dtype is not None and held is not None and held.bits < dtype.bits and not source.is_gguf:
+    gguf = model.source is not None and model.source.is_gguf
+    if dtype is not None and held is not None and held.bits < dtype.bits and not gguf:
         # The engine's one decision (Engine.weights_dtype): vLLM and SGLang load a float32
         # checkpoint in 16 bits, a converted GGUF stores it in bf16; every tensor at that size.
         size = size * held.bits // dtype.bits
         label += f", held in {held.name}"
         notes.append(f"{engine.name} holds this {dtype.name} checkpoint in {held.name}: weights scaled to "
                      f"{held.bits} bits")  # fmt: skip
-    elif dtype is not None and dtype.bits > 16 and held == dtype and not source.is_gguf:
+    elif dtype is not None and dtype.bits > 16 and held == dtype and not gguf:
         notes.append(f"{engine.name} holds this {dtype.name} checkpoint as stored; vLLM, SGLang and llama.cpp "
                      "hold it in 16 bits (--engine to choose)")  # fmt: skip
     return size, label, notes

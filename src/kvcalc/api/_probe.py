@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines.vllm.probe import VllmProbe
 
 from kvcalc.api._estimate import estimate
-from kvcalc.api._fit import fit
+from kvcalc.api._fit import Capacity, fit
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, check_options, resolve_serving
 
@@ -286,8 +286,8 @@ def probe_llamacpp(
     # layers (it would refuse them as changing nothing: the figure is the same without them).
     idle = chosen.idle_knobs(opened.spec)
     sizing = {knob: value for knob, value in (options or {}).items() if knob not in idle}
-    est = estimate(opened, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype, k_dtype=k_dtype,
-                   v_dtype=v_dtype, options=sizing)  # fmt: skip
+    est = estimate(opened, tokens=tokens, batch=batch, serving=Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype,
+                                                                       v_dtype=v_dtype, options=sizing))  # fmt: skip
     plan = _llamacpp_plan(opened, tokens * batch, gguf_plan)
     k_type = est.kv_dtype.name
     request = context_request(chosen, tokens, batch, k_type, (est.v_dtype or est.kv_dtype).name)
@@ -377,9 +377,8 @@ def probe_vllm(
     }  # fmt: skip
     result = run_probe(vllm_python(python), request, timeout)
     engine = fitted_engine(result)
-    report = fit(
-        opened, kv_budget=kv_budget, tokens=max_model_len, max_model_len=max_model_len, engine=engine, options=knobs
-    )  # fmt: skip
+    report = fit(opened, tokens=max_model_len, capacity=Capacity(kv_budget=kv_budget, max_model_len=max_model_len),
+                 serving=Serving(engine, options=knobs))  # fmt: skip
     checks = compare(result, report.result)
     return VllmProbe(opened.name, engine, request, result, checks, report.notes)
 
@@ -428,8 +427,8 @@ def probe_sglang(
     fp8 = kv_dtype in ("fp8", "fp8_e4m3")
     knobs = {"block_size": block_size}
     context = context_length or opened.spec.max_context or 4096
-    report = fit(opened, kv_budget=kv_budget, tokens=context, max_model_len=context, engine=SGLANG.engine,
-                 options=knobs, kv_dtype="fp8" if fp8 else None)  # fmt: skip
+    report = fit(opened, tokens=context, capacity=Capacity(kv_budget=kv_budget, max_model_len=context),
+                 serving=Serving(SGLANG.engine, options=knobs, kv_dtype="fp8" if fp8 else None))  # fmt: skip
     plan = report.result.sglang
     assert plan is not None  # fit under SGLang always plans
     request = {"config": config, "budget": kv_budget, "page_size": plan.page_size, "context_length": context,

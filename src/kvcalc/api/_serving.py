@@ -50,12 +50,16 @@ class Serving:
 
 @dataclass(frozen=True)
 class Layout:
-    """How the GPUs are laid out: tensor parallel (``tp``), pipeline stages (``pp``) and data-
-    parallel replicas (``dp``)."""
+    """How the GPUs are laid out: tensor parallel (``tp``; None: fit derives it from its GPU
+    count, elsewhere 1), pipeline stages (``pp``) and data-parallel replicas (``dp``); for speed,
+    expert-parallel GPUs of the tp (``ep``), and for fit and speed, attention-DP groups within
+    the tp (``dp_attention``)."""
 
-    tp: int = 1
+    tp: int | None = None
     pp: int = 1
     dp: int = 1
+    ep: int = 1
+    dp_attention: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,12 @@ def as_serving(
     return serving
 
 
-def as_layout(layout: Layout | None, *, tp: int | None, pp: int, dp: int) -> tuple[int | None, int, int]:
-    """(tp, pp, dp) from ``layout`` or the short forms, not both; each a count of GPUs."""
+def as_layout(
+    layout: Layout | None, *, tp: int | None, pp: int, dp: int, takes: tuple[str, ...] = (), what: str = "an estimate"
+) -> tuple[int | None, int, int]:
+    """(tp, pp, dp) from ``layout`` or the short forms, not both; each a count of GPUs. A layout's
+    ``ep`` or ``dp_attention`` other than 1 is refused unless the call ``takes`` it (read it with
+    ``layout_extras``)."""
     checks.instance(layout, "layout", Layout, "a kvcalc.Layout or None")
     if layout is None:
         tp = checks.optional_count(tp, "tp", maximum=checks.MAX_PARALLEL)
@@ -104,7 +112,24 @@ def as_layout(layout: Layout | None, *, tp: int | None, pp: int, dp: int) -> tup
         )
     if (tp is not None and tp != 1) or pp != 1 or dp != 1:
         raise UsageError("tp, pp and dp are part of layout: give layout or them, not both", param=("layout", "tp"))
-    return tuple(checks.count(getattr(layout, n), n, maximum=checks.MAX_PARALLEL) for n in ("tp", "pp", "dp"))  # type: ignore[return-value]
+    for name in ("ep", "dp_attention"):
+        value = getattr(layout, name)
+        if name not in takes and not (type(value) is int and value == 1):
+            raise UsageError(f"{name} changes nothing in {what}", param=name)
+    return (
+        checks.optional_count(layout.tp, "tp", maximum=checks.MAX_PARALLEL),
+        checks.count(layout.pp, "pp", maximum=checks.MAX_PARALLEL),
+        checks.count(layout.dp, "dp", maximum=checks.MAX_PARALLEL),
+    )
+
+
+def layout_extras(layout: Layout | None) -> tuple[int, int]:
+    """A layout's (ep, dp_attention), each a count of GPUs (1, 1 without a layout)."""
+    checks.instance(layout, "layout", Layout, "a kvcalc.Layout or None")
+    if layout is None:
+        return 1, 1
+    ep = checks.count(layout.ep, "ep", maximum=checks.MAX_PARALLEL)
+    return ep, checks.count(layout.dp_attention, "dp_attention", maximum=checks.MAX_PARALLEL)
 
 
 def check_options(options: object) -> Mapping[str, KnobValue]:

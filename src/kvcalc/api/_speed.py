@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._offload import _gguf_headers
-from kvcalc.api._serving import Serving, _merge, _past_limit, resolve_serving
+from kvcalc.api._serving import Layout as ServingLayout
+from kvcalc.api._serving import Served, _merge, _past_limit, as_layout, as_serving, layout_extras, resolve_serving
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # --weights-format: what the estimate's matmuls run at follows from it (Engine.matmul_dtype).
@@ -44,6 +45,23 @@ class SpeedReport:
     layout: Layout | None = None
 
 
+@dataclass(frozen=True)
+class Compute:
+    """How the GPU runs a step where its preset does not say, or is overridden: peaks given by
+    hand (``bandwidth`` bytes/s and ``flops`` FLOP/s per GPU), the matmuls' ``compute_dtype``, the
+    checkpoint's ``weights_format`` as the kernels see it (None: from the config or the bytes per
+    parameter), ``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1] in place of the fitted
+    memory and GEMM shares of peak, and ``eager``: decode without CUDA graphs."""
+
+    bandwidth: int | None = None
+    flops: int | None = None
+    compute_dtype: str | None = None
+    weights_format: str | None = None
+    bandwidth_efficiency: float | None = None
+    flops_efficiency: float | None = None
+    eager: bool = False
+
+
 def speed(
     model: ModelArg,
     *,
@@ -52,85 +70,146 @@ def speed(
     batch: int = 1,
     gpu: str | None = None,
     tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    dp_attention: int = 1,
-    eager: bool = False,
-    bandwidth: int | None = None,
-    flops: int | None = None,
-    compute_dtype: str | None = None,
-    bandwidth_efficiency: float | None = None,
-    flops_efficiency: float | None = None,
-    engine: str | Engine = "theoretical",
+    layout: ServingLayout | None = None,
+    engine: str | Engine | None = None,
     kv_dtype: DTypeLike = None,
+    compute: Compute | None = None,
     weights: int | None = None,
-    weights_format: str | None = None,
     sweep: Sequence[int] | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
     strict: bool = False,
 ) -> SpeedReport:
     """Lower bounds on time to first token and time per output token for ``batch`` sequences of a
-    ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or ``bandwidth``
-    bytes/s and ``flops`` FLOP/s per GPU) with ``tp``-way tensor parallelism (kvcalc.calc.speed).
-    Beside each bound, an estimate with its range (kvcalc.calc.step_cost): the kernels at the
-    shares of peak a fitted table gives (``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1]
-    replace its memory and GEMM shares), TP / PP / EP / attention-DP communication over the GPU's
-    link, the engine's own per-step time (``eager``: decode without CUDA graphs) and MoE routing.
-    ``pp`` pipeline stages, ``ep`` expert-parallel GPUs of the ``tp``, ``dp_attention`` groups
-    running attention on their own requests (SGLang's --enable-dp-attention --dp N; vLLM's
-    --data-parallel-size N with --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0:
-    decode only. ``weights_format`` names a given checkpoint's format (None: from the config or
-    the bytes per parameter). ``sweep``: the batch sizes of the throughput table (None: powers of
-    two to 256)."""
-    from fractions import Fraction
-    from functools import lru_cache
-
-    from kvcalc.calc import speed as core
+    ``prompt``-token prompt and ``output`` generated tokens, on a ``gpu`` preset (or the peaks
+    ``compute`` gives) with ``tp``-way tensor parallelism (kvcalc.calc.speed). Beside each bound,
+    an estimate with its range (kvcalc.calc.step_cost): the kernels at the shares of peak a fitted
+    table gives, TP / PP / EP / attention-DP communication over the GPU's link, the engine's own
+    per-step time and MoE routing. A ``layout`` in place of tp: ``pp`` pipeline stages, ``ep``
+    expert-parallel GPUs of the tp, ``dp_attention`` groups running attention on their own
+    requests (SGLang's --enable-dp-attention --dp N; vLLM's --data-parallel-size N with
+    --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0: decode only. ``weights`` in bytes
+    (None: read). ``sweep``: the batch sizes of the throughput table (None: powers of two to
+    256)."""
     from kvcalc.calc.step_cost import Layout
-    from kvcalc.gpus import find_gpu
-    from kvcalc.inputs.hf.configs import text_config
-    from kvcalc.inputs.hf.dims import read_dims
-    from kvcalc.spec import Kind
 
+    checks.instance(compute, "compute", Compute, "a kvcalc.Compute or None")
+    given = compute if compute is not None else Compute()
+    bandwidth, flops, compute_dtype, weights_format, eager = (
+        given.bandwidth, given.flops, given.compute_dtype, given.weights_format, given.eager,
+    )  # fmt: skip
+    got_tp, pp, _ = as_layout(layout, tp=tp, pp=1, dp=1, takes=("ep", "dp_attention"), what="speed")
+    if layout is not None and layout.dp != 1:
+        raise UsageError("dp changes nothing in speed: the bounds are one replica's", param="dp")
+    ep, dp_attention = layout_extras(layout)
+    tp = got_tp if got_tp is not None else 1
     prompt = checks.count(prompt, "prompt", minimum=0)
     output = checks.count(output, "output")
     batch = checks.count(batch, "batch")
-    tp, pp, ep, dp_attention = (checks.count(value, param, maximum=checks.MAX_PARALLEL) for param, value in
-                                (("tp", tp), ("pp", pp), ("ep", ep), ("dp_attention", dp_attention)))  # fmt: skip
     bandwidth = None if bandwidth is None else checks.rate(bandwidth, "bandwidth")
     flops = None if flops is None else checks.rate(flops, "flops")
     weights = None if weights is None else checks.size(weights, "weights")
-    sweep = None if sweep is None else checks.counts(sweep, "sweep", allow_empty=True)  # []: the batch alone
+    sweep = _checked_sweep(sweep)
+    gpu = checks.text(gpu, "gpu")
+    checks.flag(eager, "eager")
+    grid = Layout(tp, pp, ep, dp_attention)
+    _check_layout(grid)
+    _check_formats(weights_format, compute_dtype)
+    efficiency = _efficiencies(given.bandwidth_efficiency, given.flops_efficiency)
+    notes: list[str] = []
+    peaks = _peaks(gpu, bandwidth, flops, notes)
+    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
+    config = _config(opened, pp)
+    chosen = resolve_serving(opened.spec, as_serving(None, engine=engine, kv_dtype=kv_dtype))
+    if gpu is not None:
+        from kvcalc.gpus import find_gpu
+
+        chosen.engine.check_gpu(find_gpu(gpu))
+    chosen.engine.check_attention_dp(dp_attention)
+    checkpoint = _checkpoint(opened, config, chosen.engine, weights, revision, on_fetch, notes)
+    split, counted = _split(opened.spec, config, checkpoint, chosen.engine, notes)
+    hw = _hardware(opened.spec, peaks, checkpoint, split, compute_dtype, grid, notes)
+    split = _split_notes(opened.spec, split, counted, checkpoint, grid, notes)
+    shape, sparse = _attention_shape(opened.spec, config, notes)
+    kv = _KvReads(opened.spec, chosen, grid, shape, sparse)
+    result = _bounds(opened.spec, hw, split, shape, kv.read, peaks, grid, (prompt, output, batch), sweep, notes)
+    bound_given = _Given(peaks.bandwidth, peaks.flops_given, weights_format, compute_dtype, efficiency)
+    est, est_notes = _estimate(result, chosen.engine, opened.spec, config, split, peaks.peaks, checkpoint,
+                               layout=grid, eager=eager, given=bound_given)  # fmt: skip
+    notes += est_notes
+    asked = next(r for r in result.sweep if r.batch == batch)
+    if asked.fits is False:
+        notes.insert(0, f"the weights / TP and the cache of batch {batch} do not fit the GPU's "
+                        f"{peaks.gpu_memory:,} bytes: these bounds assume they did (more --tp, a smaller batch or a "
+                        "shorter context)")  # fmt: skip
+    if result.decode.sampled < result.decode.steps:
+        notes.append(f"the mean TPOT is over {result.decode.sampled} evenly spaced of the {result.decode.steps:,} "
+                     "decode steps")  # fmt: skip
+    first = kv.plan().at(max(prompt, 1), batch)
+    merged = _merge(opened.spec.notes, chosen.notes, first.notes, notes)
+    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, checkpoint.label, merged, est, grid)
+
+
+def _checked_sweep(sweep: Sequence[int] | None) -> list[int] | None:
+    """The batch sizes of the throughput table, each once ([]: the batch alone)."""
+    sweep = None if sweep is None else checks.counts(sweep, "sweep", allow_empty=True)
     seen: set[int] = set()
     for size in sweep or ():
         if size in seen:  # merged silently before: compare refuses a length given twice, so does this
             raise UsageError(f"sweep lists {size:,} more than once: each batch size is one row", param="sweep")
         seen.add(size)
-    gpu = checks.text(gpu, "gpu")
-    checks.flag(eager, "eager")
+    return sweep
+
+
+def _check_layout(layout: Layout) -> None:
+    """ep and dp_attention each divide tp."""
+    tp, ep, dp_attention = layout.tp, layout.ep, layout.dp_attention
     if tp % ep:
         raise UsageError(f"ep {ep} must divide tp {tp}: the experts are split over ep of the tp GPUs",
                          param=("ep", "tp"))  # fmt: skip
     if tp % dp_attention:
         raise UsageError(f"dp_attention {dp_attention} must divide tp {tp}: each attention group is tp / "
                          "dp_attention GPUs", param=("dp_attention", "tp"))  # fmt: skip
+
+
+def _check_formats(weights_format: str | None, compute_dtype: str | None) -> None:
     if weights_format is not None and weights_format not in WEIGHT_FORMATS:
         raise UsageError(f"weights_format must be one of {', '.join(WEIGHT_FORMATS)}, got {weights_format!r}",
                          param="weights_format")  # fmt: skip
     if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
         raise UsageError(f"compute dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {compute_dtype!r}",
                          param="compute_dtype")  # fmt: skip
+
+
+def _efficiencies(bandwidth_efficiency: float | None, flops_efficiency: float | None) -> dict[str, Fraction]:
     efficiency: dict[str, Fraction] = {}
     for param, given in (("bandwidth_efficiency", bandwidth_efficiency), ("flops_efficiency", flops_efficiency)):
         if given is not None:
             efficiency[param] = checks.share(given, param)
-    notes: list[str] = []
+    return efficiency
+
+
+@dataclass(frozen=True)
+class _Peaks:
+    """The GPU's peaks (None: given by hand), its label, the bandwidth the bounds read at, the
+    FLOP/s given (None: the preset's at the compute dtype) and the GPU's memory."""
+
+    peaks: Any
+    label: str
+    bandwidth: int
+    flops_given: int | None
+    gpu_memory: int | None
+
+
+def _peaks(gpu: str | None, bandwidth: int | None, flops: int | None, notes: list[str]) -> _Peaks:
+    from kvcalc.gpus import find_gpu
+
     peaks = None
     label = "given peaks"
+    gpu_memory = None
     if gpu is not None:
         found = find_gpu(gpu)
-        peaks, label = found.peaks, found.name
+        peaks, label, gpu_memory = found.peaks, found.name, found.runtime_bytes
         if peaks is None:
             raise UsageError(f"GPU {found.name} has no bandwidth and FLOPs on record: give bandwidth and flops",
                              param="gpu")  # fmt: skip
@@ -145,10 +224,25 @@ def speed(
         raise UsageError("give a gpu preset, or bandwidth (bytes/s) and flops (FLOP/s)", param="gpu")
     if flops is not None:
         label += f", {flops:,} FLOP/s given"
+    return _Peaks(peaks, label, bandwidth, flops, gpu_memory)
 
-    opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
-    spec = opened.spec
-    source = opened.source
+
+@dataclass(frozen=True)
+class _Config:
+    """The config's raw mapping, its dims, its text config and the query heads."""
+
+    raw: Mapping[str, Any]
+    dims: Any
+    text: Mapping[str, Any]
+    query_heads: int
+
+
+def _config(opened: Model, pp: int) -> _Config:
+    from kvcalc.inputs.hf.configs import text_config
+    from kvcalc.inputs.hf.dims import read_dims
+    from kvcalc.spec import Kind
+
+    spec, source = opened.spec, opened.source
     raw = source.config if source is not None and isinstance(source.config, dict) else None
     dims = read_dims(raw) if raw is not None else None
     if raw is None or dims is None:
@@ -162,10 +256,29 @@ def speed(
     if pp > spec.layers:
         raise UsageError(f"pp {pp} is more pipeline stages than the {spec.layers} layers of {spec.name}",
                          param="pp")  # fmt: skip
-    chosen = resolve_serving(spec, Serving(engine, kv_dtype=kv_dtype))
-    if gpu is not None:
-        chosen.engine.check_gpu(find_gpu(gpu))
-    chosen.engine.check_attention_dp(dp_attention)
+    return _Config(raw, dims, text, query_heads)
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """The weights: their bytes and where the figure came from, a GGUF's headers (None: no GGUF),
+    a GGUF's stored split, the parameters (None: not known yet), whether the bytes were given,
+    and the preset's format."""
+
+    total: int
+    label: str
+    headers: Any
+    stored: Any
+    parameters: int | None
+    given: bool
+    preset_format: str
+
+
+def _checkpoint(
+    opened: Model, config: _Config, engine: Engine, weights: int | None, revision: str | None, on_fetch: OnFetch,
+    notes: list[str],
+) -> _Checkpoint:  # fmt: skip
+    spec, source = opened.spec, opened.source
     headers = _gguf_headers(opened, on_fetch)  # a GGUF's weights are read as the file stores them
     if weights is None and headers is not None:  # the headers in hand: no second read
         from kvcalc.inputs.gguf import loaded_tensor_bytes
@@ -174,7 +287,7 @@ def speed(
         if total <= 0:
             raise SourceError(f"{spec.name} holds no tensors: give --weights SIZE")
     elif weights is None:
-        total, weights_label, weight_notes = _weights(opened, chosen.engine, revision, on_fetch)
+        total, weights_label, weight_notes = _weights(opened, engine, revision, on_fetch)
         notes += weight_notes
     else:
         total, weights_label = weights, f"given {weights:,} bytes"
@@ -194,14 +307,29 @@ def speed(
         # their share at the checkpoint's mean bytes per parameter.
         w = preset.weights
         parameters -= w.unloaded_bytes * w.parameters // w.bytes
-    held = spec.dtype if headers is not None else chosen.engine.weights_dtype(spec.dtype, spec.model_type)
+    preset_format = (
+        preset.weights.format if preset is not None and preset.weights is not None and weights is None else ""
+    )
+    return _Checkpoint(total, weights_label, headers, stored, parameters, weights is not None, preset_format)
+
+
+def _split(
+    spec: ModelSpec, config: _Config, checkpoint: _Checkpoint, engine: Engine, notes: list[str]
+) -> tuple[Any, tuple[Any, str]]:
+    """The weights split as a step reads them (kvcalc.calc.speed.split_weights), and the
+    parameters counted from the config's widths (None, with why not)."""
+    from fractions import Fraction
+
+    from kvcalc.calc import speed as core
+    from kvcalc.calc.params import count_parameters
+
+    dims, text, raw, parameters = config.dims, config.text, config.raw, checkpoint.parameters
+    held = spec.dtype if checkpoint.headers is not None else engine.weights_dtype(spec.dtype, spec.model_type)
     dtype_bytes = Fraction(held.bits, 8) if held is not None and held.bits >= 8 else Fraction(2)
     tied = text.get("tie_word_embeddings", raw.get("tie_word_embeddings"))
     if tied is None:
         notes.append("the config does not say whether the head is tied to the embeddings: taken as untied (the "
                      "input embedding is read by rows only; a lower bound either way)")  # fmt: skip
-    from kvcalc.calc.params import count_parameters
-
     counted, uncounted = count_parameters(dims, text, frozenset(c.kind for c in spec.caches),
                                           model_type=spec.model_type, tied=bool(tied))  # fmt: skip
     if parameters is None and counted is not None:
@@ -209,39 +337,56 @@ def speed(
         # is not half its parameters.
         parameters = counted.total
         notes.append(f"parameters counted from the config's widths: {parameters:,} (biases left out)")
-    elif parameters is None and weights is not None:
+    elif parameters is None and checkpoint.given:
         notes.append(f"parameters not counted from the config ({uncounted}): taken from the given weights' bytes")
-    split = core.split_weights(dims, text, total_bytes=total, parameters=parameters, bytes_per_param=dtype_bytes,
-                               tied=bool(tied), stored=stored)  # fmt: skip
-    compute_asked = compute_dtype
+    split = core.split_weights(dims, text, total_bytes=checkpoint.total, parameters=parameters,
+                               bytes_per_param=dtype_bytes, tied=bool(tied), stored=checkpoint.stored)  # fmt: skip
+    return split, (counted, uncounted)
+
+
+def _hardware(
+    spec: ModelSpec, peaks: _Peaks, checkpoint: _Checkpoint, split: Any, compute_dtype: str | None, layout: Layout,
+    notes: list[str],
+) -> Any:  # fmt: skip
+    """The GPU the bounds run on: its bandwidth and its FLOP/s at the compute dtype (given, or the
+    fastest path the checkpoint's format allows)."""
+    from kvcalc.calc import speed as core
+
     if compute_dtype is None:
-        fmt = preset.weights.format if preset is not None and preset.weights is not None and weights is None else ""
-        compute_dtype, why = _compute_dtype(fmt, headers is not None and spec.dtype is None, split, peaks)
+        quantized_gguf = checkpoint.headers is not None and spec.dtype is None
+        compute_dtype, why = _compute_dtype(checkpoint.preset_format, quantized_gguf, split, peaks.peaks)
         notes.append(f"compute dtype {compute_dtype}: {why} (--compute-dtype to choose)")
-    flops_given = flops
+    flops = peaks.flops_given
     if flops is None:
-        assert peaks is not None
-        peak = peaks.flops(compute_dtype)
+        assert peaks.peaks is not None
+        peak = peaks.peaks.flops(compute_dtype)
         if peak is None:
-            raise UsageError(f"{label} has no dense {compute_dtype} tensor peak: give flops or another compute dtype",
-                             param="flops")  # fmt: skip
+            raise UsageError(f"{peaks.label} has no dense {compute_dtype} tensor peak: give flops or another compute "
+                             "dtype", param="flops")  # fmt: skip
         flops = peak
-    if ep > 1 and not split.experts:
-        raise UsageError(f"ep {ep}: {spec.name} routes to no experts, so expert parallelism changes nothing",
+    if layout.ep > 1 and not split.experts:
+        raise UsageError(f"ep {layout.ep}: {spec.name} routes to no experts, so expert parallelism changes nothing",
                          param="ep")  # fmt: skip
-    hw = core.Hardware(label, bandwidth, flops, compute_dtype)
+    return core.Hardware(peaks.label, peaks.bandwidth, flops, compute_dtype)
+
+
+def _split_notes(
+    spec: ModelSpec, split: Any, counted: tuple[Any, str], checkpoint: _Checkpoint, layout: Layout, notes: list[str]
+) -> Any:
+    """Attention-DP's replicated attention weights, and what the split assumed, as notes."""
+    tp, dp_attention = layout.tp, layout.dp_attention
     if dp_attention > 1:
-        if counted is None:
-            raise UsageError(f"{spec.name}: attention-DP needs the attention weights' size, and {uncounted}",
+        if counted[0] is None:
+            raise UsageError(f"{spec.name}: attention-DP needs the attention weights' size, and {counted[1]}",
                              param="dp_attention")  # fmt: skip
         # Each attention group of tp / dp_attention GPUs holds the attention weights whole between
         # them: (dp_attention - 1) / tp of them per GPU beyond an even TP share.
-        attention_bytes = int(counted.attention * split.bytes_per_param)
+        attention_bytes = int(counted[0].attention * split.bytes_per_param)
         split = replace(split, replicated_per_gpu=attention_bytes * (dp_attention - 1) // tp)
         notes.append(f"attention-DP: {dp_attention} groups of {tp // dp_attention} GPU(s) each run attention on "
                      f"their own requests (KV of ceil(batch / {dp_attention}) sequences per GPU); each GPU also holds "
                      f"{split.replicated_per_gpu:,} B of attention weights beyond a TP share")  # fmt: skip
-    if stored is None and split.experts:
+    if checkpoint.stored is None and split.experts:
         notes.append("the experts' bytes are taken at the checkpoint's mean bytes per parameter (a GGUF gives them "
                      "exactly); where experts are stored smaller than the rest, the dense bytes err low")  # fmt: skip
     notes += split.notes
@@ -250,9 +395,18 @@ def speed(
             f"MoE: {split.top_k} of {split.experts} experts per token; a step reads the experts its tokens are "
             "routed to, taken as uniform, independent routing (more skewed routing reads fewer)"
         )
+    return split
+
+
+def _attention_shape(spec: ModelSpec, config: _Config, notes: list[str]) -> tuple[Any, bool]:
+    """What attention's FLOPs need beyond the cache (kvcalc.calc.speed.AttentionShape), and
+    whether attention is sparse (DSA)."""
+    from kvcalc.calc import speed as core
+
+    text = config.text
     index_topk = text.get("index_topk")
     sparse = any(c.picks_attended_tokens for c in spec.caches)
-    shape = core.AttentionShape(query_heads, int(text.get("index_n_heads", 0) or 0),
+    shape = core.AttentionShape(config.query_heads, int(text.get("index_n_heads", 0) or 0),
                                 index_topk if isinstance(index_topk, int) and sparse else None)  # fmt: skip
     if sparse and shape.index_topk is None:
         raise UsageError(f"{spec.name}: sparse attention without index_topk in the config: its reads are not known",
@@ -260,31 +414,57 @@ def speed(
     if sparse:
         notes.append(f"sparse attention: each query reads the latent of at most index_topk {shape.index_topk:,} "
                      "tokens, and the indexer's keys of all of them")  # fmt: skip
+    return shape, sparse
 
-    attention_tp = tp // dp_attention
 
-    @lru_cache(maxsize=1)
-    def plan() -> Plan:  # compiled at the first step's read, where an estimate used to be made
-        return compile_plan(spec, Workload(tokens=1, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype,
-                                           tp=attention_tp), chosen.engine)  # fmt: skip
+class _KvReads:
+    """The KV bytes one GPU reads for a step at a context and a count of sequences (the busiest
+    attention-DP group's share, heads over tp / dp_attention; a sparse MLA cache read at
+    index_topk tokens), from a plan compiled at the first read."""
 
-    @lru_cache(maxsize=4096)
-    def kv(context: int, seqs: int) -> int:
+    def __init__(self, spec: ModelSpec, chosen: Served, layout: Layout, shape: Any, sparse: bool) -> None:
+        from functools import lru_cache
+
+        self.spec, self.chosen, self.shape, self.sparse = spec, chosen, shape, sparse
+        self.dp_attention = layout.dp_attention
+        self.attention_tp = layout.tp // layout.dp_attention
+        self.plan = lru_cache(maxsize=1)(self._plan)
+        self.read = lru_cache(maxsize=4096)(self._read)
+
+    def _plan(self) -> Plan:  # compiled at the first step's read, where an estimate used to be made
+        chosen = self.chosen
+        workload = Workload(tokens=1, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype, tp=self.attention_tp)
+        return compile_plan(self.spec, workload, chosen.engine)
+
+    def _read(self, context: int, seqs: int) -> int:
+        from kvcalc.spec import Kind
+
         if context == 0:  # decode from an empty context (--prompt 0)
             return 0
         # Attention-DP: the busiest group's share of the sequences, its heads over tp / dp_attention.
-        est = plan().at(context, -(-seqs // dp_attention))
+        est = self.plan().at(context, -(-seqs // self.dp_attention))
+        topk = self.shape.index_topk
         read = 0
         for g in est.groups:
-            share = g.bytes // attention_tp
-            if sparse and g.kind is Kind.MLA and shape.index_topk is not None and g.tokens_kept > shape.index_topk:
-                share = share * shape.index_topk // g.tokens_kept
+            share = g.bytes // self.attention_tp
+            if self.sparse and g.kind is Kind.MLA and topk is not None and g.tokens_kept > topk:
+                share = share * topk // g.tokens_kept
             read += share
         return read
 
+
+def _bounds(
+    spec: ModelSpec, hw: Any, split: Any, shape: Any, kv: Any, peaks: _Peaks, layout: Layout,
+    lengths: tuple[int, int, int], sweep: list[int] | None, notes: list[str],
+) -> Speed:  # fmt: skip
+    """The bounds (kvcalc.calc.speed.speed) over the sweep, with what they leave out as notes."""
+    from kvcalc.calc import speed as core
+
+    prompt, output, batch = lengths
+    tp, pp = layout.tp, layout.pp
     limit = max(spec.max_context or 0, prompt + output)
     notes += _past_limit(spec, prompt + output)
-    gpu_memory = find_gpu(gpu).runtime_bytes if gpu is not None else None
+    gpu_memory = peaks.gpu_memory
     if gpu_memory is not None:
         notes.append(f"'fit' in the sweep: weights / TP + the cache at prompt + output within the GPU's "
                      f"{gpu_memory:,} bytes, before activations and the engine's reserve (kvcalc fit derives "
@@ -298,31 +478,24 @@ def speed(
                      "the estimate adds the hand-offs (pipelining several batches is not modelled)")  # fmt: skip
     if prompt == 0:
         notes.append("prompt 0: decode only, every output token a decode step from an empty context (no TTFT)")
-    result = core.speed(
+    return core.speed(
         hw, spec, split, shape, kv, prompt=prompt, output=output, batch=batch, tp=tp,
         sweep=tuple(sorted(set(DEFAULT_SWEEP if sweep is None else sweep) | {batch})),
         # Stages hold a share of the layers each: weights / TP and the cache fit pp GPUs' memory.
         memory_per_gpu=gpu_memory * pp if gpu_memory is not None else None, context_limit=limit, notes=(),
     )  # fmt: skip
-    est, est_notes = _estimate(
-        result, chosen.engine, spec, dims, text, split, peaks, raw=raw, bandwidth=bandwidth, flops_given=flops_given,
-        layout=Layout(tp, pp, ep, dp_attention), eager=eager, format_given=weights_format,
-        compute_given=compute_asked,
-        preset_format=preset.weights.format if preset is not None and preset.weights is not None and weights is None
-        else "", gguf=headers is not None, efficiency=efficiency,
-    )  # fmt: skip
-    notes += est_notes
-    asked = next(r for r in result.sweep if r.batch == batch)
-    if asked.fits is False:
-        notes.insert(0, f"the weights / TP and the cache of batch {batch} do not fit the GPU's {gpu_memory:,} bytes: "
-                        "these bounds assume they did (more --tp, a smaller batch or a shorter context)")  # fmt: skip
-    if result.decode.sampled < result.decode.steps:
-        notes.append(f"the mean TPOT is over {result.decode.sampled} evenly spaced of the {result.decode.steps:,} "
-                     "decode steps")  # fmt: skip
-    first = plan().at(max(prompt, 1), batch)
-    merged = _merge(spec.notes, chosen.notes, first.notes, notes)
-    return SpeedReport(opened, result, chosen.engine.name, first.kv_dtype, weights_label, merged, est,
-                       Layout(tp, pp, ep, dp_attention))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Given:
+    """What the user gave that the estimate beside the bound reads: the bandwidth, the FLOP/s, the
+    weights' format, the compute dtype and the efficiencies replacing the fitted shares."""
+
+    bandwidth: int
+    flops: int | None
+    weights_format: str | None
+    compute_dtype: str | None
+    efficiency: dict[str, Fraction]
 
 
 def _compute_dtype(fmt: str, quantized_gguf: bool, split: Any, peaks: Any) -> tuple[str, str]:
@@ -381,10 +554,8 @@ def _weight_format(given: str | None, preset_format: str, raw: Mapping[str, Any]
 
 
 def _estimate(
-    bound: Speed, engine: Engine, spec: ModelSpec, dims: Any, text: Mapping[str, Any], split: Any, peaks: Any, *,
-    raw: Mapping[str, Any], bandwidth: int, flops_given: int | None, layout: Layout, eager: bool,
-    format_given: str | None, compute_given: str | None, preset_format: str, gguf: bool,
-    efficiency: dict[str, Fraction],
+    bound: Speed, engine: Engine, spec: ModelSpec, config: _Config, split: Any, peaks: Any, checkpoint: _Checkpoint,
+    *, layout: Layout, eager: bool, given: _Given,
 ) -> tuple[SpeedEstimate, list[str]]:  # fmt: skip
     """The estimate beside the bound (kvcalc.calc.step_cost), with what it took as notes."""
     from dataclasses import replace as change
@@ -392,13 +563,15 @@ def _estimate(
     from kvcalc.calc import speed as core
     from kvcalc.calc import step_cost as sc
 
+    dims, text, raw, bandwidth, flops_given = config.dims, config.text, config.raw, given.bandwidth, given.flops
+    compute_given, efficiency = given.compute_dtype, given.efficiency
     notes: list[str] = []
     overhead = engine.step_overhead()
     if eager and not engine.has_cuda_graphs:
         raise UsageError(f"{engine.name} has no CUDA graphs to turn off: eager changes nothing", param="eager")
     graphs = overhead.cuda_graphs and not eager
-    fmt, why = _weight_format(format_given, preset_format, raw, gguf, spec.dtype,
-                              split.bytes_per_param)  # fmt: skip
+    fmt, why = _weight_format(given.weights_format, checkpoint.preset_format, raw, checkpoint.headers is not None,
+                              spec.dtype, split.bytes_per_param)  # fmt: skip
     arch = peaks.arch if peaks is not None else ""
     dtype, dtype_why = engine.matmul_dtype(fmt, arch)
     if compute_given is not None:

@@ -187,18 +187,25 @@ def estimate(
         print_view(lengths_view(summary, unit_choice))
         return
     result = api.estimate(
-        opened, tokens=count(tokens, "--tokens"), prompt=count(prompt, "--prompt"), output=count(output, "--output"),
-        batch=count(batch, "--batch") or 1, encoder_tokens=count(encoder_tokens, "--encoder-tokens"),
-        images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
-        tp=tp, pp=pp, dp=dp, shared_prefix=prefix, **engine_flags,
+        opened, layout=api.Layout(tp, pp, dp), **engine_flags, sequences=api.Sequences(
+            tokens=count(tokens, "--tokens"), prompt=count(prompt, "--prompt"), output=count(output, "--output"),
+            batch=count(batch, "--batch") or 1, encoder_tokens=count(encoder_tokens, "--encoder-tokens"),
+            images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
+            shared_prefix=prefix),
     )  # fmt: skip
     theory = None
     if vs_theoretical:
         w = result.workload
         same_formats = api.Serving(kv_dtype=w.kv_dtype, v_dtype=w.v_dtype, residual_tokens=w.residual_tokens or None)
-        theory = api.estimate(opened, tokens=w.tokens, batch=w.batch, encoder_tokens=w.encoder_tokens,
-                              images=w.images or None, image_tokens=w.image_tokens, serving=same_formats,
-                              tp=tp, pp=pp, dp=dp, shared_prefix=prefix)  # fmt: skip
+        same_work = api.Sequences(
+            tokens=w.tokens,
+            batch=w.batch,
+            encoder_tokens=w.encoder_tokens,
+            images=w.images or None,
+            image_tokens=w.image_tokens,
+            shared_prefix=prefix,
+        )
+        theory = api.estimate(opened, sequences=same_work, serving=same_formats, layout=api.Layout(tp, pp, dp))
     if as_json:
         from kvcalc.views.json import estimate_json
 

@@ -235,14 +235,16 @@ def fit(
     if no_kv_offload or tensor_split is not None:
         raise UsageError("--no-kv-offload and --tensor-split go with --gpu-layers (llama.cpp's split)")
     overhead_bytes = None if overhead.strip().lower() == "auto" else parse_size(overhead, what="--overhead")
+    capacity = api.Capacity(
+        gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"), gpus=gpus,
+        utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
+        max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap,
+    )  # fmt: skip
     report = api.fit(
-        model, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"),
-        gpus=gpus, utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
-        tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1, tp=tp, pp=pp, dp=dp,
-        dp_attention=dp_attention,
-        max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap, revision=revision,
-        on_fetch=say_fetching, strict=strict,
-        images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens"),
+        model, gpu=gpu, capacity=capacity, layout=api.Layout(tp, pp, dp, dp_attention=dp_attention),
+        revision=revision, on_fetch=say_fetching, strict=strict, sequences=api.Sequences(
+            tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1,
+            images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens")),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
                         max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
                         max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager,
@@ -289,9 +291,9 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
     report = api.fit_offload(
         model, gpu_layers=layers, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), gpus=gpus or 1,
         tensor_split=shares, kv_offload=not no_kv_offload, tokens=count(tokens, "--tokens"),
-        batch=count(batch, "--batch") or 1, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-        options={name: value for name, value in knobs.items() if value is not None and value is not False},
-        engine=engine, weights=weights, revision=revision, on_fetch=say_fetching, strict=strict,
+        batch=count(batch, "--batch") or 1, weights=weights, revision=revision, on_fetch=say_fetching, strict=strict,
+        serving=api.Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, options={
+            name: value for name, value in knobs.items() if value is not None and value is not False}),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:

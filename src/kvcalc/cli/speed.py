@@ -184,12 +184,14 @@ def speed(
         batches = [count(b, "--sweep") or 1 for b in split_list(sweep, "--sweep")]
     report = api.speed(
         model, prompt=count_or_zero(prompt, "--prompt") or 0, output=count(output, "--output") or 1,
-        batch=count(batch, "--batch") or 1, gpu=gpu, tp=tp, pp=pp, ep=ep, dp_attention=dp_attention, eager=eager,
-        weights_format=(weights_format or "").strip().lower() or None,
-        bandwidth=parse_rate(bandwidth, what="--bandwidth") if bandwidth is not None else None,
-        flops=parse_rate(flops, what="--flops") if flops is not None else None,
-        compute_dtype=(compute_dtype or '').strip().lower() or None, bandwidth_efficiency=bandwidth_efficiency,
-        flops_efficiency=flops_efficiency, engine=engine, kv_dtype=kv_dtype,
+        batch=count(batch, "--batch") or 1, gpu=gpu, layout=api.Layout(tp, pp, ep=ep, dp_attention=dp_attention),
+        compute=api.Compute(
+            weights_format=(weights_format or "").strip().lower() or None, eager=eager,
+            bandwidth=parse_rate(bandwidth, what="--bandwidth") if bandwidth is not None else None,
+            flops=parse_rate(flops, what="--flops") if flops is not None else None,
+            compute_dtype=(compute_dtype or '').strip().lower() or None, bandwidth_efficiency=bandwidth_efficiency,
+            flops_efficiency=flops_efficiency),
+        engine=engine, kv_dtype=kv_dtype,
         weights=None if weights.strip().lower() == "auto" else parse_size(weights, what="--weights"),
         sweep=batches, revision=revision, on_fetch=say_fetching, strict=strict,
     )  # fmt: skip

@@ -79,9 +79,15 @@ REGISTRY: dict[str, EngineEntry] = {
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
+DEFAULT_ENGINE = "theoretical"  # what a call that names no engine is estimated under
+# The engines that split a model's layers over GPUs and the CPU (llama.cpp's -ngl), the first
+# one fit_offload's default.
+LAYER_SPLIT_ENGINES = ("llama.cpp", "llama-server")
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "ENGINE_NAMES",
+    "LAYER_SPLIT_ENGINES",
     "MLX",
     "REGISTRY",
     "THEORETICAL",

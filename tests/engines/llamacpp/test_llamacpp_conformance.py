@@ -101,9 +101,16 @@ def _estimate(spec: ModelSpec, c: dict[str, Any]) -> Any:
     # real llama.cpp still gets them, so the grid shows its bytes do not move with them either.
     idle = api.resolve_serving(spec, api.Serving("llama.cpp")).engine.idle_knobs(spec)
     return api.estimate(
-        spec, tokens=c["tokens"], batch=c["batch"], engine="llama.cpp", k_dtype=c["k"], v_dtype=c["v"],
-        options={knob: value for knob, value in _options(c).items() if knob not in idle},
-    )  # fmt: skip
+        spec,
+        tokens=c["tokens"],
+        batch=c["batch"],
+        serving=api.Serving(
+            engine="llama.cpp",
+            k_dtype=c["k"],
+            v_dtype=c["v"],
+            options={knob: value for knob, value in _options(c).items() if knob not in idle},
+        ),
+    )
 
 
 def _options(c: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +163,7 @@ def test_mla_refuses_different_k_and_v_types_as_llama_cpp_does() -> None:
     answer = measure(gguf_plan(spec, 512), [request])
     assert "does not support different K" in answer["results"][0]["error"]
     with pytest.raises(UsageError, match=r"different K .* and V .* cache types"):
-        api.estimate(spec, tokens=512, engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16")
+        api.estimate(spec, tokens=512, serving=api.Serving(engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16"))
 
 
 def test_quantized_type_whose_block_does_not_divide_the_head_dim_is_refused_by_both() -> None:
@@ -168,4 +175,4 @@ def test_quantized_type_whose_block_does_not_divide_the_head_dim_is_refused_by_b
     answer = measure(gguf_plan(spec, 512), [request])
     assert "does not divide n_embd_head_k=80" in answer["results"][0]["error"]
     with pytest.raises(UsageError, match="blocks of 32 do not divide the K head dim 80"):
-        api.estimate(spec, tokens=512, engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16")
+        api.estimate(spec, tokens=512, serving=api.Serving(engine="llama.cpp", k_dtype="q8_0", v_dtype="fp16"))

@@ -14,8 +14,12 @@ MIB = 2**20
 
 
 def _plan(model: str, budget: int = 256 * MIB, page: int | None = None, tokens: int = 4096) -> object:
-    report = kvcalc.fit(model, kv_budget=budget, tokens=tokens, max_model_len=tokens, engine="sglang",
-                        options={"block_size": page} if page else None)  # fmt: skip
+    report = kvcalc.fit(
+        model,
+        tokens=tokens,
+        serving=kvcalc.Serving(engine="sglang", options={"block_size": page} if page else {}),
+        capacity=kvcalc.Capacity(kv_budget=budget, max_model_len=tokens),
+    )
     return report
 
 

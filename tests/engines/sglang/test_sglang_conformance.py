@@ -59,9 +59,16 @@ def _grid() -> tuple[list[dict[str, Any]], list[Any]]:
         context = min(4096, model.spec.max_context or 4096)
         for budget, allocate in ((256 * 2**20, True), (40 * 2**30, False)):
             for page, fp8 in ((1, False), (64, False), (16, True)):
-                report = kvcalc.fit(model, kv_budget=budget, tokens=context, max_model_len=context, engine="sglang",
-                                    options={"block_size": page} if page > 1 else None,
-                                    kv_dtype="fp8" if fp8 else None)  # fmt: skip
+                report = kvcalc.fit(
+                    model,
+                    tokens=context,
+                    serving=kvcalc.Serving(
+                        engine="sglang",
+                        kv_dtype="fp8" if fp8 else None,
+                        options={"block_size": page} if page > 1 else {},
+                    ),
+                    capacity=kvcalc.Capacity(kv_budget=budget, max_model_len=context),
+                )
                 plan = report.result.sglang
                 assert plan is not None
                 cases.append({"preset": name, "config": model.source.config, "budget": budget,

@@ -94,7 +94,7 @@ def test_images_are_fixed_per_sequence() -> None:
 
 def test_image_tokens_override_the_tiling() -> None:
     # One 560 x 560 tile instead of four: 1,601 tokens; 8 x 4,096 B x 1,601 = 52,461,568.
-    est = api.estimate(fixture_path(), tokens=1000, images=1, image_tokens=1601)
+    est = api.estimate(fixture_path(), sequences=api.Sequences(tokens=1000, images=1, image_tokens=1601))
     assert est.fixed_bytes_per_sequence == 52_461_568
     assert est.total_bytes == 131_072_000 + 52_461_568
 
@@ -110,10 +110,10 @@ def test_vision_config_defaults_and_bare_text_config() -> None:
     bare = read_config(fixture_config(MLLAMA)["text_config"], name="bare")
     assert bare.image_tokens is None and bare.has_image_cross_attention
     with pytest.raises(UsageError) as caught:
-        api.estimate(bare, tokens=10, images=1)
+        api.estimate(bare, sequences=api.Sequences(tokens=10, images=1))
     assert caught.value.params == ("image_tokens",)
     # 10 x 131,072 + 8 x 4,096 x 100 = 1,310,720 + 3,276,800 = 4,587,520.
-    assert api.estimate(bare, tokens=10, images=1, image_tokens=100).total_bytes == 4_587_520
+    assert api.estimate(bare, sequences=api.Sequences(tokens=10, images=1, image_tokens=100)).total_bytes == 4_587_520
 
 
 def test_nested_text_config_without_model_type_is_mllama() -> None:
@@ -151,10 +151,10 @@ def test_bad_image_size_names_the_field(value: Any) -> None:
 def test_images_for_a_model_without_image_cross_attention_are_refused() -> None:
     for param, value in (("images", 1), ("image_tokens", 100)):
         with pytest.raises(UsageError) as caught:
-            api.estimate("llama-3.1-8b", tokens=10, **{param: value})
+            api.estimate("llama-3.1-8b", sequences=api.Sequences(tokens=10, **{param: value}))
         assert caught.value.params == (param,)
     with pytest.raises(UsageError) as caught:
-        api.estimate(fixture_path(), tokens=10, images=-1)
+        api.estimate(fixture_path(), sequences=api.Sequences(tokens=10, images=-1))
     assert caught.value.params == ("images",)
 
 
@@ -183,7 +183,9 @@ def test_fit_counts_images_per_request() -> None:
     # 10 GiB = 10,737,418,240 B. A request of 4,096 tokens and one image:
     #   4,096 x 131,072 + 209,846,272 = 536,870,912 + 209,846,272 = 746,717,184 B -> 14 requests (14.38).
     # Longest context with one image: (10,737,418,240 - 209,846,272) // 131,072 = 80,319 tokens.
-    report = api.fit(fixture_path(), kv_budget=10 * 2**30, tokens=4096, images=1)
+    report = api.fit(
+        fixture_path(), sequences=api.Sequences(tokens=4096, images=1), capacity=api.Capacity(kv_budget=10 * 2**30)
+    )
     assert (report.result.max_concurrency, report.result.max_context) == (14, 80_319)
 
 
