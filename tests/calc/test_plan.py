@@ -7,12 +7,13 @@ from dataclasses import dataclass, replace
 import pytest
 
 from kvcalc.api import open_model
-from kvcalc.calc.estimate import Workload, compile_plan, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import parse_kv_dtype
 from kvcalc.engines import THEORETICAL, make_engine
 from kvcalc.engines.theoretical import Theoretical
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
+from tests.helpers.theoretical import compile_plan, estimate
 
 # Lengths on both sides of the windows (128, 4,096), chunks (8,192), pages, blocks (16) and
 # llama.cpp's 256-cell padding the presets below meet.

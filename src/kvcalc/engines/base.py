@@ -11,13 +11,16 @@ engine: exactly what attention must keep.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from kvcalc.calc.contracts import Arrangement, cdiv, pad
 from kvcalc.dtypes import FP16, DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
+
+__all__ = ["Arrangement", "Engine", "EngineOptions", "Target", "cdiv", "pad"]  # cdiv, pad, Arrangement: calc.contracts
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -26,22 +29,14 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.calc.step_cost import StepOverhead
+    from kvcalc.dims import ModelDims
     from kvcalc.gpus import GPU
-    from kvcalc.inputs.hf.dims import ModelDims
 
 
 def windowed(spec: ModelSpec) -> bool:
     """Whether any layer keeps fewer entries than the tokens: a window, a chunk or compression,
     where an engine's batch sizes decide what it reserves."""
     return any(c.token_bound is not None or c.compress_ratio > 1 for c in spec.caches)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def pad(n: int, multiple: int) -> int:
-    return cdiv(n, multiple) * multiple
 
 
 def version_warning(package: str, installed: str | None, read_from: str) -> str | None:
@@ -65,19 +60,6 @@ _STATE_FAMILIES = frozenset({"linear_attention", "mamba", "short_conv"})
 ALL_STATE_FAMILIES = _STATE_FAMILIES | {"lightning_attention", "rg_lru"}
 # Model types that stand for a checkpoint format no serving engine loads (configs._native_format).
 NATIVE_FORMATS = frozenset({"mamba_ssm"})
-
-
-@dataclass(frozen=True)
-class Arrangement:
-    """How an engine lays the layers' pages out in its pool, beyond each layer's own rows (vLLM's
-    layer groups): the engine each layer kind is held by (larger blocks), the bytes a state takes
-    (a page padded to the pool's page), and empty layer slots, each costing as one layer of the
-    kind it pads. ``Engine.arrange`` gives it; estimate, compare, fit and speed all see it."""
-
-    engines: Mapping[LayerCache, Engine] = field(default_factory=dict)
-    state_bytes: Mapping[LayerCache, int] = field(default_factory=dict)
-    padding: Mapping[LayerCache, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,6 +190,15 @@ class Engine:
         """Slots the whole batch holds in this layer."""
         held = self.tokens_held(cache, tokens)
         return batch * held - (batch - 1) * self.shared_tokens(cache, tokens, prefix)
+
+    @property
+    def base_slot_rules(self) -> bool:
+        """Whether this engine keeps the base's ``layer_tokens``, ``tokens_held`` and
+        ``batch_slots`` (a sequence holds min(tokens, the layer's bound) slots), so a compiled plan
+        need not ask it per length; computed from the class, never overridden."""
+        rules = type(self)
+        return (rules.layer_tokens is Engine.layer_tokens and rules.tokens_held is Engine.tokens_held
+                and rules.batch_slots is Engine.batch_slots)  # fmt: skip
 
     def state_parts(self, cache: LayerCache) -> tuple[tuple[int, DType | None], ...]:
         """(elements, format or None for the run dtype) of a state layer per sequence: the conv

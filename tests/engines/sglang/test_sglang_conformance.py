@@ -62,7 +62,7 @@ def _grid() -> tuple[list[dict[str, Any]], list[Any]]:
                 report = kvcalc.fit(model, kv_budget=budget, tokens=context, max_model_len=context, engine="sglang",
                                     options={"block_size": page} if page > 1 else None,
                                     kv_dtype="fp8" if fp8 else None)  # fmt: skip
-                plan = report.result.sglang
+                plan = report.result.plan
                 assert plan is not None
                 cases.append({"preset": name, "config": model.source.config, "budget": budget,
                               "page_size": plan.page_size, "kv_cache_dtype": "fp8_e4m3" if fp8 else "auto",

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import VLLM, make_engine
 from kvcalc.engines.transformers.crosscheck import check_model
@@ -43,6 +43,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, ModelSpec, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 FALCON = "Falcon-H1-7B.json"
 ZAMBA_STANDALONE = "zyphra-Zamba2/config.json"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16, FP8
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
@@ -20,6 +20,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, IndexerCache, Kind, LatentCache, ModelSpec
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 GLM51, GLM53, MINIMAX = "GLM-5.1.json", "GLM-5.3-w4a16.json", "MiniMax-M3.json"
 LATENT = LatentCache(512, 64, 192 + 64, 256)

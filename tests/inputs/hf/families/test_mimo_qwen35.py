@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
@@ -32,6 +32,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 PRO = "MiMo-V2.5-Pro.json"
 QWEN = "Qwen3.5-0.8B.json"
