@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
@@ -73,7 +73,6 @@ def test_one_plan_gives_every_length_as_a_fresh_estimate(model: str, engine_name
                 assert plan.per_gpu_bytes(tokens, w.batch, w.shared_prefix) == fresh.per_gpu_bytes
 
 
-@dataclass(frozen=True)
 class _AskedEngine(Theoretical):
     """The theoretical rules, asked of the engine every time: the plan's own closed form for
     engines that keep the base rules must agree with them."""
