@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from kvcalc import load_model, model_from_geometry
-from kvcalc.calc.estimate import Workload, estimate, pipeline_stages
+from kvcalc.calc.estimate import Workload, pipeline_stages
 from kvcalc.calc.requests import parse_lengths, summarize_requests
 from kvcalc.dtypes import FP16, Q4_0, Q8_0, group_quantized, parse_dtype
 from kvcalc.engines import VLLM, LlamaCpp, SGLang, Transformers, make_engine
 from kvcalc.errors import SourceError, UsageError
+from tests.helpers.theoretical import estimate
 
 LLAMA_8B = load_model("llama-3.1-8b")  # 32 layers, 8 KV heads x 128, bf16: 131,072 B/token
 

@@ -50,12 +50,13 @@ def llama_case() -> tuple[Any, dict[str, Any], dict[str, Any]]:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from kvcalc.api import load_model
-    from kvcalc.calc.estimate import Workload, estimate
+    from kvcalc.calc.estimate import Workload
     from kvcalc.dtypes import BF16
     from kvcalc.engines import make_engine
     from kvcalc.engines.transformers.crosscheck import model_request
     from kvcalc.engines.transformers.torch_probe import run
     from kvcalc.inputs.presets import get_preset
+    from tests.helpers.theoretical import estimate
 
     spec = load_model("llama-3.2-1b")
     est = estimate(spec, Workload(tokens=40, kv_dtype=BF16), engine=make_engine("transformers")[0])

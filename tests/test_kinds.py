@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import kvcalc
-from kvcalc.calc.estimate import estimate
 from kvcalc.calc.requests import Workload
 from kvcalc.engines import ENGINE_NAMES, make_engine
 from kvcalc.errors import UsageError
@@ -30,6 +29,7 @@ from kvcalc.kinds import (
     StateCache,
 )
 from kvcalc.spec import ModelSpec
+from tests.helpers.theoretical import estimate
 
 PACKAGE = Path(kvcalc.__file__).parent
 

@@ -1,7 +1,9 @@
-"""The layout's promises, measured on the source (ARCHITECTURE.md): shared code never asks which
-engine it runs, no module imports itself back through others (function-level imports counted),
-and no source module grows past 900 lines. (Kind switches: tests/test_kinds.py; the
-llama.cpp architecture names: tests/engines/llamacpp/test_architectures.py.)"""
+"""The layout's promises, measured on the source (ARCHITECTURE.md): imports run one way (cli ->
+views -> api -> inputs/engines -> calc -> kinds -> leaf modules, function-level and TYPE_CHECKING
+imports counted), shared code never asks which engine it runs, no module imports itself back
+through others (function-level imports counted), and no source module grows past 900 lines.
+(Kind switches: tests/test_kinds.py; the llama.cpp architecture names:
+tests/engines/llamacpp/test_architectures.py.)"""
 
 from __future__ import annotations
 
@@ -37,11 +39,12 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def _imports(name: str, path: Path) -> set[str]:
+def _imports(name: str, path: Path, *, type_checking: bool = False) -> set[str]:
     """The kvcalc modules ``name`` imports anywhere in its body (functions included), resolved to
-    absolute names; ``from package import submodule`` counts as importing the submodule alone."""
+    absolute names; ``from package import submodule`` counts as importing the submodule alone.
+    ``type_checking``: count the imports under ``if TYPE_CHECKING:`` too."""
     tree = ast.parse(path.read_text())
-    skipped = _type_checking_nodes(tree)
+    skipped = set() if type_checking else _type_checking_nodes(tree)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -205,3 +208,94 @@ def test_test_modules_mirror_the_source() -> None:
     mirrored_now = {name for name in NOT_YET_MIRRORED if name not in names or _mirrors(names[name])}
     assert mirrored_now == set(), "take these off NOT_YET_MIRRORED"
     assert {name for name in CROSS_CUTTING if name not in names} == set()
+
+
+# --- the direction of imports (ARCHITECTURE.md, "Which way imports run") ---------------------------
+
+# Leaf modules: importable from every layer; they import only one another.
+LEAVES = frozenset({"checks", "console", "dims", "dtypes", "errors", "gpus", "units"})
+# Each layer's rank: a module imports its own layer (calc from calc, engines.vllm from
+# engines.base) or a lower rank, never a higher one nor the other layer of its rank (engines and
+# inputs do not import each other but for SIDEWAYS).
+RANKS = {"leaf": 0, "kinds": 1, "calc": 2, "engines": 3, "inputs": 3, "api": 4, "views": 5, "cli": 6, "top": 7}
+# Modules outside a layer's package that belong to it: spec.py is the tuple of layer kinds, and
+# charts.py draws a command's results (plotext) as the views do.
+HOMES = {"kvcalc.spec": "kinds", "kvcalc.charts": "views", "kvcalc": "top", "kvcalc.__main__": "top"}
+# inputs may read one engine module: llama.cpp's architecture table, a pure data module (it imports
+# no other engine module: test_the_architecture_table_is_a_leaf), since a GGUF file's
+# architecture names are llama.cpp's own vocabulary and the GGUF reader maps them by it.
+SIDEWAYS = {("inputs", "kvcalc.engines.llamacpp.architectures")}
+# Upward imports not yet removed, each with why; an edge here that the source no longer has fails
+# (test_the_allowlist_is_current), so the list only shrinks.
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
+
+
+def _layer(module: str) -> str:
+    if module in HOMES:
+        return HOMES[module]
+    part = module.split(".")[1]
+    return "leaf" if part in LEAVES else part
+
+
+def _wrong_way(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    found = set()
+    for source, targets in graph.items():
+        for target in targets:
+            mine, theirs = _layer(source), _layer(target)
+            # The package itself (its __version__; every submodule's import runs it anyway, and it
+            # loads the API's names only on first use), a module of the same layer, a lower one.
+            if target == "kvcalc" or theirs == mine or RANKS[theirs] < RANKS[mine] or (mine, target) in SIDEWAYS:
+                continue
+            found.add((source, target))
+    return found
+
+
+def _graph(type_checking: bool) -> dict[str, set[str]]:
+    return {name: _imports(name, path, type_checking=type_checking) for name, path in MODULES.items()}
+
+
+def test_imports_run_one_way() -> None:
+    # Every kvcalc import, TYPE_CHECKING ones included: an annotation is a dependency too.
+    assert _wrong_way(_graph(type_checking=True)) - ALLOWED_UPWARD == set()
+
+
+def test_the_allowlist_is_current() -> None:
+    assert ALLOWED_UPWARD - _wrong_way(_graph(type_checking=True)) == set()
+
+
+def test_calc_names_no_engine_and_no_input() -> None:
+    # calc asks its contracts (calc.contracts), never an engine or an input format.
+    graph = _graph(type_checking=True)
+    calc = {t for s, ts in graph.items() if s.startswith("kvcalc.calc") for t in ts}
+    assert {t for t in calc if _layer(t) in ("engines", "inputs")} == set()
+
+
+def test_the_architecture_table_is_a_leaf() -> None:
+    table = "kvcalc.engines.llamacpp.architectures"
+    assert {t for t in _imports(table, MODULES[table], type_checking=True) if _layer(t) != "leaf"} == set()
+
+
+def test_the_direction_check_sees_wrong_way_imports(tmp_path: Path) -> None:
+    # calc reaching up to an engine (under TYPE_CHECKING), a leaf reaching into calc, engines and
+    # inputs importing each other beyond the table, a view imported by the API: all found; a view
+    # importing calc, a leaf importing a leaf and an engine its own base are fine.
+    sample = tmp_path / "sample.py"
+    sample.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kvcalc.engines import Engine\n")
+    assert _imports("kvcalc.calc.sample", sample) == set()
+    assert _imports("kvcalc.calc.sample", sample, type_checking=True) == {"kvcalc.engines"}
+    graph = {
+        "kvcalc.calc.fit": {"kvcalc.engines", "kvcalc.calc.estimate", "kvcalc.dtypes"},
+        "kvcalc.units": {"kvcalc.calc.estimate", "kvcalc.checks"},
+        "kvcalc.engines.base": {"kvcalc.inputs.hf.dims", "kvcalc.calc.contracts"},
+        "kvcalc.inputs.gguf.config": {"kvcalc.engines.llamacpp.architectures", "kvcalc.engines.vllm"},
+        "kvcalc.api._fit": {"kvcalc.views.fit", "kvcalc.engines.base"},
+        "kvcalc.views.fit": {"kvcalc.calc.fit", "kvcalc.charts"},
+        "kvcalc.engines.vllm": {"kvcalc.engines.base"},
+    }
+    assert _wrong_way(graph) == {
+        ("kvcalc.calc.fit", "kvcalc.engines"),
+        ("kvcalc.units", "kvcalc.calc.estimate"),
+        ("kvcalc.engines.base", "kvcalc.inputs.hf.dims"),
+        ("kvcalc.inputs.gguf.config", "kvcalc.engines.vllm"),
+        ("kvcalc.api._fit", "kvcalc.views.fit"),
+    }

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.calc.fit import fit
 from kvcalc.engines import ENGINE_NAMES, REGISTRY, VLLM, Engine, SGLang, engine_class, make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
@@ -26,6 +26,7 @@ from kvcalc.spec import (
     SharedCache,
     StateCache,
 )
+from tests.helpers.theoretical import estimate
 
 # --- the engine registry ------------------------------------------------------------------------------
 
@@ -137,7 +138,7 @@ def test_fit_inverts_estimate(engine_name: str, model: str) -> None:
     if isinstance(engine, SGLang):
         # SGLang's own arithmetic (engines/sglang/capacity.py, checked against SGLang's pools in
         # tests/engines/sglang): requests are admitted by whole pages of its token pool.
-        plan = result.sglang
+        plan = result.plan
         assert plan is not None
         assert result.max_concurrency == plan.requests_fit(4096)
         if plan.refusal is None and result.max_concurrency < plan.max_running_requests:

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from kvcalc import api, load_model, model_from_geometry
-from kvcalc.calc.compare import attention_variants, candidate_for, compare
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.compare import attention_variants, candidate_for
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16, FP8, FP16, FP32
 from kvcalc.errors import UsageError
 from tests.conftest import FIXTURES
+from tests.helpers.theoretical import compare, estimate
 
 # Llama 3.1 8B at 2,048 tokens, bf16: 32 layers x 2,048 tokens x 128 dims x 2 (K, V) x 2 bytes
 # = 33,554,432 bytes per KV head.

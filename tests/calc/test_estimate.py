@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvcalc import api
 from kvcalc.api import open_model
-from kvcalc.calc.estimate import Workload, compile_plan, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import parse_kv_dtype
 from kvcalc.engines import THEORETICAL, make_engine
 from kvcalc.engines.theoretical import Theoretical
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 from tests.conftest import fixture_config
+from tests.helpers.theoretical import compile_plan, estimate
 
 # Lengths on both sides of the windows (128, 4,096), chunks (8,192), pages, blocks (16) and
 # llama.cpp's 256-cell padding the presets below meet.
@@ -79,7 +80,6 @@ def test_one_plan_gives_every_length_as_a_fresh_estimate(model: str, engine_name
                 assert plan.per_gpu_bytes(tokens, w.batch, w.shared_prefix) == fresh.per_gpu_bytes
 
 
-@dataclass(frozen=True)
 class _AskedEngine(Theoretical):
     """The theoretical rules, asked of the engine every time: the plan's own closed form for
     engines that keep the base rules must agree with them."""

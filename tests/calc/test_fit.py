@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvcalc import api, load_model
-from kvcalc.calc.estimate import Workload, compile_plan
+from kvcalc.calc.estimate import Workload
 from kvcalc.calc.fit import SEARCH_LIMIT, fit, kv_budget, largest, largest_within
 from kvcalc.engines import THEORETICAL, VLLM, LlamaCpp, SGLang
 from kvcalc.errors import UsageError
@@ -18,6 +18,7 @@ from kvcalc.gpus import find_gpu
 from kvcalc.inputs.hf.configs import context_limit
 from kvcalc.units import parse_size
 from tests.conftest import FIXTURES
+from tests.helpers.theoretical import compile_plan
 
 # H100 SXM as the CUDA runtime reports it: 85,017,755,648 B. x 0.9 = 76,515,980,083 (floor);
 # Llama 3.1 8B weights: 8,030,261,248 parameters x 2 B = 16,060,522,496; allowance 2 GiB.
@@ -64,7 +65,7 @@ def test_vllm_answers() -> None:
     # num_blocks = 58,307,973,939 // (65,536 x 32) = 27,803 -> 27,803 x 16 = 444,848 tokens.
     # A 32,768-token request needs 2,048 blocks: 27,803 / 2,048 = 13.58x.
     result = fit(load_model("llama-3.1-8b"), Workload(tokens=32_768), VLLM(), H100_BUDGET)
-    assert result.vllm is not None and result.vllm.num_blocks == 27_803
+    assert result.plan is not None and result.plan.num_blocks == 27_803
     assert result.max_tokens == 444_848
     assert result.max_concurrency_exact == Fraction(27_803, 2048)
     assert result.max_concurrency == 13

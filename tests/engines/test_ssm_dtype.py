@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Estimate, Workload, estimate
+from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import StateCache
+from tests.helpers.theoretical import estimate
 
 
 def qwen35_27b(**text: Any) -> dict[str, Any]:

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.errors import PresetError, SourceError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import Preset, get_preset, load_presets, parse_preset
 from tests.conftest import fixture_config
+from tests.helpers.theoretical import estimate
 
 PRESETS = load_presets()
 

@@ -15,6 +15,7 @@ import kvcalc.calc.speed
 from kvcalc import spec as spec_module
 from kvcalc.calc.speed import AttentionShape, attention_flops
 from kvcalc.errors import UsageError
+from kvcalc.kinds.base import REQUIRED_HOOKS, Kind, LayerKind
 from kvcalc.spec import (
     AttentionCache,
     CompressedCache,
@@ -161,3 +162,27 @@ def test_roofline_does_not_switch_on_kinds() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
             named += [n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name) and n.id in kinds]
     assert named == []
+
+
+# The layer-kind interface (kvcalc.kinds.base.LayerKind): which hooks a kind must answer, and that
+# every other one says it is optional and what its default does.
+
+
+def test_a_layer_kind_names_its_required_hooks() -> None:
+    # kind and explain are required: a kind lacking one is refused when it is defined.
+    with pytest.raises(TypeError, match="explain"):
+
+        class Half(LayerKind):
+            @property
+            def kind(self) -> Kind:
+                return Kind.FULL
+
+    assert LayerKind.kind.fget.__isabstractmethod__ and LayerKind.explain.__isabstractmethod__  # type: ignore[attr-defined]
+
+
+def test_every_optional_layer_hook_says_so_and_names_its_default() -> None:
+    hooks = {
+        n for n in vars(LayerKind) if not n.startswith("_") and n not in ("tokens", "token_bound", *REQUIRED_HOOKS)
+    }
+    silent = [n for n in sorted(hooks) if "Optional: default" not in (inspect.getdoc(getattr(LayerKind, n)) or "")]
+    assert silent == []

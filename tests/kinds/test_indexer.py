@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from kvcalc.api import load_model
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import FP8
 from kvcalc.engines import make_engine
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache
 from tests.conftest import fixture_config
+from tests.helpers.theoretical import estimate
 
 
 def _estimate(engine_name: str, tokens: int = 1):

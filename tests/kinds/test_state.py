@@ -3,9 +3,10 @@ or where the model's own code does (``whole_kernel``: mamba_ssm's ``allocate_inf
 
 from __future__ import annotations
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.engines import make_engine
 from kvcalc.spec import ModelSpec, StateCache
+from tests.helpers.theoretical import estimate
 
 
 def test_conv_history_is_kernel_minus_one_unless_someone_keeps_the_whole_kernel() -> None:

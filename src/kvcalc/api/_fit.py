@@ -404,9 +404,9 @@ def _verdict(report: FitReport, request: _FitRequest, weights: _WeightsOnce) -> 
         needed = workload_bytes(spec, w, engine, result)
         return Verdict(False, needed, result.kv_budget, remedies_found, reason)
     needed = workload_bytes(spec, w, engine, result)
-    if result.sglang is not None and result.sglang.refusal is not None:
-        # SGLang would not start: no change of the workload inside the same budget helps.
-        return Verdict(False, needed, result.kv_budget, (), f"SGLang refuses this: {result.sglang.refusal}")
+    if result.plan is not None and (refused := result.plan.refused_because) is not None:
+        # The engine would not start: no change of the workload inside the same budget helps.
+        return Verdict(False, needed, result.kv_budget, (), refused)
     limit = report.context_limit
     if limit is not None and w.tokens > limit and request.max_model_len is None:
         reason = (

@@ -26,12 +26,13 @@ class PresetSummary:
 def list_presets() -> list[PresetSummary]:
     """Every bundled preset, in file order."""
     from kvcalc.dtypes import BF16
+    from kvcalc.engines import THEORETICAL
     from kvcalc.inputs.presets import load_presets
 
     found = []
     for preset in load_presets().values():
         spec = read_config(preset.config, name=preset.name)
-        per_token = estimate_spec(spec, Workload(tokens=1, kv_dtype=BF16)).per_token_bytes
+        per_token = estimate_spec(spec, Workload(tokens=1, kv_dtype=BF16), engine=THEORETICAL).per_token_bytes
         found.append(PresetSummary(preset, spec, per_token))
     return found
 

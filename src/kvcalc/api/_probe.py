@@ -403,6 +403,7 @@ def probe_sglang(
     sizes and buffers SGLang chose beside ``fit --engine sglang`` for the same budget
     (kvcalc.engines.sglang.probe.SGLangProbe; ``.match`` when every figure agrees). ``allocate``
     False sizes the pools without allocating them; None: allocate budgets up to 16 GiB."""
+    from kvcalc.engines.sglang.capacity import plan_of
     from kvcalc.engines.sglang.probe import SGLangProbe, compare, fitted_engine, run_probe, sglang_python
 
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
@@ -429,8 +430,7 @@ def probe_sglang(
     context = context_length or opened.spec.max_context or 4096
     report = fit(opened, tokens=context, capacity=Capacity(kv_budget=kv_budget, max_model_len=context),
                  serving=Serving(SGLANG.engine, options=knobs, kv_dtype="fp8" if fp8 else None))  # fmt: skip
-    plan = report.result.sglang
-    assert plan is not None  # fit under SGLang always plans
+    plan = plan_of(report.result)
     request = {"config": config, "budget": kv_budget, "page_size": plan.page_size, "context_length": context,
                "kv_cache_dtype": "fp8_e4m3" if fp8 else "auto", "pools": allocate}  # fmt: skip
     output = run_probe(sglang_python(python), {"cases": [request]}, timeout)

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 
+from kvcalc.calc.contracts import StorageRules
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan, copy_with
 from kvcalc.dtypes import DType
-from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
 
@@ -201,7 +201,7 @@ def compare(
     batch: int = 1,
     baseline: str | None = None,
     notes: Sequence[str] = (),
-    engine: Engine | Callable[[ModelSpec], Engine] = THEORETICAL,
+    engine: StorageRules | Callable[[ModelSpec], StorageRules],
 ) -> Comparison:
     """Estimate every candidate x dtype x length; ratios are to the baseline candidate at the
     first dtype and the same length. ``None`` in ``dtypes`` means each model's own dtype.
@@ -221,7 +221,7 @@ def compare(
 
     # One plan per candidate and format, evaluated at each length.
     def plan(c: Candidate, dtype: DType | None) -> Plan:
-        served = engine if isinstance(engine, Engine) else engine(c.spec)
+        served = engine(c.spec) if callable(engine) else engine
         return compile_plan(c.spec, Workload(tokens=tokens[0], batch=batch, kv_dtype=dtype), served)
 
     base_plan = plan(base, dtypes[0])

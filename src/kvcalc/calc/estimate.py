@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
+from kvcalc.calc.contracts import StorageRules
 from kvcalc.checks import MAX_PARALLEL, count
 from kvcalc.dtypes import DType
-from kvcalc.engines import THEORETICAL, Engine
 from kvcalc.errors import UsageError
 from kvcalc.kinds.base import LayerKind
 from kvcalc.spec import Kind, LayerCache, ModelSpec
@@ -199,7 +199,9 @@ class Estimate:
         )
 
 
-def resolve_dtypes(spec: ModelSpec, workload: Workload, engine: Engine, notes: list[str]) -> tuple[DType, DType, DType]:
+def resolve_dtypes(
+    spec: ModelSpec, workload: Workload, engine: StorageRules, notes: list[str]
+) -> tuple[DType, DType, DType]:
     """(K format, V format, the dtype the engine runs the model in): what was asked for, else the
     engine's own default for this checkpoint (``--kv-dtype auto``), each default noted."""
     compute, compute_note = engine.model_dtype(spec.dtype, spec.model_type)
@@ -238,7 +240,7 @@ def image_tokens(spec: ModelSpec, workload: Workload, notes: list[str]) -> int:
     return w.images * per_image
 
 
-def _image_shape(engine: Engine, cache: LayerCache, images: int) -> tuple[int, bool | None]:
+def _image_shape(engine: StorageRules, cache: LayerCache, images: int) -> tuple[int, bool | None]:
     """(image slots a layer holds per sequence, whether it grows with text tokens) as the engine
     lays them out (``Engine.layer_tokens``); encoder cross-attention keeps its own rule (None)."""
     if cache.tokens == "encoder":
@@ -290,7 +292,7 @@ def check_parallel(spec: ModelSpec, tp: int) -> None:
             raise UsageError(f"tp {tp} does not split the {kv_text} KV heads of {spec.name} evenly", param="tp")
 
 
-def estimate(spec: ModelSpec, workload: Workload, *, engine: Engine = THEORETICAL) -> Estimate:
+def estimate(spec: ModelSpec, workload: Workload, *, engine: StorageRules) -> Estimate:
     """Compute the cache of ``spec`` for ``workload`` under ``engine``'s storage rules."""
     w = workload
     return compile_plan(spec, w, engine).at(w.tokens, w.batch, w.shared_prefix, w.encoder_tokens)
@@ -350,7 +352,7 @@ class _GroupPlan:
         residual_extra: int = 0,
         plain: bool = False,
         bound: int | None = None,
-        engine: Engine | None = None,
+        engine: StorageRules | None = None,
         full_dtype: DType | None = None,
     ) -> None:
         self.cache = cache
@@ -385,7 +387,7 @@ class Plan:
     def __init__(
         self,
         model: ModelSpec,
-        engine: Engine,
+        engine: StorageRules,
         workload: Workload,
         groups: tuple[_GroupPlan, ...],
         stages: tuple[tuple[tuple[int, int], ...], ...],
@@ -632,7 +634,7 @@ class Plan:
         return engine.tokens_held(cache, held), engine.batch_slots(cache, held, batch, prefix), held
 
 
-def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETICAL) -> Plan:
+def compile_plan(spec: ModelSpec, workload: Workload, engine: StorageRules) -> Plan:
     """Everything of ``estimate`` that does not depend on the tokens, the batch or the shared
     prefix, worked out once for ``workload``'s formats, images, residual tokens and layout; every
     check ``estimate`` makes of them is made here."""
@@ -687,7 +689,7 @@ def compile_plan(spec: ModelSpec, workload: Workload, engine: Engine = THEORETIC
 
 def _arranged(
     spec: ModelSpec,
-    engine: Engine,
+    engine: StorageRules,
     groups: tuple[_GroupPlan, ...],
     stage_layers: list[list[int]],
     staged: list[dict[int, int]],
@@ -726,7 +728,7 @@ def _arranged(
 def _compile_group(
     cache: LayerCache,
     layers: int,
-    engine: Engine,
+    engine: StorageRules,
     w: Workload,
     k_dtype: DType,
     v_dtype: DType,
@@ -767,10 +769,7 @@ def _compile_group(
     )  # fmt: skip
     kept_full = residual if cache.kind is not Kind.INDEXER else 0
     full_row = (k_row + v_row) * compute_dtype.bytes_per_element
-    rules = type(engine)
-    plain = (rules.layer_tokens is Engine.layer_tokens and rules.tokens_held is Engine.tokens_held
-             and rules.batch_slots is Engine.batch_slots and type(cache).entries is LayerKind.entries
-             and cache.compress_ratio == 1)  # fmt: skip
+    plain = engine.base_slot_rules and type(cache).entries is LayerKind.entries and cache.compress_ratio == 1
     return _GroupPlan(
         cache, layers, shape, rows=True, per_slot=per_slot, meta_per_slot=k_meta + v_meta, residual=kept_full,
         residual_extra=full_row - per_slot, plain=plain, bound=cache.token_bound, full_dtype=compute_dtype,

@@ -1,7 +1,7 @@
 """What fits: the KV budget of a GPU, and the tokens, sequences and context it holds.
 
 ``estimate`` answers "how big is this workload"; this module inverts it. An engine with its own
-capacity arithmetic answers itself (``Engine.capacity``: vLLM's blocks per group, "GPU KV cache
+capacity arithmetic answers itself (``StorageRules.capacity``: vLLM's blocks per group, "GPU KV cache
 size: N tokens", "Maximum concurrency"); for the others fit searches the exact estimate, which is
 monotone in tokens and batch.
 Pure: sizes come in as integers, nothing is read or printed here.
@@ -12,16 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
+from kvcalc.calc.contracts import CapacityPlan, StorageRules, cdiv
 from kvcalc.calc.estimate import Workload, compile_plan, estimate
 from kvcalc.calc.runtime import Runtime, given_runtime
-from kvcalc.engines import Engine, cdiv
 from kvcalc.spec import ModelSpec
-
-if TYPE_CHECKING:
-    from kvcalc.engines.sglang.capacity import SGLangPlan
-    from kvcalc.engines.vllm.capacity import VllmPlan
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
 SEARCH_LIMIT = 2**40
@@ -185,8 +180,9 @@ class Fit:
     max_context: int | None
     engine: str
     max_concurrency_exact: Fraction | None = None
-    vllm: VllmPlan | None = None
-    sglang: SGLangPlan | None = None
+    # The engine's own capacity arithmetic, where it answered (Engine.capacity: vLLM's blocks,
+    # SGLang's pools): it describes itself for the table and for JSON.
+    plan: CapacityPlan | None = None
     notes: tuple[str, ...] = field(default=())
     # True when the answer is only the search's stopping point (SEARCH_LIMIT): the budget holds
     # at least that much, and more was not tried.
@@ -204,7 +200,9 @@ def grows_without_bound(spec: ModelSpec) -> bool:
     return any(c.grows_without_bound for c in spec.caches)
 
 
-def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None = None) -> Fit:
+def fit(
+    spec: ModelSpec, workload: Workload, engine: StorageRules, budget: int, *, context_limit: int | None = None
+) -> Fit:
     """Invert the estimate for a per-GPU ``budget``: workload.tokens and .batch are the request
     length and the batch the concurrency and context answers are about."""
     result = _fit(spec, workload, engine, budget, context_limit=context_limit)
@@ -214,7 +212,7 @@ def fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, con
     return result
 
 
-def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, context_limit: int | None) -> Fit:
+def _fit(spec: ModelSpec, workload: Workload, engine: StorageRules, budget: int, *, context_limit: int | None) -> Fit:
     w = workload
     for dtype in (w.kv_dtype, w.v_dtype):
         if dtype is not None:
@@ -251,13 +249,13 @@ def _fit(spec: ModelSpec, workload: Workload, engine: Engine, budget: int, *, co
     )
 
 
-def workload_bytes(spec: ModelSpec, workload: Workload, engine: Engine, result: Fit) -> int:
+def workload_bytes(spec: ModelSpec, workload: Workload, engine: StorageRules, result: Fit) -> int:
     """KV bytes per GPU the requested workload holds at once (``batch`` requests of ``tokens``,
     split over the replicas): the exact estimate, as ``kvcalc estimate`` gives it, under the engine
     the answers followed (an engine's pool layout, vLLM's block groups, is part of the estimate)."""
     w = workload
     per_replica = cdiv(w.batch, w.dp)
-    held_by = result.vllm.engine if result.vllm is not None else engine
+    held_by = (result.plan.held_by if result.plan is not None else None) or engine
     one = replace(w, batch=per_replica, dp=1, shared_prefix=min(w.shared_prefix, w.tokens))
     return estimate(spec, one, engine=held_by).per_gpu_bytes
 

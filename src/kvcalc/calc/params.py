@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.inputs.hf.dims import ModelDims
+from kvcalc.dims import ModelDims
 from kvcalc.kinds.base import Kind
 
 # Model types whose MLP is two matrices (up, down) with no gate: GPT-2's and Falcon's GELU MLPs

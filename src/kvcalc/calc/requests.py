@@ -32,9 +32,9 @@ from itertools import accumulate, chain
 from operator import add, itemgetter
 from typing import Protocol
 
+from kvcalc.calc.contracts import StorageRules
 from kvcalc.calc.estimate import Plan, Workload, compile_plan
 from kvcalc.checks import MAX_COUNT, count
-from kvcalc.engines import Engine
 from kvcalc.errors import SourceError, UsageError
 from kvcalc.spec import ModelSpec
 
@@ -594,7 +594,7 @@ def request_bytes(plan: Plan, prefix: int, tokens: int) -> int:
 
 
 def summarize_requests(
-    spec: ModelSpec, workload: Workload, engine: Engine, mix: Mix | Iterable[Request]
+    spec: ModelSpec, workload: Workload, engine: StorageRules, mix: Mix | Iterable[Request]
 ) -> RequestSummary:
     """Each distinct length's cache (one request of it), and the total with every request resident."""
     if not isinstance(mix, Mix):

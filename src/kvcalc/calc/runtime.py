@@ -16,8 +16,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvcalc.dims import ModelDims
     from kvcalc.gpus import GPU
-    from kvcalc.inputs.hf.dims import ModelDims
 
 GIB = 2**30
 MIB = 2**20

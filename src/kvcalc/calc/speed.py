@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from kvcalc.dims import ModelDims
 from kvcalc.errors import UsageError
-from kvcalc.inputs.hf.dims import ModelDims
 from kvcalc.spec import ModelSpec
 
 # Steps of a long output evaluated one by one; past this many, evenly spaced ones (a note says so).

@@ -43,6 +43,10 @@ class EngineEntry(NamedTuple):
 # 2026-11); vllm/engines/vllm.py says which rule changed in which release.
 VLLM_VERSIONS = tuple(f"0.{minor}" for minor in range(11, 34))
 
+# The keys of the engines' capacity plans in fit's JSON (calc.contracts.CapacityPlan.json_fields),
+# in the JSON's order: every one is present, null but the plan's own.
+PLAN_JSON_KEYS = ("sglang", "vllm")
+
 REGISTRY: dict[str, EngineEntry] = {
     entry.name: entry
     for entry in (

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
+from typing import TYPE_CHECKING
+
+from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine, EngineOptions, Target
+
+if TYPE_CHECKING:
+    from kvcalc.calc.step_cost import StepOverhead
+    from kvcalc.dtypes import DType
 
 
-# Engine's own dataclass methods serve it (its name is Engine's default): no @dataclass of its own,
-# which would generate them again at every start-up (~2 ms on Python 3.11).
 class Theoretical(Engine):
-    """Every token of a full layer, W of a sliding window of W, at most one chunk of a chunked
-    layer, one latent per token for MLA, a fixed state for linear attention and Mamba; for
-    DeepSeek-V4 one K = V row per window token, one entry (and indexer key) per ``ratio`` tokens,
-    the T mod ratio tokens not yet pooled (in the KV format) and CSA's overlap state (a state, in
-    the run dtype)."""
+    """Exactly what attention must keep: the base's storage rules, unchanged. A sliding layer
+    keeps W tokens (the query at t reads t-W+1..t, Mistral's rolling buffer of W); a chunked layer
+    at most one chunk; every other attention layer every token; one latent per token for MLA, a
+    fixed state for linear attention and Mamba; for DeepSeek-V4 one K = V row per window token,
+    one entry (and indexer key) per ``ratio`` tokens, the T mod ratio tokens not yet pooled (in the
+    KV format) and CSA's overlap state (a state, in the run dtype)."""
+
+    # Engine's dataclass methods serve it, with this __init__ for its default name: an @dataclass of
+    # its own would generate them again at every start-up (~0.4 ms).
+    def __init__(self, name: str = "theoretical") -> None:
+        object.__setattr__(self, "name", name)
+
+    @classmethod
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
+        return cls(), []
+
+    def check_dtype(self, dtype: DType) -> None:
+        """Any format: the theoretical figure stores whatever is asked."""
 
     @property
     def state_families(self) -> frozenset[str]:
@@ -20,6 +37,17 @@ class Theoretical(Engine):
 
     def check_model_type(self, model_type: str) -> None:
         """Any format: the theoretical figure needs no engine to load it."""
+
+    def step_overhead(self) -> StepOverhead:
+        """The theoretical engine stands for a C++ server that captures CUDA graphs and runs each
+        batch's prompts in one pass (TensorRT-LLM's gptSessionBenchmark, NIM): its times are
+        fitted on those engines' published measurements (benchmarks/speed.py)."""
+        from kvcalc.calc.step_cost import StepOverhead
+
+        return StepOverhead(self.name, step_s=0.26e-3, layer_graphs_s=4e-6, layer_eager_s=28e-6, request_s=1.1e-3,
+                            cuda_graphs=True, prefill_chunk=None,
+                            source="a CUDA-graph C++ server like TensorRT-LLM, fitted on its measurements (--engine "
+                            "vllm, sglang or llama.cpp for theirs)")  # fmt: skip
 
 
 THEORETICAL = Theoretical()

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def fit_view(report: FitReport, units: Units) -> list[Block]:
-    """Budget lines, vLLM's block layout when it applies, the answers, the notes. The budget
+    """Budget lines, the engine's capacity plan when it has one (vLLM's blocks), the answers, the notes. The budget
     shows exact bytes with binary sizes beside them whatever ``units`` says (as it always has)."""
     result, budget, w = report.result, report.budget, report.workload
     a = report.dp_attention
@@ -24,26 +24,8 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     if report.gpu_label:
         lines.append(f"GPU: {report.gpu_label}")
     lines.append(_BudgetBlock(budget))
-    plan = result.vllm
-    if plan is not None:
-        groups = ", ".join(
-            f"{k.kind} x{k.layers} ({k.groups} group(s), {k.block_size}-token blocks)" for k in plan.kinds
-        )
-        block = plan.page_bytes * plan.group_size
-        lines.append(f"vLLM layout    {groups}")
-        lines.append(f"vLLM block     {plan.group_size} layer(s) x {plan.page_bytes:,} B page = {block:,} B")
-        lines.append(f"vLLM blocks    {plan.num_blocks:,}")
-    pools = result.sglang
-    if pools is not None and pools.refusal is None:
-        full = "token pool" if not pools.swa_cell or pools.full_cell else "SWA pool"
-        lines.append(f"SGLang pools   {full} {pools.max_total_tokens:,} tokens x "
-                     f"{pools.full_cell or pools.swa_cell:,} B, +1 padded page of {pools.page_size}")  # fmt: skip
-        if pools.swa_cell and pools.full_cell and pools.swa_tokens is not None:
-            lines.append(f"               SWA pool {pools.swa_tokens:,} tokens x {pools.swa_cell:,} B")
-        if pools.mamba_slots is not None:
-            lines.append(f"               state pool {pools.mamba_slots:,} slots x {pools.state_bytes:,} B "
-                         "(max_mamba_cache_size), +1")  # fmt: skip
-        lines.append(f"               max_running_requests {pools.max_running_requests:,}")
+    if result.plan is not None:  # the engine's own capacity arithmetic (vLLM's blocks, SGLang's pools)
+        lines += result.plan.table_lines()
     tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
     lines.append(f"max tokens     {tokens}  (KV cache size in tokens, per replica)")
     exact = f" (vLLM's {float(result.max_concurrency_exact):.2f}x)" if result.max_concurrency_exact is not None else ""

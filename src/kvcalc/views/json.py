@@ -204,7 +204,9 @@ def fit_json(
     context_limit: int | None = None,
     dp_attention: int = 1,
 ) -> dict[str, Any]:
-    plan = result.vllm
+    from kvcalc.engines import PLAN_JSON_KEYS
+
+    plan = result.plan
     return {
         "engine": result.engine,
         "gpu": gpu_label,
@@ -239,30 +241,9 @@ def fit_json(
         "max_concurrency_capped": result.max_concurrency_capped,
         "max_context_capped": result.max_context_capped,
         "fits": result.fits,
-        "sglang": None
-        if result.sglang is None
-        else {
-            "page_size": result.sglang.page_size,
-            "max_total_num_tokens": result.sglang.max_total_tokens,
-            "swa_max_total_num_tokens": result.sglang.swa_tokens,
-            "max_mamba_cache_size": result.sglang.mamba_slots,
-            "max_running_requests": result.sglang.max_running_requests,
-            "full_cell_bytes": result.sglang.full_cell,
-            "swa_cell_bytes": result.sglang.swa_cell,
-            "state_bytes_per_request": result.sglang.state_bytes,
-            "pool_bytes": result.sglang.pool_bytes,
-            "refusal": result.sglang.refusal,
-        },
-        "vllm": None
-        if plan is None
-        else {
-            "num_blocks": plan.num_blocks,
-            "page_bytes": plan.page_bytes,
-            "group_size": plan.group_size,
-            "groups": [
-                {"kind": k.kind, "layers": k.layers, "groups": k.groups, "block_size": k.block_size} for k in plan.kinds
-            ],
-        },
+        # One key per engine with a capacity plan, null but the plan's own (which describes itself).
+        **dict.fromkeys(PLAN_JSON_KEYS),
+        **(plan.json_fields() if plan is not None else {}),
         "notes": notes,
     }
 

@@ -26,7 +26,7 @@ def _plan(model: str, budget: int = 256 * MIB, page: int | None = None, tokens: 
 def test_dense_gqa_pool_and_running_requests() -> None:
     # Llama 3.1 8B: 32 layers x 8 KV heads x (128 + 128) x 2 bytes = 131,072 B a token.
     report = _plan("llama-3.1-8b")
-    plan = report.result.sglang
+    plan = report.result.plan
     assert plan is not None and plan.full_cell == 131_072
     assert plan.max_total_tokens == 256 * MIB // 131_072 == 2048
     # resolve_max_num_reqs: int(2048 / 4096 x 512) = 256, clamped up to 2048, at most 2048 // 2.
@@ -38,7 +38,7 @@ def test_dense_gqa_pool_and_running_requests() -> None:
 
 def test_gemma2_sliding_layers_keep_every_token_in_sglang() -> None:
     # Gemma 2 is not in is_hybrid_swa_model: all 42 layers x 8 x (256 + 256) x 2 = 344,064 B a token.
-    plan = _plan("gemma-2-9b").result.sglang
+    plan = _plan("gemma-2-9b").result.plan
     assert plan is not None and plan.full_cell == 344_064 and plan.swa_cell == 0
     assert plan.max_total_tokens == 268_435_456 // 344_064 == 780
     est = kvcalc.estimate("gemma-2-9b", tokens=8192, engine="sglang")
@@ -48,13 +48,13 @@ def test_gemma2_sliding_layers_keep_every_token_in_sglang() -> None:
 
 def test_hybrid_swa_split_and_refusal() -> None:
     # gpt-oss-20b: 12 full + 12 sliding layers, 8 x (64 + 64) x 2 = 2,048 B each: 24,576 B a side.
-    plan = _plan("gpt-oss-20b").result.sglang
+    plan = _plan("gpt-oss-20b").result.plan
     assert plan is not None and (plan.full_cell, plan.swa_cell) == (24_576, 24_576)
     assert plan.max_total_tokens == int(268_435_456 // (24_576 + 0.8 * 24_576)) == 6068
     assert plan.swa_tokens == int(6068 * 0.8) == 4854
     # gemma-4-31b's window of 1,024 (1,023 kept) does not fit a 256 MiB SWA pool: SGLang refuses.
     refused = _plan("gemma-4-31b").result
-    assert refused.sglang is not None and refused.sglang.refusal is not None
+    assert refused.plan is not None and refused.plan.refusal is not None
     assert refused.max_tokens == 0 and not refused.fits
     report = _plan("gemma-4-31b")
     assert report.verdict is not None and not report.verdict.fits
@@ -65,14 +65,14 @@ def test_hybrid_swa_split_and_refusal() -> None:
 
 def test_multimodal_reservation() -> None:
     # Llama 3.2 Vision keeps 100 MiB for its embedding cache: (256 - 100) MiB // 163,840 B.
-    plan = _plan("llama-3.2-11b-vision").result.sglang
+    plan = _plan("llama-3.2-11b-vision").result.plan
     assert plan is not None and plan.reserved == 100 * MIB
     assert plan.max_total_tokens == 156 * MIB // 163_840 == 998
 
 
 def test_state_pool_split() -> None:
     # Qwen3.5 0.8B at 256 MiB: the state pool gets 0.9 / 1.9 of it in slots of one request's state.
-    plan = _plan("qwen3.5-0.8b").result.sglang
+    plan = _plan("qwen3.5-0.8b").result.plan
     assert plan is not None and plan.mamba_slots is not None
     share = 268_435_456 / 2**30 * 0.9 / 1.9 * 2**30
     assert plan.mamba_slots == int((share - plan.state_bytes) // plan.state_bytes)
@@ -83,7 +83,7 @@ def test_state_pool_split() -> None:
 
 def test_dsa_page_size_is_forced() -> None:
     report = _plan("deepseek-v3.2", page=16)
-    assert report.result.sglang is not None and report.result.sglang.page_size == 64
+    assert report.result.plan is not None and report.result.plan.page_size == 64
     assert any("64-token pages" in note for note in report.notes)
 
 

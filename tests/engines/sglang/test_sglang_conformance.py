@@ -69,7 +69,7 @@ def _grid() -> tuple[list[dict[str, Any]], list[Any]]:
                     ),
                     capacity=kvcalc.Capacity(kv_budget=budget, max_model_len=context),
                 )
-                plan = report.result.sglang
+                plan = report.result.plan
                 assert plan is not None
                 cases.append({"preset": name, "config": model.source.config, "budget": budget,
                               "page_size": plan.page_size, "kv_cache_dtype": "fp8_e4m3" if fp8 else "auto",

@@ -123,7 +123,7 @@ def test_gpt_oss_120b_log_within_half_a_percent() -> None:
     spec = load_model("gpt-oss-120b")
     # The log predates 0.20.1 (it follows num_blocks // groups x block): a 0.11 engine.
     result = fit(spec, Workload(tokens=131_072), VLLM(version=(0, 11, 0)), 5_776_731_013)
-    assert result.vllm is not None and result.vllm.num_blocks == 9_793
+    assert result.plan is not None and result.plan.num_blocks == 9_793
     assert result.max_tokens == 78_336
     assert abs(result.max_tokens - 78_384) / 78_384 < 0.005
     # vLLM's count assumes every layer stores every token; the 18 sliding layers only reserve

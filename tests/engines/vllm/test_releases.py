@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.calc.fit import fit
 from kvcalc.engines import make_engine
 from kvcalc.engines.vllm import VLLM
@@ -18,6 +18,7 @@ from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import UsageError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import get_preset
+from tests.helpers.theoretical import estimate
 
 
 def engine(name: str, **options: int) -> VLLM:
@@ -92,7 +93,7 @@ def test_gemma3_log_of_an_old_release() -> None:
     spec = read_config(GEMMA3_4B, name="gemma-3-4b")
     work = Workload(tokens=3072)
     old = fit(spec, work, engine("vllm@0.11"), 45_465_600_000, context_limit=3072)
-    assert old.vllm is not None and old.vllm.num_blocks == 138_750 and old.vllm.num_groups == 7
+    assert old.plan is not None and old.plan.num_blocks == 138_750 and old.plan.num_groups == 7
     assert old.max_tokens == 317_136
     assert old.max_concurrency_exact == Fraction(138_750, 1_350)
     assert f"{float(old.max_concurrency_exact):.2f}" == "102.78"
@@ -100,7 +101,7 @@ def test_gemma3_log_of_an_old_release() -> None:
     # From 0.20.1 the line is int(138,750 / 1,350 x 3,072) = int(315,733.33) = 315,733 (the 0.33
     # reservation of 2 x 8,192 in-flight tokens still caps at the 3,072 of a request).
     new = fit(spec, work, engine("vllm"), 45_465_600_000, context_limit=3072)
-    assert new.vllm is not None and new.vllm.num_blocks == 138_750
+    assert new.plan is not None and new.plan.num_blocks == 138_750
     assert new.max_tokens == 315_733
 
 
@@ -127,7 +128,7 @@ def test_the_formula_changed_in_0_20_1() -> None:
     spec = read_config(GEMMA2_SMALL, name="gemma2-small")
     work = Workload(tokens=16_384)
     new = fit(spec, work, engine("vllm-cpu", max_batched_tokens=1024), 25_165_824, context_limit=16_384)
-    assert new.vllm is not None and new.vllm.num_blocks == 192
+    assert new.plan is not None and new.plan.num_blocks == 192
     assert new.max_concurrency_exact == Fraction(192, 141)
     assert new.max_tokens == 22_310
     # 0.20.0 logged num_blocks // groups x block = 192 // 2 x 128 = 12,288; 0.20.1 the new figure.

@@ -9,12 +9,12 @@ import pytest
 
 from kvcalc import estimate, load_model, model_from_geometry
 from kvcalc.calc.estimate import Estimate, Workload
-from kvcalc.calc.estimate import estimate as estimate_spec
 from kvcalc.dtypes import BF16, FP8, FP16, parse_dtype
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 from tests.conftest import fixture_config
+from tests.helpers.theoretical import estimate as estimate_spec
 
 
 def spec_of(name: str) -> ModelSpec:

@@ -13,13 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcalc.api import model_from_geometry
-from kvcalc.calc.estimate import Estimate, Workload, estimate
+from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.dtypes import BF16, FP8, FP16, FP32, DType
 from kvcalc.errors import KvcalcError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import ModelSpec, StateCache
 from kvcalc.views.json import estimate_json
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json"))
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, Kind
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 # tests/fixtures/SOURCES.md: the real gemma-4-31B-it config, loaded and saved again by transformers
 # 5.24, which writes the full layers' geometry as per_layer_config and drops global_head_dim and

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import Kind
+from tests.helpers.theoretical import estimate
 
 transformers = pytest.importorskip("transformers", reason="the probe extra (transformers) is not installed")
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
     from kvcalc.calc.step_cost import StepOverhead
-    from kvcalc.inputs.hf.dims import ModelDims
+    from kvcalc.dims import ModelDims
 
 _GGML_KV = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 # The llama-cpp-python release whose vendored llama.cpp (0c1e570) the rules were read from; the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvcalc.calc.runtime import GIB, Runtime, RuntimeTerm, cdiv
-from kvcalc.inputs.hf.dims import ModelDims
+from kvcalc.dims import ModelDims
 
 # --- llama.cpp ------------------------------------------------------------------------------------
 # The compute buffer llama.cpp reserves when a context is created (src/llama-context.cpp sched_reserve:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.contracts import pad
 from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
-from kvcalc.engines.base import pad
 from kvcalc.engines.sglang.releases import (
     MAMBA_SLOTS_PER_REQUEST,
     REQUESTS_HIGH,
@@ -25,6 +25,7 @@ from kvcalc.engines.sglang.releases import (
     hybrid_swa,
 )
 from kvcalc.engines.sglang.releases import multimodal as is_multimodal
+from kvcalc.errors import UsageError
 from kvcalc.spec import AttentionCache
 
 if TYPE_CHECKING:
@@ -61,6 +62,46 @@ class SGLangPlan:
     max_running_requests: int
     refusal: str | None = None
 
+    # --- the capacity-plan contract (calc.contracts.CapacityPlan) --------------------------------
+
+    @property
+    def held_by(self) -> None:
+        return None
+
+    @property
+    def refused_because(self) -> str | None:
+        return None if self.refusal is None else f"SGLang refuses this: {self.refusal}"
+
+    def table_lines(self) -> list[str]:
+        if self.refusal is not None:  # the verdict says why
+            return []
+        full = "token pool" if not self.swa_cell or self.full_cell else "SWA pool"
+        lines = [f"SGLang pools   {full} {self.max_total_tokens:,} tokens x "
+                 f"{self.full_cell or self.swa_cell:,} B, +1 padded page of {self.page_size}"]  # fmt: skip
+        if self.swa_cell and self.full_cell and self.swa_tokens is not None:
+            lines.append(f"               SWA pool {self.swa_tokens:,} tokens x {self.swa_cell:,} B")
+        if self.mamba_slots is not None:
+            lines.append(f"               state pool {self.mamba_slots:,} slots x {self.state_bytes:,} B "
+                         "(max_mamba_cache_size), +1")  # fmt: skip
+        lines.append(f"               max_running_requests {self.max_running_requests:,}")
+        return lines
+
+    def json_fields(self) -> dict[str, Any]:
+        return {
+            "sglang": {
+                "page_size": self.page_size,
+                "max_total_num_tokens": self.max_total_tokens,
+                "swa_max_total_num_tokens": self.swa_tokens,
+                "max_mamba_cache_size": self.mamba_slots,
+                "max_running_requests": self.max_running_requests,
+                "full_cell_bytes": self.full_cell,
+                "swa_cell_bytes": self.swa_cell,
+                "state_bytes_per_request": self.state_bytes,
+                "pool_bytes": self.pool_bytes,
+                "refusal": self.refusal,
+            }
+        }
+
     @property
     def hybrid_swa(self) -> bool:
         return self.swa_cell > 0
@@ -89,6 +130,13 @@ class SGLangPlan:
             window = tokens if self.window is None else min(tokens, self.window)
             fit = min(fit, self.swa_tokens // (window + self.page_size))
         return max(fit, 0)
+
+
+def plan_of(fit: Fit) -> SGLangPlan:
+    """The SGLang plan a fit under SGLang carries (its probe compares with it)."""
+    if not isinstance(fit.plan, SGLangPlan):  # fit under the SGLang engine always plans
+        raise UsageError("the SGLang probe compares with kvcalc's SGLang plan")
+    return fit.plan
 
 
 def sglang_plan(spec: ModelSpec, workload: Workload, engine: SGLang, budget: int, context_len: int) -> SGLangPlan:
@@ -192,9 +240,9 @@ def sglang_fit(spec: ModelSpec, w: Workload, engine: SGLang, budget: int, contex
     if plan.swa_tokens is not None and plan.full_cell and plan.refusal is None:
         notes.append(f"SGLang's sliding-window pool holds {plan.swa_tokens:,} tokens "
                      f"(its swa_full_tokens_ratio {engine.swa_ratio:g} of the full pool's)")  # fmt: skip
-    if plan.refusal is not None:  # the verdict says why (api._fit: "SGLang refuses this: ...")
+    if plan.refusal is not None:  # the verdict says why (SGLangPlan.refused_because)
         return Fit(kv_budget=budget, tokens=w.tokens, batch=w.batch, max_tokens=0, max_concurrency=0,
-                   max_context=0, engine=engine.name, sglang=plan, notes=tuple(notes))  # fmt: skip
+                   max_context=0, engine=engine.name, plan=plan, notes=tuple(notes))  # fmt: skip
     batch = -(-w.batch // w.dp)
     limit = min(context_len, SEARCH_LIMIT)
     found = largest(lambda n: plan.requests_fit(n) >= batch, limit)
@@ -206,6 +254,6 @@ def sglang_fit(spec: ModelSpec, w: Workload, engine: SGLang, budget: int, contex
         max_concurrency=plan.requests_fit(w.tokens) * w.dp,
         max_context=limit if found is None else found,
         engine=engine.name,
-        sglang=plan,
+        plan=plan,
         notes=tuple(notes),
     )

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.child import EngineProbe, engine_python, run_child
-from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
@@ -57,9 +56,9 @@ def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
     """SGLang's pools beside kvcalc's plan: whether it starts at all, the page size, the token
     pool's per-token bytes and size, the SWA pool's size, the state slots and one request's
     state, max running requests, and every buffer's bytes with its padded page."""
-    plan = fit.sglang
-    if plan is None:  # fit under the SGLang engine always plans
-        raise UsageError("the SGLang probe compares with kvcalc's SGLang plan")
+    from kvcalc.engines.sglang.capacity import plan_of
+
+    plan = plan_of(fit)
     refused = result.get("refused")
     checks = [Check("starts", refused is None, plan.refusal is None)]
     if refused is not None or plan.refusal is not None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcalc.dtypes import FP32, DType
-from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
+from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine, EngineOptions, Target
 from kvcalc.engines.base import version_warning as package_warning
 from kvcalc.errors import UsageError
 from kvcalc.spec import KVWindowCache, LayerCache
@@ -56,6 +56,11 @@ class Transformers(Engine):
         return False
 
     name: str = "transformers"
+
+    @classmethod
+    def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
+        """No knobs: the one engine, with nothing defaulted."""
+        return cls(), []
 
     def step_overhead(self) -> StepOverhead:
         """transformers' generate() runs eager PyTorch: each layer's dozen kernels are launched

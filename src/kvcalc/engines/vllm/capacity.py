@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kvcalc.calc.contracts import cdiv
 from kvcalc.calc.estimate import Plan, Workload, estimate, stage_entries
 from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
-from kvcalc.engines.base import cdiv
 from kvcalc.engines.vllm.groups import VllmGroup, group_layers
 from kvcalc.engines.vllm.releases import version_text
 from kvcalc.errors import UsageError
@@ -34,6 +34,41 @@ class VllmPlan:
     kinds: tuple[VllmGroup, ...]
     engine: VLLM
     notes: tuple[str, ...] = ()
+
+    # --- the capacity-plan contract (calc.contracts.CapacityPlan) --------------------------------
+
+    @property
+    def held_by(self) -> VLLM:
+        """The engine as the plan configured it (pipeline stages, the max_model_len's blocks)."""
+        return self.engine
+
+    @property
+    def refused_because(self) -> str | None:
+        return None
+
+    def table_lines(self) -> list[str]:
+        groups = ", ".join(
+            f"{k.kind} x{k.layers} ({k.groups} group(s), {k.block_size}-token blocks)" for k in self.kinds
+        )
+        block = self.page_bytes * self.group_size
+        return [
+            f"vLLM layout    {groups}",
+            f"vLLM block     {self.group_size} layer(s) x {self.page_bytes:,} B page = {block:,} B",
+            f"vLLM blocks    {self.num_blocks:,}",
+        ]
+
+    def json_fields(self) -> dict[str, Any]:
+        return {
+            "vllm": {
+                "num_blocks": self.num_blocks,
+                "page_bytes": self.page_bytes,
+                "group_size": self.group_size,
+                "groups": [
+                    {"kind": k.kind, "layers": k.layers, "groups": k.groups, "block_size": k.block_size}
+                    for k in self.kinds
+                ],
+            }
+        }
 
     @property
     def max_num_batched_tokens(self) -> int:
@@ -81,6 +116,13 @@ class VllmPlan:
         <= num_blocks, as estimate_max_model_len searches it. No limit: None when unbounded."""
         found = largest(lambda n: batch * self.blocks_per_request(n) <= self.num_blocks, limit or SEARCH_LIMIT)
         return limit if found is None and limit is not None else found
+
+
+def plan_of(fit: Fit) -> VllmPlan:
+    """The vLLM plan a fit under vLLM carries (its probe compares with it)."""
+    if not isinstance(fit.plan, VllmPlan):  # fit under a vLLM engine always plans
+        raise UsageError("the vLLM probe compares with kvcalc's vLLM plan")
+    return fit.plan
 
 
 def vllm_plan(spec: ModelSpec, workload: Workload, engine: VLLM, budget: int) -> VllmPlan:
@@ -141,6 +183,6 @@ def vllm_fit(spec: ModelSpec, w: Workload, engine: VLLM, budget: int, context_li
         max_context=plan.max_context(cdiv(w.batch, w.dp), context_limit),
         engine=engine.name,
         max_concurrency_exact=exact,
-        vllm=plan,
+        plan=plan,
         notes=tuple(notes),
     )

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines.child import EngineProbe, engine_python, run_child
-from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
@@ -76,9 +75,9 @@ def compare(result: dict[str, Any], fit: Fit) -> tuple[Check, ...]:
     """vLLM's KV cache config and capacity beside kvcalc's plan: blocks, groups and their block
     sizes, the block size and batched tokens it settled on, the maximum concurrency (as the log
     prints it, two decimals) and the logged "KV cache size" in tokens."""
-    plan = fit.vllm
-    if plan is None:  # fit under a vLLM engine always plans
-        raise UsageError("the vLLM probe compares with kvcalc's vLLM plan")
+    from kvcalc.engines.vllm.capacity import plan_of
+
+    plan = plan_of(fit)
     max_model_len = int(result["max_model_len"])
     concurrency = float(plan.num_blocks / plan.blocks_per_request(max_model_len))
     groups = sorted(k.block_size for k in plan.kinds for _ in range(k.groups))

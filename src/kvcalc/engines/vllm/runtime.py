@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvcalc.calc.runtime import GIB, MIB, Runtime, RuntimeTerm, cdiv
-from kvcalc.inputs.hf.dims import ModelDims
+from kvcalc.dims import ModelDims
 
 # --- vLLM (V1 engine: every release kvcalc models, 0.11 on) ------------------------------------------
 # vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: available KV = total x

@@ -3,15 +3,17 @@
 The runtime model (``kvcalc.runtime``) needs the widths a forward pass materialises: hidden size,
 the MLP's intermediate width (dense and per expert), experts routed per token, and the vocabulary
 the logits span. They are read here from the same config the cache geometry comes from, with a
-note for every width that is missing or assumed. Pure: a mapping in, a dataclass out.
+note for every width that is missing or assumed. Pure: a mapping in, a dataclass out
+(``ModelDims``: it lives in kvcalc.dims, so that calc and the engines read it without importing an
+input format; re-exported here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from kvcalc.dims import ModelDims
 from kvcalc.inputs.hf.configs import family_default, text_config
 from kvcalc.inputs.hf.context import count_field
 from kvcalc.inputs.hf.families.encoder_decoder import DECODER_HEAD_KEYS, DECODER_KV_HEAD_KEYS, DECODER_LAYER_KEYS
@@ -28,29 +30,7 @@ _TOP_K = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k", "
 _MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
 _SHARED = ("shared_expert_intermediate_size",)
 
-
-@dataclass(frozen=True)
-class ModelDims:
-    """Widths of one forward pass. ``mlp_width`` is the widest MLP a token goes through: the dense
-    intermediate, or for MoE layers top-k experts' intermediates side by side (the fused-MoE
-    caches hold one row per routed expert). ``notes`` say what was assumed."""
-
-    hidden: int
-    layers: int
-    vocab: int
-    intermediate: int  # dense MLP width (0 when every layer is MoE and the config gives none)
-    experts: int = 0
-    top_k: int = 0
-    expert_intermediate: int = 0
-    shared_intermediate: int = 0
-    heads: int = 0  # query heads (0: the config does not say)
-    kv_heads: int = 0
-    head_dim: int = 0
-    notes: tuple[str, ...] = ()
-
-    @property
-    def is_moe(self) -> bool:
-        return self.experts > 0 and self.top_k > 0
+__all__ = ["ModelDims", "read_dims"]
 
 
 def _first(config: Mapping[str, Any], keys: tuple[str, ...], where: str = "") -> tuple[int | None, str | None]:

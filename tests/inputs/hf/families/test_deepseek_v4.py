@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError, UsageError
@@ -38,6 +38,7 @@ from kvcalc.spec import (
     KVWindowCache,
 )
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 FLASH = "DeepSeek-V4-Flash.json"
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.engines.transformers.crosscheck import check_model
@@ -47,6 +47,7 @@ from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, ModelSpec, StateCache
 from tests.conftest import FIXTURES, fixture_config
 from tests.helpers.hybrid_families import _bytes, _probe
+from tests.helpers.theoretical import estimate
 
 FALCON = "Falcon-H1-7B.json"
 

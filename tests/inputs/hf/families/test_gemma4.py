@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, SharedCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 GEMMA4_31B = "gemma-4-31B-it.json"
 

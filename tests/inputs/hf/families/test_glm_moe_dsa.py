@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kvcalc.api import load_model
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16, FP8
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
@@ -24,6 +24,7 @@ from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import IndexerCache, Kind, LatentCache
 from tests.conftest import fixture_config
 from tests.helpers.sparse_families import GLM51, GLM53, _per_token, _probe
+from tests.helpers.theoretical import estimate
 
 LATENT = LatentCache(512, 64, 192 + 64, 256)
 

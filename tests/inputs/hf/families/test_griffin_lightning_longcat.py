@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import Kind, StateCache
 from tests.conftest import fixture_config
+from tests.helpers.theoretical import estimate
 
 # RecurrentGemma-2B's geometry (google/recurrentgemma-2b): 26 layers, hidden 2560, 10 heads, 1 KV head.
 GRIFFIN: dict[str, Any] = {

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16, FP32
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
@@ -29,6 +29,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, LatentCache, NoCache, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 KIMI = "Kimi-Linear-48B-A3B-Instruct.json"
 GRANITE = "granite-4.0-h-micro.json"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16, FP16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
@@ -25,6 +25,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 LFM2 = "LFM2.5-1.2B-Distilled-Claude-4.6.json"
 ATTENTION_LAYERS = (2, 5, 8, 10, 12, 14)

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.engines import ENGINE_NAMES, make_engine
 from kvcalc.errors import ConfigError, UsageError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, StateCache
+from tests.helpers.theoretical import estimate
 
 # state-spaces/mamba-2.8b's config.json (d_model 2560, n_layer 64, ssm_cfg {}).
 MAMBA_SSM: dict[str, Any] = {

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
@@ -36,6 +36,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, Kind
 from tests.conftest import fixture_config
 from tests.helpers.mimo_qwen_families import PRESETS, _probe
+from tests.helpers.theoretical import estimate
 
 PRO = "MiMo-V2.5-Pro.json"
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from kvcalc import api
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError, UsageError
@@ -29,6 +29,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.theoretical import estimate
 
 MLLAMA = "Llama-3.2-11B-Vision-Instruct.json"
 CROSS = (3, 8, 13, 18, 23, 28, 33, 38)

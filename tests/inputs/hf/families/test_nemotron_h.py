@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
@@ -48,6 +48,7 @@ from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache
 from tests.conftest import FIXTURES, fixture_config
 from tests.helpers.mimo_qwen_families import PRESETS, _probe
 from tests.helpers.nemotron_families import SUPER_49B, _count
+from tests.helpers.theoretical import estimate
 
 # Nemotron-H-56B by hand (bf16; the nemotron-h-56b preset): hybrid_override_pattern of 118 letters,
 # 54 'M' (Mamba-2), 10 '*' (attention), 54 '-' (MLP).

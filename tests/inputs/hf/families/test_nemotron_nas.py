@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import AttentionCache, Kind
 from tests.conftest import FIXTURES, fixture_config
 from tests.helpers.nemotron_families import SUPER_49B, _count
+from tests.helpers.theoretical import estimate
 
 
 def test_nemotron_super_49b_by_hand() -> None:

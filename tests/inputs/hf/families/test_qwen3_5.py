@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.dtypes import BF16
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
@@ -32,6 +32,7 @@ from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import Kind, StateCache
 from tests.conftest import FIXTURES, fixture_config
 from tests.helpers.mimo_qwen_families import PRESETS, _probe
+from tests.helpers.theoretical import estimate
 
 QWEN = "Qwen3.5-0.8B.json"
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.calc.estimate import Workload, estimate
+from kvcalc.calc.estimate import Workload
 from kvcalc.engines import VLLM, make_engine
 from kvcalc.engines.vllm.capacity import vllm_plan
 from kvcalc.errors import ConfigError, UsageError
@@ -47,6 +47,7 @@ from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, ModelSpec, StateCache
 from tests.conftest import fixture_config
 from tests.helpers.hybrid_families import _bytes, _probe
+from tests.helpers.theoretical import estimate
 
 ZAMBA_STANDALONE = "zyphra-Zamba2/config.json"
 
