@@ -50,7 +50,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
-from kvcalc.units import parse_size
+from kvcalc.units import Units, parse_size
 
 
 def fit(
@@ -182,7 +182,7 @@ def fit(
             help="Search the longest context past the model's own limit (what the memory alone holds).",
         ),
     ] = False,
-    units_choice: UnitsOpt = UnitsName.both,
+    units_choice: UnitsOpt = UnitsName.binary,
     gpu_layers: Annotated[
         str | None,
         typer.Option(
@@ -269,7 +269,7 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
              no_kv_offload: bool, tensor_split: str | None, tokens: str | None, batch: str, kv_dtype: str | None,
              k_dtype: str | None, v_dtype: str | None, ubatch: int | None, n_batch: int | None, kv_unified: bool,
              swa_full: bool, engine: str, weights: int | None, revision: str | None, strict: bool, as_json: bool,
-             unit_choice: object) -> None:  # fmt: skip
+             unit_choice: Units) -> None:  # fmt: skip
     """``fit --gpu-layers``: llama.cpp's split over GPUs and the CPU."""
     knobs = {"ubatch": ubatch, "n_batch": n_batch, "kv_unified": kv_unified, "swa_full": swa_full or None}
     from kvcalc import api
@@ -301,4 +301,4 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
         return
     from kvcalc.views.fit import offload_view
 
-    print_view(offload_view(report))
+    print_view(offload_view(report, unit_choice))
