@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc import checks
 from kvcalc.calc.estimate import Workload
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
@@ -133,8 +134,8 @@ def fit(
     chosen.engine.check_attention_dp(dp_attention)  # as speed: only an engine with attention-DP groups
     notes = list(chosen.notes)
     if tokens is None:
-        tokens = 4096
-        notes.append("tokens not given: requests of 4,096 tokens assumed")
+        tokens = DEFAULT_TOKENS
+        notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
     if max_model_len is not None and tokens > max_model_len:
         raise UsageError(
             f"tokens {tokens:,} is longer than max_model_len {max_model_len:,}: an engine refuses such requests",

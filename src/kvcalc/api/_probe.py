@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc import checks as valid
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import DependencyError, UsageError
 from kvcalc.spec import ModelSpec
@@ -72,7 +73,7 @@ class ProbeReport:
 def probe_request(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     batch: int = 1,
     decode: int = 2,
     kv_dtype: DTypeLike = None,
@@ -133,7 +134,7 @@ def probe_request(
 def probe(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     batch: int = 1,
     decode: int = 2,
     kv_dtype: DTypeLike = None,
@@ -193,7 +194,7 @@ def probe(
 def probe_llamacpp(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     batch: int = 1,
     engine: str = "llama.cpp",
     kv_dtype: DTypeLike = None,
@@ -398,7 +399,7 @@ def probe_sglang(
 def probe_mlx(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     decode: int = 2,
     options: Mapping[str, KnobValue] | None = None,
     window: int | None = None,

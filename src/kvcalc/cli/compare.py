@@ -24,6 +24,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.errors import UsageError
 
 
@@ -45,7 +46,7 @@ def compare(
             "-t",
             metavar="T[,T...]",
             help="Tokens per sequence, or a comma list (4k,32k,128k) for a sweep: one column per length. "
-            "k = 1024. Default 2048.",
+            f"k = 1024. Default {DEFAULT_TOKENS}.",
         ),
     ] = None,
     batch: BatchOpt = "1",

@@ -50,6 +50,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.units import Units, parse_size
 
 
@@ -130,7 +131,8 @@ def fit(
         ),
     ] = None,
     tokens: Annotated[
-        str | None, typer.Option("--tokens", "-t", metavar="T", help="Tokens per request (default 4096; k = 1024).")
+        str | None,
+        typer.Option("--tokens", "-t", metavar="T", help=f"Tokens per request (default {DEFAULT_TOKENS}; k = 1024)."),
     ] = None,
     batch: BatchOpt = "1",
     images: ImagesOpt = None,

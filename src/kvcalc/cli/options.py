@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.engines import REGISTRY
 from kvcalc.errors import UsageError
 from kvcalc.units import Units, parse_count, parse_size
@@ -68,7 +69,7 @@ def complete_dtype(incomplete: str) -> list[str]:
 
 TOKENS_HELP = (
     "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
-    "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
+    f"binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default {DEFAULT_TOKENS}."
 )
 KV_DTYPE_HELP = (
     f"Element format of the cache: {KV_DTYPE_LIST} (int: fp16 scale and zero per --quant-group; "

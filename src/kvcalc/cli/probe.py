@@ -39,6 +39,7 @@ from kvcalc.cli.options import (
     size,
     warn,
 )
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
@@ -51,8 +52,11 @@ def probe(
         str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
     ] = "auto",
     tokens: Annotated[
-        str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
-    ] = "512",
+        str | None,
+        typer.Option(
+            "--tokens", "-t", metavar="T", help=f"Tokens per sequence: prompt + decoded (default {DEFAULT_TOKENS})."
+        ),
+    ] = None,
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
@@ -209,7 +213,8 @@ def probe(
         if dropped:
             raise UsageError(f"{', '.join(dropped)} do not apply to the real llama.cpp probe (it runs here, exactly)")
         _probe_llama_cpp(
-            model, engine=engine, tokens=count(tokens, "--tokens") or 512, batch=count(batch, "--batch") or 1,
+            model, engine=engine, tokens=count(tokens, "--tokens") or DEFAULT_TOKENS,
+            batch=count(batch, "--batch") or 1,
             kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, ubatch=ubatch, n_batch=n_batch,
             kv_unified=kv_unified, swa_full=swa_full, as_json=as_json, revision=revision, strict=strict,
             timeout=300 if timeout is None else timeout,
@@ -224,7 +229,7 @@ def probe(
             raise UsageError(f"{', '.join(dropped)} do not apply to the SGLang probe (it builds SGLang's pools)")
         show_probe(api.probe_sglang(
             model, kv_budget=size(kv_budget, "--kv-budget"), block_size=block_size, kv_dtype=kv_dtype,
-            context_length=count(tokens, "--tokens") if tokens != "512" else None, python=engine_python,
+            context_length=count(tokens, "--tokens"), python=engine_python,
             timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
         ), as_json)  # fmt: skip
         return
@@ -246,7 +251,7 @@ def probe(
                 f"{', '.join(dropped)} {verb} not apply to the mlx-lm probe (one sequence, its own formats)"
             )
         show_probe(api.probe_mlx(
-            model, tokens=count(tokens, "--tokens") or 512, decode=decode,
+            model, tokens=count(tokens, "--tokens") or DEFAULT_TOKENS, decode=decode,
             options={k: v for k, v in mlx_knobs.items() if v is not None}, window=window, python=engine_python,
             timeout=300 if timeout is None else timeout, revision=revision, on_fetch=say_fetching, strict=strict,
         ), as_json)  # fmt: skip
@@ -262,7 +267,7 @@ def probe(
         if encoder_tokens is not None:
             raise UsageError("--encoder-tokens does not apply to the vLLM probe (it runs decoder-only models)")
         _probe_vllm(
-            model, tokens=count(tokens, "--tokens") or 4096, kv_budget=size(kv_budget, "--kv-budget"),
+            model, tokens=count(tokens, "--tokens") or DEFAULT_TOKENS, kv_budget=size(kv_budget, "--kv-budget"),
             block_size=block_size, max_batched_tokens=max_batched_tokens, python=engine_python,
             timeout=300 if timeout is None else timeout,
             as_json=as_json, revision=revision, strict=strict,
@@ -279,7 +284,7 @@ def probe(
     if print_request and from_result is not None:
         raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
     shape: dict[str, Any] = {
-        "tokens": count(tokens, "--tokens"), "batch": count(batch, "--batch"), "decode": decode,
+        "tokens": count(tokens, "--tokens") or DEFAULT_TOKENS, "batch": count(batch, "--batch"), "decode": decode,
         "kv_dtype": kv_dtype, "device": device, "raw": raw, "engine": engine, "tolerance": tolerance,
         "revision": revision, "on_fetch": say_fetching, "strict": strict,
         "images": count_or_zero(images, "--images"), "image_tokens": count(image_tokens, "--image-tokens"),
