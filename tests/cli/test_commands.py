@@ -63,9 +63,10 @@ def test_a_typo_suggests_the_registered_names(run_cli) -> None:
 
 @pytest.mark.parametrize(
     ("words", "expected"),
-    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets"]), ("kvcalc pr", ["probe", "presets"]),
+    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets", "gpus"]),
+     ("kvcalc pr", ["probe", "presets"]),
      ("kvcalc presets s", ["show"]), ("kvcalc estimate --eng", ["--engine"]),
-     ("kvcalc estimate x --engine vl", ["vllm"])],
+     ("kvcalc estimate x --engine vl", ["vllm"]), ("kvcalc gpus h2", ["h200", "h200-141gb"])],
 )  # fmt: skip
 def test_shell_completion_reaches_every_command(words: str, expected: list[str], run_cli, monkeypatch) -> None:
     monkeypatch.setenv("_KVCALC_COMPLETE", "complete_bash")
