@@ -57,3 +57,13 @@ def test_probe_requests_the_default(run_cli) -> None:
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
     assert (request["prompt_tokens"], request["decode_tokens"]) == (2046, 2)
+
+
+def test_speed_times_a_prompt_and_its_generation(run_cli) -> None:
+    """speed's workload is a prompt and an output (TTFT and TPOT apart), from the same module."""
+    from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
+
+    result = run_cli("speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["prompt_tokens"], data["output_tokens"]) == (DEFAULT_PROMPT, DEFAULT_OUTPUT) == (1024, 256)

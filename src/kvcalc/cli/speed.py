@@ -30,6 +30,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from kvcalc.units import parse_rate
 
 
@@ -54,7 +55,7 @@ def speed(
             help="Prompt tokens per sequence (k = 1024); 0: decode only.",
             rich_help_panel=WORKLOAD_PANEL,
         ),
-    ] = "1024",
+    ] = str(DEFAULT_PROMPT),
     output: Annotated[
         str,
         typer.Option(
@@ -64,7 +65,7 @@ def speed(
             help="Generated tokens per sequence (k = 1024).",
             rich_help_panel=WORKLOAD_PANEL,
         ),
-    ] = "256",
+    ] = str(DEFAULT_OUTPUT),
     batch: BatchOpt = "1",
     tp: Annotated[
         int,
