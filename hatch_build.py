@@ -1,7 +1,8 @@
-"""Build hook: ship the YAML presets pre-parsed as one JSON file inside the wheel.
+"""Build hook: ship the YAML presets pre-parsed as JSON inside the wheel.
 
-The YAML files in model_presets/ stay the source of truth (and ship too); the JSON copy only
-spares an installed ``kvcalc estimate <preset>`` the ~9 ms it takes to import PyYAML.
+The YAML files in model_presets/ and src/kvcalc/gpus.yaml stay the source of truth (and ship
+too); the JSON copies only spare an installed ``kvcalc estimate <preset>`` the ~9 ms it takes to
+import PyYAML, and ``kvcalc fit --gpu`` the ~9 ms it takes to parse the GPU presets.
 """
 
 from __future__ import annotations
@@ -29,3 +30,7 @@ class PresetIndexHook(BuildHookInterface):  # type: ignore[misc]  # hatchling sh
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(index), encoding="utf-8")  # key order kept: `presets show` prints it
         build_data["force_include"][str(out)] = "kvcalc/model_presets/presets.json"
+        gpus = Path(self.directory) / "preset-index" / "gpus.json"
+        gpus.write_text(json.dumps(yaml.safe_load((root / "src/kvcalc/gpus.yaml").read_text(encoding="utf-8"))),
+                        encoding="utf-8")  # fmt: skip
+        build_data["force_include"][str(gpus)] = "kvcalc/gpus.json"

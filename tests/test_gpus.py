@@ -204,3 +204,63 @@ def test_gpu_suggestions_name_each_gpu_once() -> None:
         find_gpu("4080")
     names = str(raised.value).split("did you mean ", 1)[1].split("?")[0].split(", ")
     assert len({find_gpu(n).name for n in names}) == len(names) and all(find_gpu(n).name == n for n in names)
+
+
+# --- gpus.yaml: the presets are data, validated when first loaded ----------------------------------
+
+
+def _load_with(monkeypatch: pytest.MonkeyPatch, change) -> None:  # type: ignore[no-untyped-def]
+    """Load the presets from a copy of gpus.yaml that ``change`` edits."""
+    import copy
+
+    from kvcalc import gpus
+
+    data = copy.deepcopy(gpus._read())
+    change(data)
+    monkeypatch.setattr(gpus, "_read", lambda: data)
+    monkeypatch.setattr(gpus, "_LOADED", [])
+    gpus._data()
+
+
+def _card(data: dict, name: str) -> dict:  # type: ignore[type-arg]
+    return next(card for card in data["cards"] if card["name"] == name)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: _card(d, "h200").update(tdp=700), "cards[2] (h200): unknown field 'tdp'"),
+        (lambda d: _card(d, "h200").pop("smi_mib"), "cards[2] (h200): missing field 'smi_mib'"),
+        (lambda d: _card(d, "h200")["peaks"].update(bf16="989T"), "cards[2] (h200) peaks: field 'bf16' must be an int"),
+        (lambda d: _card(d, "h200")["peaks"].update(arch="volta"), "arch 'volta' is not one of"),
+        (lambda d: _card(d, "h200").update(runtime_bytes=1), "give one of 'runtime_bytes' and 'runtime_mib'"),
+        (lambda d: _card(d, "l4").update(runtime_bytes=0), "cards[6] (l4): field 'runtime_bytes' must be positive"),
+        (lambda d: _card(d, "h200").update(aliases=["h100"]), "name 'h100' is also h100-sxm's"),
+        (lambda d: d["macs"]["chips"][0].pop("bandwidth_gbs"), "macs.chips[0]: missing field 'bandwidth_gbs'"),
+        (lambda d: d.update(tpus=[]), "the file: unknown field 'tpus'"),
+    ],
+)
+def test_a_bad_preset_is_one_line_naming_the_field(monkeypatch: pytest.MonkeyPatch, change, message: str) -> None:  # type: ignore[no-untyped-def]
+    from kvcalc.errors import PresetError
+
+    with pytest.raises(PresetError) as caught:
+        _load_with(monkeypatch, change)
+    text = str(caught.value)
+    assert text.startswith("GPU presets (gpus.yaml): ") and message in text and "\n" not in text, text
+
+
+def test_the_presets_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcalc import gpus
+
+    calls = []
+    real = gpus._read
+    monkeypatch.setattr(gpus, "_read", lambda: calls.append(1) or real())
+    monkeypatch.setattr(gpus, "_LOADED", [])
+    assert gpus.find_gpu("h100") is gpus.find_gpu("h100-sxm")
+    assert len(gpus.GPUS) > 40 and calls == [1]
+
+
+def test_memory_from_mib_is_mib_times_2_to_the_20() -> None:
+    # gpus.yaml gives h200 as runtime_mib 143,156 (torch total_memory=143156MB): x 1,048,576 =
+    # 143,156,000,000 + 143,156 x 48,576 (6,953,945,856) = 150,109,945,856.
+    assert find_gpu("h200").runtime_bytes == 143_156 * 1_048_576 == 150_109_945_856

@@ -213,7 +213,7 @@ def test_test_modules_mirror_the_source() -> None:
 # --- the direction of imports (ARCHITECTURE.md, "Which way imports run") ---------------------------
 
 # Leaf modules: importable from every layer; they import only one another.
-LEAVES = frozenset({"checks", "console", "dims", "dtypes", "errors", "gpus", "units"})
+LEAVES = frozenset({"checks", "console", "defaults", "dims", "dtypes", "errors", "gpus", "units"})
 # Each layer's rank: a module imports its own layer (calc from calc, engines.vllm from
 # engines.base) or a lower rank, never a higher one nor the other layer of its rank (engines and
 # inputs do not import each other but for SIDEWAYS).

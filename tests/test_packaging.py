@@ -96,3 +96,23 @@ def test_packed_preset_index_matches_the_yaml_files(wheel: Path) -> None:
     assert packed == expected
     # Same key order too: `kvcalc presets show` prints the config in the file's order.
     assert [list(packed[f]["config"]) for f in PRESET_FILES] == [list(expected[f]["config"]) for f in PRESET_FILES]
+
+
+def test_packed_gpu_presets_load_as_the_yaml(wheel: Path, tmp_path: Path) -> None:
+    """hatch_build.py ships gpus.yaml pre-parsed as kvcalc/gpus.json; the installed kvcalc reads
+    that copy (no PyYAML) and builds the same presets as the YAML in the checkout."""
+    from kvcalc import gpus
+
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(unpacked)
+        assert "kvcalc/gpus.yaml" in zf.namelist()
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import kvcalc.gpus as g; "
+        "assert g._PACKED.is_file(), g._PACKED; print(repr(g.GPUS)); assert 'yaml' not in sys.modules"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code, str(unpacked)], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == repr(gpus.GPUS)

@@ -125,6 +125,7 @@ _COMMAND_MODULES = {
     "fit": ("kvcalc.cli.fit", "kvcalc.api._fit", "kvcalc.api._offload", "kvcalc.calc.fit", "kvcalc.calc.offload",
             "kvcalc.views.fit", "kvcalc.gpus"),
     "presets": ("kvcalc.cli.presets", "kvcalc.api._presets", "kvcalc.views.presets"),
+    "gpus": ("kvcalc.cli.gpus", "kvcalc.api._gpus", "kvcalc.views.gpus"),
     "probe": ("kvcalc.cli.probe", "kvcalc.api._probe", "kvcalc.views.probe"),
     "speed": ("kvcalc.cli.speed", "kvcalc.api._speed", "kvcalc.calc.speed", "kvcalc.views.speed", "kvcalc.gpus"),
 }  # fmt: skip

@@ -56,9 +56,8 @@ def test_engine_help_and_completion_read_the_registry(run_cli) -> None:
 
     assert _complete_engine("") == list(ENGINE_NAMES)
     text = " ".join(run_cli("estimate", "--help").stdout.split())
-    for name, entry in REGISTRY.items():
+    for name in REGISTRY:  # the names; each engine's summary is no longer pasted into every --help
         assert name in text
-        assert entry.summary in text
 
 
 # --- layer kinds answer for themselves ------------------------------------------------------------------

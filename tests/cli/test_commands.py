@@ -63,9 +63,10 @@ def test_a_typo_suggests_the_registered_names(run_cli) -> None:
 
 @pytest.mark.parametrize(
     ("words", "expected"),
-    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets"]), ("kvcalc pr", ["probe", "presets"]),
+    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets", "gpus"]),
+     ("kvcalc pr", ["probe", "presets"]),
      ("kvcalc presets s", ["show"]), ("kvcalc estimate --eng", ["--engine"]),
-     ("kvcalc estimate x --engine vl", ["vllm"])],
+     ("kvcalc estimate x --engine vl", ["vllm"]), ("kvcalc gpus h2", ["h200", "h200-141gb"])],
 )  # fmt: skip
 def test_shell_completion_reaches_every_command(words: str, expected: list[str], run_cli, monkeypatch) -> None:
     monkeypatch.setenv("_KVCALC_COMPLETE", "complete_bash")
@@ -74,3 +75,91 @@ def test_shell_completion_reaches_every_command(words: str, expected: list[str],
     result = run_cli()
     assert result.exit_code == 0, result.stderr
     assert result.stdout.split() == expected
+
+
+# --- --help a learner can read: examples first, options in panels, 80 columns ------------------------
+
+from kvcalc.cli.commands import PANELS, _without_range  # noqa: E402
+
+HELPS = [[], *([name] for name in COMMANDS)]
+
+
+def _help(run_cli, monkeypatch, argv: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run_cli(*argv, "--help")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def _examples(lines: list[str]) -> list[str]:
+    start = lines.index("  Examples:") + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("    kvcalc"))
+    return [line.strip() for line in lines[start:end]]
+
+
+def _own_panels(lines: list[str]) -> int:
+    """Lines in panels other than the shared ones (each engine's knobs, which its Options writes)."""
+    count, own = 0, False
+    for line in lines:
+        if line and not line.startswith(" ") and line.endswith(":"):
+            own = line[:-1] not in (*PANELS, "Arguments", "Options", "Commands", "Usage")
+        count += own
+    return count
+
+
+@pytest.mark.parametrize("argv", HELPS, ids=lambda a: " ".join(a) or "kvcalc")
+def test_help_shows_examples_first_and_fits(run_cli, monkeypatch, argv: list[str]) -> None:
+    lines = _help(run_cli, monkeypatch, argv)
+    examples = _examples(lines)
+    assert 3 <= len(examples) <= 5, examples
+    assert all(e.startswith(f"kvcalc {' '.join(argv)}".rstrip()) for e in examples), examples
+    sections = [i for i, line in enumerate(lines) if line.endswith(":") and not line.startswith(" ")]
+    assert lines.index("  Examples:") < sections[0]
+    assert max(len(line) for line in lines) <= 80
+    # At most ~100 lines, not counting the engines' own panels.
+    assert len(lines) - _own_panels(lines) <= 100, len(lines)
+
+
+@pytest.mark.parametrize("name", [n for n in COMMANDS if n != "presets"])
+def test_every_option_has_a_panel_in_order(run_cli, monkeypatch, name: str) -> None:
+    lines = _help(run_cli, monkeypatch, [name])
+    titles = [line[:-1] for line in lines if line.endswith(":") and not line.startswith(" ")]
+    assert titles[0] == "Arguments" and titles[-1] == "Options"
+    shared = [t for t in titles if t in PANELS]
+    assert shared == [p for p in PANELS if p in shared]  # the shared ones in their order
+    assert shared[-1] == PANELS[-1] == titles[-2]  # Output last, before -h/--help alone
+    assert lines[-1].strip().startswith("-h, --help") and lines[-2] == "Options:"
+
+
+@pytest.mark.parametrize("argv", [a for a in HELPS if a != ["probe"]], ids=lambda a: " ".join(a) or "kvcalc")
+def test_every_example_runs(run_cli, monkeypatch, argv: list[str]) -> None:
+    import shlex
+
+    for example in _examples(_help(run_cli, monkeypatch, argv)):
+        result = run_cli(*shlex.split(example)[1:])
+        assert result.exit_code == 0, f"{example}: {result.stderr}"
+
+
+def test_probe_examples_parse(run_cli, monkeypatch) -> None:
+    """The probe's examples run real engines (the probe extras); --print-request builds the
+    request without running one, so each example's flags are checked here."""
+    import shlex
+
+    for example in _examples(_help(run_cli, monkeypatch, ["probe"])):
+        args = shlex.split(example.split(">")[0])[1:]
+        if "--engine" in args:
+            continue  # the real llama.cpp probe takes no --print-request
+        result = run_cli(
+            *[a for a in args if a != "--json"], *(() if "--print-request" in args else ("--print-request",))
+        )
+        assert result.exit_code == 0, f"{example}: {result.stderr}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Tensor ranks.  [default: 1; x>=1]", "Tensor ranks.  [default: 1]"), ("By hand.  [x>=1]", "By hand."),
+     ("Share.  [0<=x<=1]", "Share."), ("Plain.  [default: auto]", "Plain.  [default: auto]")],
+)  # fmt: skip
+def test_help_leaves_out_ranges(text: str, expected: str) -> None:
+    # A value out of range is refused in one line; --help need not spell the range.
+    assert _without_range(text) == expected

@@ -71,3 +71,22 @@ def test_fit_nothing_fits_says_so(run_cli) -> None:
     data = run_cli("fit", "llama-3.1-8b", "--kv-budget", "1MB", "--json").json()
     assert data["fits"] is False and data["max_concurrency"] == 0 and data["max_tokens"] == 7
     assert "nothing fits" in run_cli("fit", "llama-3.1-8b", "--kv-budget", "1MB").stdout
+
+
+@pytest.mark.parametrize(
+    ("units", "budget", "need"),
+    [
+        # 10GB = 10 x 10^9 B; decimal: 10 GB. Binary: 10^10 / 2^30 = 9.3132 -> 9.31 GiB.
+        ("decimal", "10 GB", "536.87 MB"),
+        ("binary", "9.31 GiB", "512 MiB"),
+        ("both", "9.31 GiB / 10 GB", "512 MiB / 536.87 MB"),
+    ],
+)
+def test_the_budget_honours_units(run_cli, units: str, budget: str, need: str) -> None:
+    """fit accepted --units and its budget and verdict printed binary sizes whatever it said.
+    Llama 3.1 8B, 4,096 tokens: 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 B (bf16) = 131,072 B
+    a token, x 4,096 = 536,870,912 B = 512 MiB = 536.87 MB."""
+    result = run_cli("fit", "llama-3.1-8b", "--kv-budget", "10GB", "--tokens", "4096", "--units", units)
+    assert result.exit_code == 0, result.stderr
+    assert f"10,000,000,000  {budget}\n" in result.stdout
+    assert f"need 536,870,912 B ({need})" in result.stdout

@@ -28,6 +28,8 @@ _EXPORTS = {
     "open_model": "_models",
     "OffloadReport": "_offload",
     "fit_offload": "_offload",
+    "list_gpus": "_gpus",
+    "show_gpu": "_gpus",
     "PresetSummary": "_presets",
     "list_presets": "_presets",
     "show_preset": "_presets",
@@ -79,6 +81,7 @@ __all__ = [
     "fit",
     "fit_offload",
     "is_theoretical",
+    "list_gpus",
     "list_presets",
     "load_model",
     "model_from_geometry",
@@ -92,6 +95,7 @@ __all__ = [
     "probe_vllm",
     "read_requests",
     "resolve_serving",
+    "show_gpu",
     "show_preset",
     "speed",
 ]
@@ -113,6 +117,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from kvcalc.api._estimate import compare, estimate
     from kvcalc.api._fit import Capacity, FitReport, cdiv_int, fit
+    from kvcalc.api._gpus import list_gpus, show_gpu
     from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model
     from kvcalc.api._offload import OffloadReport, fit_offload
     from kvcalc.api._presets import PresetSummary, list_presets, show_preset

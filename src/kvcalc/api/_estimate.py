@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from kvcalc import checks
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan
 from kvcalc.checks import MAX_COUNT, MAX_PARALLEL
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
@@ -220,8 +221,8 @@ def compare(
         raise UsageError(f"{repeated} is given more than once: each model is compared once", param="models")
     notes: list[str] = []
     if tokens is None:
-        tokens = [2048]
-        notes.append("tokens not given: 2,048 tokens per sequence assumed")
+        tokens = [DEFAULT_TOKENS]
+        notes.append(f"tokens not given: {DEFAULT_TOKENS:,} tokens per sequence assumed")
     if not tokens:
         raise UsageError("tokens needs at least one length", param="tokens")
     twice = _first_repeat(tokens)

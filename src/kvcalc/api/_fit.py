@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc import checks
 from kvcalc.calc.estimate import Workload
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
@@ -182,8 +183,8 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
     notes = list(chosen.notes)
     tokens = request.tokens
     if tokens is None:
-        tokens = 4096
-        notes.append("tokens not given: requests of 4,096 tokens assumed")
+        tokens = DEFAULT_TOKENS
+        notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
     context_limit = _checked_context(spec, request, tokens, notes)
     workload = _fit_workload(spec, request, chosen, tokens, (tp, pp, dp), notes)
     budget, engine, gpu_label = _budget(model, request, chosen.engine, workload, weights, notes)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from kvcalc import checks
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
@@ -98,8 +99,8 @@ def fit_offload(
     if auto and gpu_bytes is None:
         raise UsageError("gpu_layers 'auto' needs the GPU's memory: give gpu or gpu_memory", param="gpu_layers")
     if tokens is None:
-        tokens = 4096
-        notes.append("tokens not given: a context of 4,096 tokens per sequence assumed")
+        tokens = DEFAULT_TOKENS
+        notes.append(f"tokens not given: a context of {DEFAULT_TOKENS:,} tokens per sequence assumed")
     workload = Workload(tokens=tokens, batch=batch, kv_dtype=chosen.k_dtype, v_dtype=chosen.v_dtype)
     est = estimate_spec(spec, workload, engine=chosen.engine)
     layer_weights, per_layer_kv = _layers(opened, est, weights, revision, on_fetch, chosen.engine, notes)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import kvcalc.checks as valid
 from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.calc.estimate import estimate as estimate_spec
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP
 from kvcalc.engines.llamacpp.probing import PROBER as LLAMACPP
 from kvcalc.engines.mlx.probing import PROBER as MLX
@@ -45,7 +46,7 @@ class ProbeWorkload:
     them decoded one at a time; ``images`` per sequence of ``image_tokens`` each and an encoder of
     ``encoder_tokens`` for the models that cache them (None: the model's own)."""
 
-    tokens: int = 512
+    tokens: int = DEFAULT_TOKENS
     batch: int = 1
     decode: int = 2
     images: int | None = None
@@ -247,7 +248,7 @@ def probe(
 def probe_llamacpp(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     batch: int = 1,
     engine: str = LLAMACPP.engine,
     kv_dtype: DTypeLike = None,
@@ -448,7 +449,7 @@ def probe_sglang(
 def probe_mlx(
     model: ModelArg,
     *,
-    tokens: int = 512,
+    tokens: int = DEFAULT_TOKENS,
     decode: int = 2,
     options: Mapping[str, KnobValue] | None = None,
     window: int | None = None,

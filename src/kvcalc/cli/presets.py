@@ -12,7 +12,8 @@ from kvcalc.cli.options import complete_model, print_json, print_view
 # completion flags here.
 presets_app = typer.Typer(
     name="presets",
-    help="List the bundled model presets, or show one.",
+    help="List the bundled model presets, or show one.\n\n\b\nExamples:\n  kvcalc presets\n"
+    "  kvcalc presets show llama-3.1-8b\n  kvcalc presets --json",
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,

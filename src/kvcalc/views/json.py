@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Budget, Fit, Verdict
     from kvcalc.calc.requests import RequestSummary
     from kvcalc.calc.speed import Step
+    from kvcalc.gpus import GPU
     from kvcalc.inputs.presets import Preset
     from kvcalc.spec import ModelSpec
 
@@ -357,4 +358,28 @@ def _estimate_json(report: SpeedReport) -> dict[str, Any] | None:
                          "layer_eager_seconds": o.layer_eager_s, "request_seconds": o.request_s,
                          "prefill_chunk": o.prefill_chunk, "source": o.source},
         "sweep": [figures(p) for p in est.sweep],
+    }  # fmt: skip
+
+
+def gpu_row(gpu: GPU) -> dict[str, Any]:
+    """One GPU preset as a JSON-ready row (``kvcalc gpus`` draws its table from these)."""
+    p = gpu.peaks
+    link = p.link if p is not None else None
+    return {
+        "name": gpu.name,
+        "aliases": list(gpu.aliases),
+        "runtime_bytes": gpu.runtime_bytes,
+        "unified_bytes": gpu.unified_bytes,
+        "smi_mib": gpu.smi_mib,
+        "bandwidth": p.bandwidth if p is not None else None,
+        "bf16_flops": p.bf16 if p is not None else None,
+        "fp8_flops": p.fp8 if p is not None else None,
+        "fp4_flops": p.fp4 if p is not None else None,
+        "int8_ops": p.int8 if p is not None else None,
+        "arch": p.arch if p is not None else None,
+        "memory_kind": p.memory_kind if p is not None else None,
+        "link": None if link is None else {"kind": link.kind, "bandwidth": link.bandwidth, "label": link.label,
+                                           "source": link.source},
+        "source": gpu.source,
+        "peaks_source": p.source if p is not None else None,
     }  # fmt: skip

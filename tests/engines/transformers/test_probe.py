@@ -126,7 +126,7 @@ def test_standalone_file_reads_json_and_prints_json(tmp_path: Path) -> None:
         (("llama-3.1-8b", "--encoder-tokens", "100"), "has no cross-attention"),
         (("gemma-3n-e4b",), "num_kv_shared_layers"),
         (("llama-3.1-8b", "--kv-dtype", "fp8"), "fp32, bf16 or fp16"),
-        (("llama-3.1-8b", "--decode", "600"), "leaves no prompt"),
+        (("llama-3.1-8b", "--tokens", "512", "--decode", "600"), "leaves no prompt"),
         (("llama-3.1-8b", "--tolerance", "x"), "--tolerance"),
         (("llama-3.1-8b", "--engine", "theoretical"), "raw probe only"),  # vllm, sglang, llama.cpp run the real engine
         (("llama-3.1-8b", "--raw", "--tokens", "1m", "--batch", "1k"), "try smaller --tokens or --batch"),
