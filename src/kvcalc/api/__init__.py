@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "compare": "_estimate",
     "estimate": "_estimate",
+    "list_engines": "_engines",
+    "show_engine": "_engines",
     "FitReport": "_fit",
     "cdiv_int": "_fit",
     "fit": "_fit",
@@ -73,6 +75,7 @@ __all__ = [
     "fit",
     "fit_offload",
     "is_theoretical",
+    "list_engines",
     "list_presets",
     "load_model",
     "model_from_geometry",
@@ -86,6 +89,7 @@ __all__ = [
     "probe_vllm",
     "read_requests",
     "resolve_serving",
+    "show_engine",
     "show_preset",
     "speed",
 ]
@@ -105,6 +109,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from kvcalc.api._engines import list_engines, show_engine
     from kvcalc.api._estimate import compare, estimate
     from kvcalc.api._fit import FitReport, cdiv_int, fit
     from kvcalc.api._models import Model, load_model, model_from_geometry, model_from_source, open_model

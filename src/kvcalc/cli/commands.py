@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "speed": ("speed", "speed",
               "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
+    "engines": ("engines", "engines", "List the engines kvcalc models, or show one engine's knobs."),
 }  # fmt: skip
 
 
@@ -43,8 +44,28 @@ def build_command(name: str, *, rich_markup_mode: Any = None) -> Any:
     # A typer app of this one command, whose click command is the command itself (typer's way to
     # build one without registering it on the root app).
     single = typer.Typer(add_completion=False, rich_markup_mode=rich_markup_mode)
-    single.command(name)(target)
+    single.command(name, cls=PanelCommand)(target)
     return typer.main.get_command(single)
+
+
+class PanelCommand(TyperCommand):
+    """A command whose help lists its options in panels: those with a ``rich_help_panel`` (each
+    engine's knobs, cli.knobs) under that title, after the others, as plain text (the app draws
+    help without rich)."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            title = "Arguments" if param.param_type_name == "argument" else "Options"
+            sections.setdefault(getattr(param, "rich_help_panel", None) or title, []).append(record)
+        ordered = [t for t in ("Arguments", "Options") if t in sections] + [t for t in sections if t not in
+                                                                              ("Arguments", "Options")]  # fmt: skip
+        for title in ordered:
+            with formatter.section(gettext(title)):
+                formatter.write_dl(sections[title])
 
 
 def summary_command(name: str) -> TyperCommand:

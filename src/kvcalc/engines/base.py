@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.dtypes import FP16, DType
+from kvcalc.engines.knobs import EngineOptions
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
@@ -78,15 +79,6 @@ class Arrangement:
     state_bytes: Mapping[LayerCache, int] = field(default_factory=dict)
     padding: Mapping[LayerCache, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """An engine's knobs, one field each (None or False: the engine's default). The base engine has
-    none; each engine that has knobs subclasses this with the ones it reads, in the API's names
-    (``ubatch``, ``block_size``), and names it in ``Engine.options_type``. ``make_engine`` refuses a
-    knob the chosen engine's options lack, so a flag that would change nothing is an error, never
-    silently dropped."""
 
 
 @dataclass(frozen=True)

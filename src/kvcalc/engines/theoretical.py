@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine
+from kvcalc.engines.knobs import EnginePlugin
 
 
 # Engine's own dataclass methods serve it (its name is Engine's default): no @dataclass of its own,
@@ -23,3 +24,10 @@ class Theoretical(Engine):
 
 
 THEORETICAL = Theoretical()
+
+# The default engine: the figure every other engine is set beside.
+PLUGIN = EnginePlugin(
+    name="theoretical",
+    summary="what attention must keep (the default)",
+    rules="kvcalc.engines.theoretical:Theoretical",
+)

@@ -28,7 +28,7 @@ from kvcalc.engines.sglang.releases import multimodal as is_multimodal
 from kvcalc.spec import AttentionCache
 
 if TYPE_CHECKING:
-    from kvcalc.engines.sglang import SGLang
+    from kvcalc.engines.sglang.rules import SGLang
     from kvcalc.spec import ModelSpec
 
 _GB = 1 << 30
