@@ -24,6 +24,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
 
 
@@ -105,7 +106,7 @@ def compare(
     ] = None,
     heads: Annotated[int | None, typer.Option("--heads", metavar="H", min=1, help="By hand: query heads.")] = None,
     head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.")] = None,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     strict: StrictOpt = False,
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.

@@ -27,6 +27,7 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.units import parse_rate
 
 
@@ -70,7 +71,7 @@ def speed(
             help="Estimate decode without CUDA graphs (vLLM's --enforce-eager, SGLang's --disable-cuda-graph).",
         ),
     ] = False,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     kv_dtype: KvDtypeOpt = None,
     compute_dtype: Annotated[
         str | None,
