@@ -101,16 +101,22 @@ def test_presets_json_lists_every_bundled_preset(tmp_path: Path) -> None:
     assert names == {p.stem for p in repo_presets.glob("*.yaml")}
 
 
+# Every engine's rules and what only they load (each engine package's options.py is light).
+_RULES = ("kvcalc.engines.transformers.rules", "kvcalc.engines.vllm.rules", "kvcalc.engines.vllm.capacity",
+          "kvcalc.engines.sglang.rules", "kvcalc.engines.mlx.rules", "kvcalc.engines.llamacpp.rules",
+          "kvcalc.engines.llamacpp.architectures")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("argv", "absent"),
     [
-        # The theoretical engine on a preset: no other engine's package, no GGUF reader, and no
-        # fractions (only fit's shares use it; it costs ~2 ms of start-up).
+        # The theoretical engine on a preset: no other engine's rules (the CLI reads every engine's
+        # knobs from its light options module alone), no GGUF reader, and no fractions (only fit's
+        # shares use it; it costs ~2 ms of start-up).
         (["estimate", "llama-3.1-8b", "--json"],
-         ("fractions", "kvcalc.engines.vllm", "kvcalc.engines.sglang", "kvcalc.engines.llamacpp",
-          "kvcalc.inputs.gguf")),
+         ("fractions", *_RULES, "kvcalc.inputs.gguf")),
         (["estimate", "llama-3.1-8b", "--engine", "vllm", "--json"],
-         ("fractions", "kvcalc.engines.sglang", "kvcalc.engines.llamacpp", "kvcalc.inputs.gguf")),
+         ("fractions", *(m for m in _RULES if ".vllm." not in m), "kvcalc.inputs.gguf")),
     ],
     ids=["theoretical", "vllm"],
 )  # fmt: skip
@@ -122,6 +128,7 @@ def test_an_estimate_imports_only_its_own_engine(argv: list[str], absent: tuple[
 # command's module only when it runs).
 _COMMAND_MODULES = {
     "compare": ("kvcalc.cli.compare", "kvcalc.calc.compare", "kvcalc.views.compare", "kvcalc.charts"),
+    "engines": ("kvcalc.cli.engines", "kvcalc.api._engines", "kvcalc.views.engines"),
     "fit": ("kvcalc.cli.fit", "kvcalc.api._fit", "kvcalc.api._offload", "kvcalc.calc.fit", "kvcalc.calc.offload",
             "kvcalc.views.fit", "kvcalc.gpus"),
     "presets": ("kvcalc.cli.presets", "kvcalc.api._presets", "kvcalc.views.presets"),

@@ -14,7 +14,7 @@ import typer
 from kvcalc.cli.commands import COMMANDS, build_command, summary_command
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "kvcalc" / "cli"
-NOT_COMMANDS = {"__init__", "__main__", "app", "commands", "options"}
+NOT_COMMANDS = {"__init__", "__main__", "app", "commands", "knobs", "options"}
 
 
 def _first_paragraph(text: str) -> str:
@@ -63,8 +63,8 @@ def test_a_typo_suggests_the_registered_names(run_cli) -> None:
 
 @pytest.mark.parametrize(
     ("words", "expected"),
-    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets", "gpus"]),
-     ("kvcalc pr", ["probe", "presets"]),
+    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets", "gpus", "engines"]),
+     ("kvcalc pr", ["probe", "presets"]), ("kvcalc engines v", ["vllm"]),
      ("kvcalc presets s", ["show"]), ("kvcalc estimate --eng", ["--engine"]),
      ("kvcalc estimate x --engine vl", ["vllm"]), ("kvcalc gpus h2", ["h200", "h200-141gb"])],
 )  # fmt: skip

@@ -11,35 +11,30 @@ from pathlib import Path
 import pytest
 
 from kvcalc import api
-from kvcalc.engines import ENGINE_NAMES, engine_class, make_engine
+from kvcalc.engines import ENGINE_NAMES, REGISTRY, engine_class, every_knob, make_engine
 from kvcalc.engines.base import Engine, EngineOptions, Target
 from kvcalc.engines.theoretical import THEORETICAL, Theoretical
 from kvcalc.errors import UsageError
 from tests.conftest import assert_one_line_error
 
-# Each engine's knobs, from its own command line (not read from kvcalc's classes): vLLM
+# Each engine's knobs as its own command line spells them (not read from kvcalc's classes): vLLM
 # --block-size, --max-num-batched-tokens, --max-num-seqs, --enforce-eager; SGLang --page-size;
-# llama.cpp -ub, -b, -kvu, --swa-full; a plain llama-server is unified already (server.cpp turns
-# n_parallel auto into 4 unified slots), so -kvu changes nothing there. mlx-lm: mlx_lm.generate's
-# --max-kv-size, --prefill-step-size, --kv-bits, --kv-group-size, --quantized-kv-start,
-# --max-tokens, and mlx_lm.server's --prompt-cache-bytes.
-KNOBS = {
+# llama.cpp -ub, -b, -kvu, --swa-full (common/arg.cpp); a plain llama-server is unified already
+# (server.cpp turns n_parallel auto into 4 unified slots), so -kvu changes nothing there. mlx-lm:
+# mlx_lm.generate's --max-kv-size, --prefill-step-size, --kv-bits, --kv-group-size,
+# --quantized-kv-start, -m/--max-tokens, and mlx_lm.server's --prompt-cache-bytes.
+ENGINE_FLAGS = {
     "theoretical": set(),
     "transformers": set(),
-    "vllm": {"block_size", "max_batched_tokens", "max_num_seqs", "enforce_eager"},
-    "sglang": {"block_size"},
-    "llama.cpp": {"ubatch", "n_batch", "kv_unified", "swa_full"},
-    "llama-server": {"ubatch", "n_batch", "swa_full"},
-    "mlx": {
-        "max_kv_size",
-        "prefill_step_size",
-        "kv_bits",
-        "kv_group_size",
-        "quantized_kv_start",
-        "max_tokens",
-        "prompt_cache_bytes",
-    },
-}
+    "vllm": {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--enforce-eager"},
+    "sglang": {"--page-size"},
+    "llama.cpp": {"-ub, --ubatch-size", "-b, --batch-size", "-kvu, --kv-unified", "--swa-full"},
+    "llama-server": {"-ub, --ubatch-size", "-b, --batch-size", "--swa-full"},
+    "mlx": {"--max-kv-size", "--prefill-step-size", "--kv-bits", "--kv-group-size", "--quantized-kv-start",
+            "-m, --max-tokens", "--prompt-cache-bytes (mlx_lm.server)"},
+}  # fmt: skip
+# The knobs by API name, read from the engines (the test below holds them to ENGINE_FLAGS).
+KNOBS = {name: set(REGISTRY[name].options.knob_names()) for name in ENGINE_NAMES}
 ALL_KNOBS = set().union(*KNOBS.values())
 SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enforce_eager": True,
           "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
@@ -47,21 +42,20 @@ SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enfo
           "prompt_cache_bytes": 2**30}  # fmt: skip
 # Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
 NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
-FLAG = {"block_size": ["--block-size", "32"], "max_batched_tokens": ["--max-batched-tokens", "4096"],
-        "ubatch": ["--ubatch", "64"], "n_batch": ["--n-batch", "1024"], "kv_unified": ["--kv-unified"],
-        "swa_full": ["--swa-full"], "max_num_seqs": ["--max-num-seqs", "8"],
-        "enforce_eager": ["--enforce-eager"], "max_kv_size": ["--max-kv-size", "1024"],
-        "prefill_step_size": ["--prefill-step-size", "512"], "kv_bits": ["--kv-bits", "4"],
-        "kv_group_size": ["--kv-group-size", "32"], "quantized_kv_start": ["--quantized-kv-start", "0"],
-        "max_tokens": ["--max-tokens", "2"], "prompt_cache_bytes": ["--prompt-cache-bytes", "1GiB"]}  # fmt: skip
+# Each knob's flag and a value it takes (kvcalc's own spelling, from the knob).
+_VALUE = {"max_num_seqs": "8", "prompt_cache_bytes": "1GiB"}
+FLAG = {k.name: [k.flag] if k.is_flag else [k.flag, _VALUE.get(k.name, str(SAMPLE[k.name]))]
+        for k in every_knob().values()}  # fmt: skip
 
 
 def test_every_engine_is_in_the_table() -> None:
-    assert set(KNOBS) == set(ENGINE_NAMES)
+    assert set(ENGINE_FLAGS) == set(ENGINE_NAMES)
+    assert set(SAMPLE) == ALL_KNOBS
 
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
 def test_options_list_exactly_the_engines_knobs(name: str) -> None:
+    assert {k.engine_flag for k in REGISTRY[name].options.knobs()} == ENGINE_FLAGS[name]
     assert {f.name for f in fields(engine_class(name).options_type)} == KNOBS[name]
 
 

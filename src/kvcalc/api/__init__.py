@@ -18,6 +18,8 @@ _EXPORTS = {
     "compare": "_estimate",
     "estimate": "_estimate",
     "Capacity": "_fit",
+    "list_engines": "_engines",
+    "show_engine": "_engines",
     "FitReport": "_fit",
     "cdiv_int": "_fit",
     "fit": "_fit",
@@ -81,6 +83,7 @@ __all__ = [
     "fit",
     "fit_offload",
     "is_theoretical",
+    "list_engines",
     "list_gpus",
     "list_presets",
     "load_model",
@@ -95,6 +98,7 @@ __all__ = [
     "probe_vllm",
     "read_requests",
     "resolve_serving",
+    "show_engine",
     "show_gpu",
     "show_preset",
     "speed",
@@ -115,6 +119,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from kvcalc.api._engines import list_engines, show_engine
     from kvcalc.api._estimate import compare, estimate
     from kvcalc.api._fit import Capacity, FitReport, cdiv_int, fit
     from kvcalc.api._gpus import list_gpus, show_gpu

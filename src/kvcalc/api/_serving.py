@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc import checks
-from kvcalc.checks import MAX_COUNT
 from kvcalc.defaults import DEFAULT_TOKENS
 from kvcalc.dtypes import DEFAULT_QUANT_GROUP, DType, parse_kv_dtype
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, ModelSpec
 
@@ -17,15 +17,6 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.engines import Engine
 from kvcalc.api._models import DTypeLike
 
-# Engine knobs by API name, and the most each may be: a block or quantization group is at most
-# a row's length, token and sequence counts at most any count. Booleans are flags.
-_KNOB_LIMITS = {"block_size": MAX_DIMENSION, "max_batched_tokens": MAX_COUNT, "ubatch": MAX_COUNT,
-                "n_batch": MAX_COUNT, "max_num_seqs": MAX_COUNT, "max_kv_size": MAX_COUNT,
-                "prefill_step_size": MAX_COUNT, "kv_bits": 64, "kv_group_size": MAX_DIMENSION,
-                "quantized_kv_start": MAX_COUNT, "max_tokens": MAX_COUNT, "prompt_cache_bytes": 2**50}  # fmt: skip
-# Knobs for which 0 is a value (mlx-lm quantizes from the first token; no generated tokens).
-_ZERO_KNOBS = ("quantized_kv_start", "max_tokens")
-_FLAG_KNOBS = ("kv_unified", "swa_full", "enforce_eager")
 KnobValue = int | bool | None
 
 
@@ -40,7 +31,7 @@ class Serving:
     >>> estimate("llama-3.1-8b", serving=Serving("vllm", kv_dtype="fp8", options={"block_size": 32}))  # doctest: +SKIP
     """
 
-    engine: str | Engine = "theoretical"
+    engine: str | Engine = DEFAULT_ENGINE
     kv_dtype: DTypeLike = None
     k_dtype: DTypeLike = None
     v_dtype: DTypeLike = None
@@ -147,7 +138,7 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
     ``None`` / ``"auto"`` formats are the engine's own default for the model, decided by the
     estimator."""
     from kvcalc.engines import Engine as EngineBase
-    from kvcalc.engines import make_engine, uses_dsa
+    from kvcalc.engines import check_knobs, make_engine, uses_dsa
 
     engine, kv_dtype, k_dtype, v_dtype = asked.engine, asked.kv_dtype, asked.k_dtype, asked.v_dtype
     quant_group, residual_tokens = asked.quant_group, asked.residual_tokens
@@ -155,20 +146,7 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
         raise UsageError(f"engine must be an engine's name (a str) or an Engine, got {checks.shown(engine)}",
                          param="engine")  # fmt: skip
     options = dict(check_options(asked.options))
-    for param, value in options.items():
-        most = _KNOB_LIMITS.get(param)
-        if param in _FLAG_KNOBS:
-            if value is not None and not isinstance(value, bool):
-                raise UsageError(f"{param} is a flag (True or False), got {value!r}", param=param)
-        elif most is None:
-            known = ", ".join([*_KNOB_LIMITS, *_FLAG_KNOBS])
-            raise UsageError(f"{param} is no engine option kvcalc knows; they are {known}", param=param)
-        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
-                                    or (value == 0 and param not in _ZERO_KNOBS)):  # fmt: skip
-            what = "must not be negative" if param in _ZERO_KNOBS else "must be positive"
-            raise UsageError(f"{param} {what}, got {value}", param=param)
-        elif value is not None and value > most:
-            raise UsageError(f"{param} is implausibly large: {value:.3g} (at most {most:,})", param=param)
+    check_knobs(options)
     if quant_group is not None:
         checks.count(quant_group, "quant_group", maximum=MAX_DIMENSION)
     if residual_tokens is not None:
@@ -235,7 +213,7 @@ def is_theoretical(engine: str | Engine) -> bool:
     from kvcalc.engines import engine_entry
 
     name = engine.name if not isinstance(engine, str) else engine_entry(engine).name
-    return name == "theoretical"
+    return name == DEFAULT_ENGINE
 
 
 def _dtype(value: DTypeLike, quant_group: int, param: str) -> DType | None:

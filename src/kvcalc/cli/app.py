@@ -64,14 +64,20 @@ def _root(
     set_no_color(no_color)
 
 
-# API parameters whose flag is not the parameter name with dashes.
-_FLAG_OF = {"models": "MODEL", "model": "MODEL", "lengths": "--lengths", "max_batched_tokens": "--max-batched-tokens",
-            "context_cap": "--no-context-cap", "kv_dtypes": "--kv-dtype"}  # fmt: skip
+# API parameters whose flag is not the parameter name with dashes (an engine knob's flag is its
+# Knob's: kvcalc.engines.every_knob).
+_FLAG_OF = {"models": "MODEL", "model": "MODEL", "lengths": "--lengths", "context_cap": "--no-context-cap",
+            "kv_dtypes": "--kv-dtype"}  # fmt: skip
 
 
 def as_flag(param: str) -> str:
     """The command-line spelling of an API parameter: ``kv_dtype`` -> ``--kv-dtype``."""
-    return _FLAG_OF.get(param, "--" + param.replace("_", "-"))
+    if param in _FLAG_OF:
+        return _FLAG_OF[param]
+    from kvcalc.engines import every_knob  # only on an error: --help and --version never load the engines
+
+    knob = every_knob().get(param)
+    return knob.flag if knob is not None else "--" + param.replace("_", "-")
 
 
 def usage_message(exc: KvcalcError) -> str:

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
     "gpus": ("gpus", "gpus", "List the GPU presets --gpu takes, or show one with its sources."),
+    "engines": ("engines", "engines", "List the engines kvcalc models, or show one engine's knobs."),
 }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from kvcalc.cli.options import (
     with_warnings,
 )
 from kvcalc.defaults import DEFAULT_TOKENS
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
 
 
@@ -134,7 +135,7 @@ def compare(
         int | None,
         typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim.", rich_help_panel=WORKLOAD_PANEL),
     ] = None,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     strict: StrictOpt = False,
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.

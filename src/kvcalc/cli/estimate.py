@@ -4,12 +4,11 @@ from typing import Annotated
 
 import typer
 
+from kvcalc.cli.knobs import engine_knobs
 from kvcalc.cli.options import (
     OUTPUT_PANEL,
     WORKLOAD_PANEL,
-    BatchedOpt,
     BatchOpt,
-    BlockOpt,
     DpOpt,
     EncoderTokensOpt,
     EngineOpt,
@@ -17,32 +16,21 @@ from kvcalc.cli.options import (
     ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
-    KvBitsOpt,
     KvDtypeOpt,
-    KvGroupSizeOpt,
-    MaxKvSizeOpt,
-    MaxTokensOpt,
     ModelArg,
-    NBatchOpt,
     PpOpt,
-    PrefillStepOpt,
     QuantGroupOpt,
-    QuantizedKvStartOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
-    SwaFullOpt,
     TokensOpt,
     TpOpt,
-    UbatchOpt,
-    UnifiedOpt,
     UnitsName,
     UnitsOpt,
     VDtypeOpt,
     count,
     count_or_zero,
     json_or_drawing,
-    mlx_flags,
     print_json,
     print_view,
     say_fetching,
@@ -51,9 +39,11 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.errors import UsageError
 
 
+@engine_knobs()
 def estimate(
     model: ModelArg = None,
     tokens: TokensOpt = None,
@@ -115,7 +105,7 @@ def estimate(
         int | None,
         typer.Option("--head-dim", metavar="D", min=1, help="By hand: head dim (d_h).", rich_help_panel=WORKLOAD_PANEL),
     ] = None,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
     quant_group: QuantGroupOpt = None,
@@ -132,18 +122,6 @@ def estimate(
             rich_help_panel=WORKLOAD_PANEL,
         ),
     ] = None,
-    block_size: BlockOpt = None,
-    max_batched_tokens: BatchedOpt = None,
-    ubatch: UbatchOpt = None,
-    kv_unified: UnifiedOpt = False,
-    n_batch: NBatchOpt = None,
-    swa_full: SwaFullOpt = False,
-    kv_bits: KvBitsOpt = None,
-    kv_group_size: KvGroupSizeOpt = None,
-    quantized_kv_start: QuantizedKvStartOpt = None,
-    max_kv_size: MaxKvSizeOpt = None,
-    prefill_step_size: PrefillStepOpt = None,
-    max_tokens: MaxTokensOpt = None,
     lengths: Annotated[
         str | None,
         typer.Option(
@@ -163,6 +141,8 @@ def estimate(
         ),
     ] = False,
     strict: StrictOpt = False,
+    *,
+    knobs: dict[str, int | bool],
 ) -> None:
     """Estimate the KV cache of MODEL for a workload of B sequences of T tokens.
 
@@ -204,10 +184,7 @@ def estimate(
     else:
         opened = api.open_model(model, revision=revision, on_fetch=say_fetching, strict=strict)
     warn(opened.spec.warnings)
-    engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                                 max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
-                                 **mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size,
-                                             prefill_step_size, max_tokens))  # fmt: skip
+    engine_flags = serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, knobs)
     prefix = count(shared_prefix, "--shared-prefix") or 0
     if lengths is not None:
         summary = api.estimate_requests(opened, lengths, tp=tp, pp=pp, shared_prefix=prefix, **engine_flags)

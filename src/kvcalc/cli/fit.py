@@ -4,14 +4,12 @@ from typing import Annotated
 
 import typer
 
+from kvcalc.cli.knobs import engine_knobs
 from kvcalc.cli.options import (
     HARDWARE_PANEL,
-    KNOBS_PANEL,
     SIZE_HELP,
     WORKLOAD_PANEL,
-    BatchedOpt,
     BatchOpt,
-    BlockOpt,
     DpAttentionOpt,
     DpOpt,
     EngineOpt,
@@ -19,31 +17,20 @@ from kvcalc.cli.options import (
     ImageTokensOpt,
     JsonOpt,
     KDtypeOpt,
-    KvBitsOpt,
     KvDtypeOpt,
-    KvGroupSizeOpt,
-    MaxKvSizeOpt,
-    MaxTokensOpt,
     ModelArg,
-    NBatchOpt,
     PpOpt,
-    PrefillStepOpt,
     QuantGroupOpt,
-    QuantizedKvStartOpt,
     ResidualOpt,
     RevisionOpt,
     StrictOpt,
-    SwaFullOpt,
     TokensOpt,
-    UbatchOpt,
-    UnifiedOpt,
     UnitsName,
     UnitsOpt,
     VDtypeOpt,
     complete_gpu,
     count,
     count_or_zero,
-    mlx_flags,
     print_json,
     print_view,
     say_fetching,
@@ -53,9 +40,11 @@ from kvcalc.cli.options import (
     warn,
     with_warnings,
 )
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.units import Units, parse_size
 
 
+@engine_knobs(runtime=True)
 def fit(
     model: ModelArg = None,
     gpu: Annotated[
@@ -115,23 +104,6 @@ def fit(
             rich_help_panel=HARDWARE_PANEL,
         ),
     ] = "auto",
-    max_num_seqs: Annotated[
-        str | None,
-        typer.Option(
-            "--max-num-seqs",
-            metavar="N",
-            help="vLLM max_num_seqs: the dummy sampler run's rows (default by GPU memory, as vllm serve sets it).",
-            rich_help_panel=KNOBS_PANEL,
-        ),
-    ] = None,
-    enforce_eager: Annotated[
-        bool,
-        typer.Option(
-            "--enforce-eager",
-            help="vLLM without CUDA graphs: no graph memory is subtracted.",
-            rich_help_panel=KNOBS_PANEL,
-        ),
-    ] = False,
     kv_budget: Annotated[
         str | None,
         typer.Option(
@@ -146,7 +118,7 @@ def fit(
     images: ImagesOpt = None,
     image_tokens: ImageTokensOpt = None,
     kv_dtype: KvDtypeOpt = None,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
     quant_group: QuantGroupOpt = None,
@@ -158,27 +130,6 @@ def fit(
     pp: PpOpt = 1,
     dp: DpOpt = 1,
     dp_attention: DpAttentionOpt = 1,
-    block_size: BlockOpt = None,
-    max_batched_tokens: BatchedOpt = None,
-    ubatch: UbatchOpt = None,
-    kv_unified: UnifiedOpt = False,
-    n_batch: NBatchOpt = None,
-    swa_full: SwaFullOpt = False,
-    kv_bits: KvBitsOpt = None,
-    kv_group_size: KvGroupSizeOpt = None,
-    quantized_kv_start: QuantizedKvStartOpt = None,
-    max_kv_size: MaxKvSizeOpt = None,
-    prefill_step_size: PrefillStepOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    prompt_cache_bytes: Annotated[
-        str | None,
-        typer.Option(
-            "--prompt-cache-bytes",
-            metavar="SIZE",
-            help="mlx: room for mlx_lm.server's cache of finished prompts (its --prompt-cache-bytes)." + SIZE_HELP,
-            rich_help_panel=KNOBS_PANEL,
-        ),
-    ] = None,
     max_model_len: Annotated[
         str | None,
         typer.Option(
@@ -228,6 +179,8 @@ def fit(
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     strict: StrictOpt = False,
+    *,
+    knobs: dict[str, int | bool],
 ) -> None:
     """How many tokens, concurrent requests and how long a context fit on these GPUs, and whether
     the asked workload fits.
@@ -255,8 +208,7 @@ def fit(
     weights_bytes = None if weights.strip().lower() == "auto" else parse_size(weights, what="--weights")
     if gpu_layers is not None:
         _offload(model, gpu, gpu_memory, gpus, gpu_layers, no_kv_offload, tensor_split, tokens, batch, kv_dtype,
-                 k_dtype, v_dtype, ubatch, n_batch, kv_unified, swa_full, engine, weights_bytes, revision, strict,
-                 as_json, unit_choice)  # fmt: skip
+                 k_dtype, v_dtype, knobs, engine, weights_bytes, revision, strict, as_json, unit_choice)  # fmt: skip
         return
     if no_kv_offload or tensor_split is not None:
         raise UsageError("--no-kv-offload and --tensor-split go with --gpu-layers (llama.cpp's split)")
@@ -271,12 +223,7 @@ def fit(
         revision=revision, on_fetch=say_fetching, strict=strict, sequences=api.Sequences(
             tokens=count(tokens, "--tokens"), batch=count(batch, "--batch") or 1,
             images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens")),
-        **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, block_size,
-                        max_batched_tokens, ubatch, kv_unified, n_batch, swa_full,
-                        max_num_seqs=count(max_num_seqs, "--max-num-seqs"), enforce_eager=enforce_eager,
-                        prompt_cache_bytes=size(prompt_cache_bytes, "--prompt-cache-bytes"),
-                        **mlx_flags(kv_bits, kv_group_size, quantized_kv_start, max_kv_size, prefill_step_size,
-                                    max_tokens)),
+        **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, knobs),
     )  # fmt: skip
     warn(report.model.spec.warnings)
     if as_json:
@@ -295,12 +242,12 @@ def fit(
 
 def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | None, gpu_layers: str,
              no_kv_offload: bool, tensor_split: str | None, tokens: str | None, batch: str, kv_dtype: str | None,
-             k_dtype: str | None, v_dtype: str | None, ubatch: int | None, n_batch: int | None, kv_unified: bool,
-             swa_full: bool, engine: str, weights: int | None, revision: str | None, strict: bool, as_json: bool,
+             k_dtype: str | None, v_dtype: str | None, knobs: dict[str, int | bool], engine: str,
+             weights: int | None, revision: str | None, strict: bool, as_json: bool,
              unit_choice: Units) -> None:  # fmt: skip
     """``fit --gpu-layers``: llama.cpp's split over GPUs and the CPU."""
-    knobs = {"ubatch": ubatch, "n_batch": n_batch, "kv_unified": kv_unified, "swa_full": swa_full or None}
     from kvcalc import api
+    from kvcalc.engines import make_engine
     from kvcalc.errors import UsageError
 
     layers: int | str = (
@@ -312,7 +259,11 @@ def _offload(model: str, gpu: str | None, gpu_memory: str | None, gpus: int | No
             shares = [float(x) for x in tensor_split.split(",")]
         except ValueError:
             raise UsageError(f"--tensor-split takes numbers separated by commas, got {tensor_split!r}") from None
-    if engine.split("@", maxsplit=1)[0] not in ("llama.cpp", "llama-server"):
+    try:
+        splits_layers = make_engine(engine)[0].splits_layers
+    except UsageError:
+        splits_layers = False
+    if not splits_layers:
         raise UsageError("--gpu-layers is llama.cpp's: add --engine llama.cpp (or llama-server)")
     report = api.fit_offload(
         model, gpu_layers=layers, gpu=gpu, gpu_memory=size(gpu_memory, "--gpu-memory"), gpus=gpus or 1,

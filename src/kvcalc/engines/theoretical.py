@@ -9,6 +9,7 @@ from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine, EngineOptions, Targe
 if TYPE_CHECKING:
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.dtypes import DType
+from kvcalc.engines.knobs import EnginePlugin
 
 
 class Theoretical(Engine):
@@ -51,3 +52,10 @@ class Theoretical(Engine):
 
 
 THEORETICAL = Theoretical()
+
+# The default engine: the figure every other engine is set beside.
+PLUGIN = EnginePlugin(
+    name="theoretical",
+    summary="what attention must keep (the default)",
+    rules="kvcalc.engines.theoretical:Theoretical",
+)

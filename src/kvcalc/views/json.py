@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Budget, Fit, Verdict
     from kvcalc.calc.requests import RequestSummary
     from kvcalc.calc.speed import Step
+    from kvcalc.engines.knobs import EnginePlugin, Knob
     from kvcalc.gpus import GPU
     from kvcalc.inputs.presets import Preset
     from kvcalc.spec import ModelSpec
@@ -383,3 +384,19 @@ def gpu_row(gpu: GPU) -> dict[str, Any]:
         "source": gpu.source,
         "peaks_source": p.source if p is not None else None,
     }  # fmt: skip
+
+
+def engine_row(plugin: EnginePlugin) -> dict[str, Any]:
+    """One engine as ``kvcalc engines --json`` lists it: name, aliases, releases and summary."""
+    return {"name": plugin.name, "aliases": list(plugin.aliases), "versions": list(plugin.versions),
+            "default_version": plugin.default_version, "summary": plugin.summary,
+            "knobs": [k.name for k in plugin.options.knobs()]}  # fmt: skip
+
+
+def knob_row(knob: Knob) -> dict[str, Any]:
+    """One knob as ``kvcalc engines NAME --json`` shows it: its API name, kvcalc's flag, the
+    engine's own flag, its default, bounds and help."""
+    return {"name": knob.name, "flag": knob.flag, "engine_flag": knob.engine_flag, "kind": knob.kind,
+            "default": knob.default, "minimum": None if knob.is_flag else knob.minimum,
+            "maximum": None if knob.is_flag else knob.maximum, "applies_to_estimate": knob.sizes_cache,
+            "help": knob.help}  # fmt: skip

@@ -267,7 +267,7 @@ def _recurrent_checks(states: list[Any], memories: list[dict[str, Any]]) -> tupl
     """kvcalc's state groups beside llama.cpp's recurrent memory, R and S apart. kvcalc's R is its
     llama.cpp engine rule (kvcalc.engines.llamacpp ``state_parts``: kernel - 1 conv columns, f32) over
     the group's layers and sequences; its S the rest of the group's bytes, so R + S is the estimate."""
-    from kvcalc.engines.llamacpp import LlamaCpp
+    from kvcalc.engines.llamacpp.rules import LlamaCpp
 
     if not states and not memories:
         return ()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kvcalc.calc.runtime import GIB, Runtime, RuntimeRequest, RuntimeTerm
 
 if TYPE_CHECKING:
-    from kvcalc.engines.mlx import MLX
+    from kvcalc.engines.mlx.rules import MLX
 
 # MLX's activations for a prefill step and its buffer cache (mx.clear_cache runs between steps)
 # are not fixed by mlx-lm's source: an assumption with a wide range.

@@ -29,7 +29,7 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import AttentionCache
 
 if TYPE_CHECKING:
-    from kvcalc.engines.sglang import SGLang
+    from kvcalc.engines.sglang.rules import SGLang
     from kvcalc.spec import ModelSpec
 
 _GB = 1 << 30

@@ -17,7 +17,7 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from kvcalc.engines.vllm import VLLM
+    from kvcalc.engines.vllm.rules import VLLM
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 
 if TYPE_CHECKING:
-    from kvcalc.engines.vllm import VLLM
+    from kvcalc.engines.vllm.rules import VLLM
 
 
 @dataclass(frozen=True)
