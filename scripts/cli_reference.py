@@ -86,20 +86,20 @@ def fixed_environment() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def help_text(path: tuple[str, ...]) -> str:
-    """What ``kvcalc PATH... --help`` prints on stdout."""
+def help_text(path: tuple[str, ...], ask_help: bool = True) -> str:
+    """What ``kvcalc PATH... --help`` (or ``kvcalc PATH...``) prints on stdout."""
     from kvcalc.cli import main
 
     buffer = io.StringIO()
     with fixed_environment(), contextlib.redirect_stdout(buffer):
         try:
-            main([*path, "--help"])
+            main([*path, "--help"] if ask_help else list(path))
         except SystemExit as exc:
             if exc.code not in (0, None):
-                raise RuntimeError(f"{PROG} {' '.join(path)} --help exited with {exc.code}") from None
+                raise RuntimeError(f"{PROG} {' '.join(path)} exited with {exc.code}") from None
     text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()).strip("\n")
     if not text:
-        raise RuntimeError(f"{PROG} {' '.join(path)} --help printed nothing")
+        raise RuntimeError(f"{PROG} {' '.join(path)} printed nothing")
     return text
 
 
@@ -108,8 +108,15 @@ def title(path: tuple[str, ...]) -> str:
 
 
 def sections() -> dict[str, str]:
-    """Heading (``kvcalc presets show``) -> that command's help text, in tree order."""
-    return {title(path): help_text(path) for path, _ in walk()}
+    """Heading (``kvcalc presets show``) -> that command's help text, in tree order; then each
+    engine's knobs as ``kvcalc engines NAME`` lists them (a command's --help shows one engine's
+    knobs only when the command line names it)."""
+    from kvcalc.engines import REGISTRY
+
+    found = {title(path): help_text(path) for path, _ in walk()}
+    for name in REGISTRY:
+        found[title(("engines", name))] = help_text(("engines", name), ask_help=False)
+    return found
 
 
 def render() -> str:

@@ -69,12 +69,59 @@ class PanelCommand(TyperCommand):
             title = getattr(param, "rich_help_panel", None)
             (loose if title is None else panels.setdefault(title, [])).append(record)
         output = panels.pop(PANELS[-1], [])
-        sections = [(gettext("Arguments"), args), *panels.items(), (PANELS[-1], output), ("Options", loose)]
+        shared = [(title, rows) for title, rows in panels.items() if title in PANELS]
+        engines = [(title, rows) for title, rows in panels.items() if title not in PANELS]
+        shown, overview = _engine_panels(engines, ctx.meta.get(ASKED_ENGINE))
+        sections = [(gettext("Arguments"), args), *shared, *shown, (PANELS[-1], output), ("Options", loose)]
         width = min(_TERM_MAX, max(len(term) for _, rows in sections for term, _ in rows))
         for title, rows in sections:
             if rows:
                 with formatter.section(title):
                     formatter.write_dl([(term.ljust(width), text) for term, text in rows], col_max=_TERM_MAX)
+            if title == PANELS[-2] and overview:
+                with formatter.section(_OVERVIEW):
+                    formatter.write_dl(overview, col_max=_TERM_MAX)
+
+
+# Where the root group leaves the engine a command line names (--engine NAME), for --help.
+ASKED_ENGINE = "kvcalc.asked_engine"
+_OVERVIEW = "Engine knobs (each engine's help: --engine NAME --help)"
+_OVERVIEW_WIDTH = 54  # the flags' column at 80 columns, each flag kept whole
+
+
+def _engine_panels(
+    engines: list[tuple[str, list[tuple[str, str]]]], asked: str | None
+) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[tuple[str, str]]]:
+    """Each engine's own panel of knobs is shown in full only when the command line names that
+    engine (``--engine vllm --help``): a help page listing every engine's knobs in full would be
+    too long to read. Otherwise one line per engine names its flags (the overview)."""
+    if not engines:
+        return [], []
+    if asked is not None:
+        from kvcalc.engines import engine_entry
+        from kvcalc.errors import UsageError
+
+        try:
+            panel = engine_entry(asked).panel
+        except UsageError:  # an unknown engine: its refusal comes when the command runs
+            panel = None
+        return [(title, rows) for title, rows in engines if panel and panel in title], []
+    flags: dict[str, list[str]] = {}
+    for title, rows in engines:
+        for part in title.split(" and "):
+            name = part.partition(" (")[0]
+            flags.setdefault(name, []).extend(term.split()[0].rstrip(",") for term, _ in rows)
+    rows: list[tuple[str, str]] = []
+    for name, found in flags.items():
+        lines = [""]
+        for flag in dict.fromkeys(found):
+            if lines[-1] and len(lines[-1]) + len(flag) + 2 > _OVERVIEW_WIDTH:
+                lines[-1] += ","
+                lines.append(flag)
+            else:
+                lines[-1] = f"{lines[-1]}, {flag}" if lines[-1] else flag
+        rows += [(name if i == 0 else "", text) for i, text in enumerate(lines)]
+    return [], rows
 
 
 _TERM_MAX = 22  # a longer flag with its metavar stands on its own line, its help under it
@@ -92,6 +139,17 @@ def build_command(name: str, *, rich_markup_mode: Any = None) -> Any:
     single = typer.Typer(add_completion=False, rich_markup_mode=rich_markup_mode)
     single.command(name, cls=PanelCommand)(target)
     return typer.main.get_command(single)
+
+
+def _asked_engine(args: list[str]) -> str | None:
+    """The engine a command line names (``--engine NAME`` or ``--engine=NAME``), read before the
+    command parses it so that --help can show that engine's knobs wherever --help stands."""
+    for i, arg in enumerate(args):
+        if arg == "--engine" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--engine="):
+            return arg.partition("=")[2]
+    return None
 
 
 def summary_command(name: str) -> TyperCommand:
@@ -129,6 +187,7 @@ class CommandGroup(TyperGroup):
             formatter.write_dl(rows)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        ctx.meta[ASKED_ENGINE] = _asked_engine(args)
         try:
             return super().resolve_command(ctx, args)
         except Exception as exc:
