@@ -209,7 +209,7 @@ def test_parameter_objects_refuse_naming_the_parameter(call: Callable[[], Any], 
 
 
 def test_offload_defaults_to_the_layer_splitting_engine() -> None:
-    # No serving: llama.cpp (engines.LAYER_SPLIT_ENGINES[0]); kv_dtype alone is its cache format.
+    # No serving: llama.cpp (engines.layer_split_engines()[0]); kv_dtype alone is its cache format.
     # 32 layers x 8 KV heads x 128 x 2 (K, V) x 4,096 cells at q8_0 (34 bytes a block of 32)
     # = 32 x 2 x 8 x 4 x 34 x 4,096 = 285,212,672 B of KV.
     report = api.fit_offload("llama-3.1-8b", gpu_layers=33, gpu_memory=2**36, tokens=4096, kv_dtype="q8_0")

@@ -12,7 +12,7 @@ import pytest
 
 import kvcalc.api
 from kvcalc.engines import ENGINE_NAMES
-from kvcalc.engines.probing import DEFAULT_ENGINE, prober, probers
+from kvcalc.engines.probing import MODEL_PROBE_ENGINE, prober, probers
 
 SRC = Path(kvcalc.api.__file__).parents[2]
 
@@ -22,7 +22,7 @@ def test_every_engine_with_a_probe_declares_it() -> None:
     # aliases and llama-server sharing their engine's.
     assert prober("theoretical") is None
     assert prober("vllm-cpu") is prober("vllm") and prober("llama-server") is prober("llama.cpp")
-    assert prober(DEFAULT_ENGINE) is not None and not prober(DEFAULT_ENGINE).real  # type: ignore[union-attr]
+    assert prober(MODEL_PROBE_ENGINE) is not None and not prober(MODEL_PROBE_ENGINE).real  # type: ignore[union-attr]
     assert {p.engine for p in probers()} == {"transformers", "vllm", "sglang", "mlx", "llama.cpp"}
 
 

@@ -70,7 +70,7 @@ def fit_offload(
     ``serving``: the engine (llama.cpp when not given, or llama-server), its options (``ubatch``,
     ``n_batch``, ``kv_unified``, ``swa_full``) and its K/V formats; ``kv_dtype`` alone: llama.cpp
     with that cache format."""
-    from kvcalc.engines import LAYER_SPLIT_ENGINES
+    from kvcalc.engines import layer_split_engines
 
     gpu = checks.text(gpu, "gpu")
     gpu_memory = None if gpu_memory is None else checks.size(gpu_memory, "gpu_memory")
@@ -81,14 +81,15 @@ def fit_offload(
     checks.flag(kv_offload, "kv_offload")
     _check_tensor_split(tensor_split)
     asked = as_serving(serving, kv_dtype=kv_dtype)
+    splitting = layer_split_engines()
     if serving is None:
-        asked = replace(asked, engine=LAYER_SPLIT_ENGINES[0])
+        asked = replace(asked, engine=splitting[0])
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
     chosen = resolve_serving(spec, asked)
     if not chosen.engine.splits_layers:
-        raise UsageError(f"gpu_layers applies to {LAYER_SPLIT_ENGINES[0]}: use engine "
-                         f"{' or '.join(LAYER_SPLIT_ENGINES)}", param="gpu_layers")  # fmt: skip
+        raise UsageError(f"gpu_layers applies to {splitting[0]}: use engine "
+                         f"{' or '.join(splitting)}", param="gpu_layers")  # fmt: skip
     if tensor_split and (len(tensor_split) != gpus or any(s < 0 for s in tensor_split) or not sum(tensor_split)):
         raise UsageError(
             f"tensor_split needs {gpus} non-negative share(s), one per GPU, not all zero", param="tensor_split"

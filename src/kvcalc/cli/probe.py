@@ -44,7 +44,7 @@ from kvcalc.cli.options import (
     warn,
 )
 from kvcalc.defaults import DEFAULT_TOKENS
-from kvcalc.engines.probing import DEFAULT_ENGINE
+from kvcalc.engines.probing import MODEL_PROBE_ENGINE
 from kvcalc.errors import UsageError
 from kvcalc.units import parse_count
 
@@ -177,7 +177,7 @@ def probe(
     decode: DecodeOpt = 2,
     kv_dtype: ProbeDtypeOpt = None,
     raw: RawOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
+    engine: EngineOpt = MODEL_PROBE_ENGINE,
     tolerance: ToleranceOpt = "0",
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
@@ -253,7 +253,7 @@ def _prober(engine: str, raw: bool) -> "Prober":
 
     chosen = None if raw else prober(engine)
     if chosen is None or not chosen.real:
-        model_probe = prober(DEFAULT_ENGINE)
+        model_probe = prober(MODEL_PROBE_ENGINE)
         assert model_probe is not None  # the model probe is transformers'
         return model_probe
     return chosen

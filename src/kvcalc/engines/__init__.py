@@ -37,10 +37,6 @@ def _plugin(package: str, name: str = "PLUGIN") -> EnginePlugin:
     return plugin
 
 
-# The keys of the engines' capacity plans in fit's JSON (calc.contracts.CapacityPlan.json_fields),
-# in the JSON's order: every one is present, null but the plan's own.
-PLAN_JSON_KEYS = ("sglang", "vllm")
-
 # One line per engine, in the order help lists them.
 REGISTRY: dict[str, EnginePlugin] = {
     plugin.name: plugin
@@ -58,14 +54,21 @@ ENGINE_NAMES = tuple(REGISTRY)
 # The engine a command or a call uses when none is named: the figure the others are set beside.
 DEFAULT_ENGINE = "theoretical"
 VLLM_VERSIONS = REGISTRY["vllm"].versions
-# The engines that split a model's layers over GPUs and the CPU (llama.cpp's -ngl), the first
-# one fit_offload's default.
-LAYER_SPLIT_ENGINES = ("llama.cpp", "llama-server")
+# The keys of the engines' capacity plans in fit's JSON (calc.contracts.CapacityPlan.json_fields),
+# sorted as the JSON's keys are: every one is present, null but the plan's own.
+PLAN_JSON_KEYS = tuple(sorted(p.plan_key for p in REGISTRY.values() if p.plan_key is not None))
+
+
+def layer_split_engines() -> tuple[str, ...]:
+    """The engines that split a model's layers over GPUs and the CPU (llama.cpp's -ngl), in the
+    registry's order, the first fit_offload's default: asked of each engine (``splits_layers``),
+    so its rules load here."""
+    return tuple(name for name in ENGINE_NAMES if make_engine(name)[0].splits_layers)
+
 
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINE_NAMES",
-    "LAYER_SPLIT_ENGINES",
     "MLX",
     "REGISTRY",
     "THEORETICAL",
@@ -87,6 +90,7 @@ __all__ = [
     "engine_entry",
     "engine_version",
     "every_knob",
+    "layer_split_engines",
     "make_engine",
     "pad",
     "uses_dsa",

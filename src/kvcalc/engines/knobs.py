@@ -126,8 +126,10 @@ class EnginePlugin:
     """Everything kvcalc's help, completion, ``--engine NAME@VERSION`` and flags need to know about
     one engine, without loading its rules: its name, aliases, a summary line, the releases it
     models (oldest first; empty: no versioned rules) and the one a plain NAME means, its options
-    type (the knobs), the title of its knobs' help panel, and where its rules class lives
-    (``"kvcalc.engines.vllm.rules:VLLM"``), loaded on first use."""
+    type (the knobs), the title of its knobs' help panel, where its rules class lives
+    (``"kvcalc.engines.vllm.rules:VLLM"``, loaded on first use), and the key of its capacity plan
+    in fit's JSON when it has one (``plan_key``: every engine's key is in every answer, null but
+    the plan's own)."""
 
     name: str
     summary: str
@@ -137,6 +139,7 @@ class EnginePlugin:
     versions: tuple[str, ...] = ()
     default_version: str | None = None
     panel: str = ""
+    plan_key: str | None = None
 
     @property
     def module(self) -> str:

@@ -58,7 +58,7 @@ class ProbeOutcome(Protocol):
 
 
 # The engine whose probe runs when none is named (its prober takes --raw for every engine's layout).
-DEFAULT_ENGINE = "transformers"
+MODEL_PROBE_ENGINE = "transformers"
 
 
 # --- an engine's prober ---------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def vs_theoretical_lines(est: Estimate, theory: Estimate, units: Units) -> list[
     gap = est.total_bytes - theory.total_bytes
     share = f" ({gap / theory.total_bytes:+.2%})" if theory.total_bytes else ""
     lines = [
-        f"theoretical    {format_exact(theory.total_bytes, units)}",
+        f"{theory.engine:<15}{format_exact(theory.total_bytes, units)}",
         f"{est.engine:<15}{format_exact(est.total_bytes, units)}",
         f"difference     {gap:+,} bytes{share}",
     ]

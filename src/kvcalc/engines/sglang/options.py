@@ -27,4 +27,5 @@ PLUGIN = EnginePlugin(
     versions=("0.5",),
     default_version="0.5.23",
     panel="SGLang (--engine sglang)",
+    plan_key="sglang",
 )

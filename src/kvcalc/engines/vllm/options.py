@@ -49,4 +49,5 @@ PLUGIN = EnginePlugin(
     versions=VLLM_VERSIONS,
     default_version="0.33",
     panel="vLLM (--engine vllm)",
+    plan_key="vllm",
 )
