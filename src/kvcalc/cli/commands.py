@@ -107,10 +107,10 @@ def _engine_panels(
             panel = None
         return [(title, rows) for title, rows in engines if panel and panel in title], []
     flags: dict[str, list[str]] = {}
-    for title, rows in engines:
+    for title, records in engines:
         for part in title.split(" and "):
             name = part.partition(" (")[0]
-            flags.setdefault(name, []).extend(term.split()[0].rstrip(",") for term, _ in rows)
+            flags.setdefault(name, []).extend(term.split()[0].rstrip(",") for term, _ in records)
     rows: list[tuple[str, str]] = []
     for name, found in flags.items():
         lines = [""]
