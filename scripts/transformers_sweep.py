@@ -121,7 +121,7 @@ def real_configs() -> Iterator[tuple[str, dict[str, Any]]]:
 
 def run_case(config: dict[str, Any], folder: Path, label: str) -> dict[str, Any]:
     """One case's outcome and detail."""
-    from kvcalc.api import ProbeWorkload, estimate, probe
+    from kvcalc.api import estimate, probe
     from kvcalc.errors import KvcalcError
     from kvcalc.inputs.hf.configs import read_config
 
@@ -137,7 +137,7 @@ def run_case(config: dict[str, Any], folder: Path, label: str) -> dict[str, Any]
     except KvcalcError as exc:
         return {"outcome": "refused", "detail": str(exc)}
     try:
-        report = probe(str(path), workload=ProbeWorkload(tokens=TOKENS, decode=2), device="cpu")
+        report = probe(str(path), tokens=TOKENS, decode=2, device="cpu")
     except KvcalcError as exc:
         if spec.warnings:
             return {"outcome": "warned", "detail": ", ".join(fields), "measured": f"not measured: {exc}"[:200]}

@@ -261,7 +261,7 @@ def test_a_missing_probe_package_is_an_environment_problem(monkeypatch: pytest.M
 
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     with pytest.raises(DependencyError, match="the probe needs PyTorch") as caught:
-        kvcalc.probe(LLAMA, workload=kvcalc.api.ProbeWorkload(tokens=16), device="cpu")
+        kvcalc.probe(LLAMA, tokens=16, device="cpu")
     assert caught.value.exit_code == 1
 
 
@@ -320,9 +320,9 @@ CALLS: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
     "show_preset": (api.show_preset, lambda: {"name": LLAMA}),
     "probe_request": (
         api.probe_request,
-        lambda: {"model": _model(), "workload": api.ProbeWorkload(tokens=16), "device": "cpu"},
+        lambda: {"model": _model(), "tokens": 16, "device": "cpu"},
     ),
-    "probe": (api.probe, lambda: {"model": _model(), "workload": api.ProbeWorkload(tokens=16), "device": "cpu"}),
+    "probe": (api.probe, lambda: {"model": _model(), "tokens": 16, "device": "cpu"}),
     "probe_llamacpp": (api.probe_llamacpp, lambda: {"model": _model(), "tokens": 16}),
     "probe_vllm": (api.probe_vllm, lambda: {"model": _model()}),
     "probe_sglang": (api.probe_sglang, lambda: {"model": _model()}),

@@ -36,7 +36,6 @@ _EXPORTS = {
     "list_presets": "_presets",
     "show_preset": "_presets",
     "ProbeReport": "_probe",
-    "ProbeWorkload": "_probe",
     "probe": "_probe",
     "probe_llamacpp": "_probe",
     "probe_request": "_probe",
@@ -71,7 +70,6 @@ __all__ = [
     "OffloadReport",
     "PresetSummary",
     "ProbeReport",
-    "ProbeWorkload",
     "Sequences",
     "Served",
     "Serving",
@@ -128,7 +126,6 @@ if TYPE_CHECKING:
     from kvcalc.api._presets import PresetSummary, list_presets, show_preset
     from kvcalc.api._probe import (
         ProbeReport,
-        ProbeWorkload,
         probe,
         probe_llamacpp,
         probe_mlx,

@@ -37,21 +37,8 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 from kvcalc.api._estimate import estimate
 from kvcalc.api._fit import Capacity, fit
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
+from kvcalc.api._sequences import Sequences, as_sequences
 from kvcalc.api._serving import KnobValue, Serving, _dtype, _images, _merge, _tokens, check_options, resolve_serving
-
-
-@dataclass(frozen=True)
-class ProbeWorkload:
-    """The model probe's workload: ``batch`` sequences of ``tokens`` in all, the last ``decode`` of
-    them decoded one at a time; ``images`` per sequence of ``image_tokens`` each and an encoder of
-    ``encoder_tokens`` for the models that cache them (None: the model's own)."""
-
-    tokens: int = DEFAULT_TOKENS
-    batch: int = 1
-    decode: int = 2
-    images: int | None = None
-    image_tokens: int | None = None
-    encoder_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +120,10 @@ def _raw_lines(est: Estimate, result: dict[str, Any]) -> list[str]:
 def probe_request(
     model: ModelArg,
     *,
-    workload: ProbeWorkload | None = None,
+    tokens: int | None = None,
+    batch: int = 1,
+    sequences: Sequences | None = None,
+    decode: int = 2,
     kv_dtype: DTypeLike = None,
     device: str = "auto",
     raw: bool = False,
@@ -144,18 +134,19 @@ def probe_request(
     strict: bool = False,
 ) -> tuple[Model, Estimate, dict[str, Any], int, tuple[str, ...]]:
     """What the probe will run: (model, estimate, request, tolerance in bytes, notes). The request
-    is plain JSON for torch_probe.py, here or on another machine (``workload``: None, the default
-    ProbeWorkload)."""
+    is plain JSON for torch_probe.py, here or on another machine. ``batch`` sequences of ``tokens``
+    (None: the default workload's) in all, the last ``decode`` of them decoded one at a time; or
+    ``sequences``, which may also give the images and encoder length of the models that cache
+    them (a prompt, output or shared prefix changes nothing in the probe, and is refused)."""
     from kvcalc.dtypes import FP32
     from kvcalc.engines import make_engine
     from kvcalc.engines.transformers.crosscheck import model_request, parse_tolerance, raw_request
 
-    work = workload if workload is not None else ProbeWorkload()
-    if not isinstance(work, ProbeWorkload):
-        raise UsageError(f"workload must be a ProbeWorkload, got {valid.shown(work)}", param="workload")
-    tokens = valid.count(work.tokens, "tokens")
+    work = as_sequences(sequences, tokens=tokens, batch=batch, takes=("encoder_tokens", "images", "image_tokens"),
+                        what="the probe")  # fmt: skip
+    tokens = valid.count(DEFAULT_TOKENS if work.tokens is None else work.tokens, "tokens")
     batch = valid.count(work.batch, "batch")
-    decode = valid.count(work.decode, "decode", minimum=0)
+    decode = valid.count(decode, "decode", minimum=0)
     valid.flag(raw, "raw")
     valid.text(engine, "engine", optional=False)
     valid.text(tolerance, "tolerance", optional=False)
@@ -193,7 +184,10 @@ def probe_request(
 def probe(
     model: ModelArg,
     *,
-    workload: ProbeWorkload | None = None,
+    tokens: int | None = None,
+    batch: int = 1,
+    sequences: Sequences | None = None,
+    decode: int = 2,
     kv_dtype: DTypeLike = None,
     device: str = "auto",
     raw: bool = False,
@@ -207,8 +201,8 @@ def probe(
 ) -> ProbeReport:
     """Measure a real cache (transformers on CPU or CUDA, or raw tensors for an engine's layout)
     and set it beside the estimate; or check a result torch_probe.py printed elsewhere (``from_result``:
-    a file path or the parsed JSON), refusing one that answers another request. ``workload``: the
-    tokens, batch, decoded tokens, images and encoder length (None: the default ProbeWorkload)."""
+    a file path or the parsed JSON), refusing one that answers another request. The workload as
+    ``probe_request`` takes it."""
     from kvcalc.engines.transformers.crosscheck import check_model, validate_result
     from kvcalc.engines.transformers.probe_report import version_note
     from kvcalc.engines.transformers.torch_probe import MissingPackage, ProbeError, run
@@ -219,8 +213,8 @@ def probe(
     valid.callback(progress, "progress")
 
     opened, est, request, allowed, notes = probe_request(
-        model, workload=workload, kv_dtype=kv_dtype, device=device, raw=raw, engine=engine, tolerance=tolerance,
-        revision=revision, on_fetch=on_fetch, strict=strict,
+        model, tokens=tokens, batch=batch, sequences=sequences, decode=decode, kv_dtype=kv_dtype, device=device,
+        raw=raw, engine=engine, tolerance=tolerance, revision=revision, on_fetch=on_fetch, strict=strict,
     )  # fmt: skip
     if from_result is not None:
         from kvcalc.inputs.files import RESULT_LIMIT, read_json_file

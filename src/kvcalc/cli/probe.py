@@ -308,15 +308,16 @@ def _probe_model(model: str, values: dict[str, Any], *, engine: str, as_json: bo
     print_request, from_result = values["--print-request"], values["--from-result"]
     if print_request and from_result is not None:
         raise UsageError("--print-request prints a request to run elsewhere; --from-result reads its answer: give one")
-    workload = kvcalc.api.ProbeWorkload(
+    sequences = kvcalc.api.Sequences(
         tokens=count(values["--tokens"], "--tokens") or DEFAULT_TOKENS,
         batch=parse_count(values["--batch"], what="--batch"),
-        decode=values["--decode"], images=count_or_zero(values["--images"], "--images"),
+        images=count_or_zero(values["--images"], "--images"),
         image_tokens=count(values["--image-tokens"], "--image-tokens"),
         encoder_tokens=count(values["--encoder-tokens"], "--encoder-tokens"),
     )  # fmt: skip
     shape: dict[str, Any] = {
-        "workload": workload, "kv_dtype": values["--kv-dtype"], "device": values["--device"], "raw": values["--raw"],
+        "sequences": sequences, "decode": values["--decode"], "kv_dtype": values["--kv-dtype"],
+        "device": values["--device"], "raw": values["--raw"],
         "engine": engine, "tolerance": values["--tolerance"], "on_fetch": say_fetching, **common,
     }  # fmt: skip
     if print_request:
