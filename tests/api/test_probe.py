@@ -30,7 +30,7 @@ def test_the_probe_takes_the_same_sequences_as_every_call() -> None:
     # Llama 3.2 1B: 16 layers x 2 x 8 KV heads x 64 x 2 B (bf16) = 32,768 B a token; 3 x 64 tokens.
     assert est.total_bytes == 3 * 64 * 32_768 == 6_291_456
     for field in ({"prompt": 60, "output": 4}, {"shared_prefix": 32}):
-        with pytest.raises(UsageError, match=f"^{next(iter(field))} changes nothing in the probe$"):
+        with pytest.raises(UsageError, match=rf"^{next(iter(field))} changes nothing in the probe$"):
             api.probe_request("llama-3.2-1b", sequences=api.Sequences(tokens=64, **field), device="cpu")
     with pytest.raises(UsageError, match="^tokens is part of sequences: give sequences or tokens, not both$"):
         api.probe_request("llama-3.2-1b", tokens=64, sequences=api.Sequences(tokens=64), device="cpu")
