@@ -32,5 +32,5 @@ def test_the_probe_takes_the_same_sequences_as_every_call() -> None:
     for field in ({"prompt": 60, "output": 4}, {"shared_prefix": 32}):
         with pytest.raises(UsageError, match=rf"^{next(iter(field))} changes nothing in the probe$"):
             api.probe_request("llama-3.2-1b", sequences=api.Sequences(tokens=64, **field), device="cpu")
-    with pytest.raises(UsageError, match="^tokens is part of sequences: give sequences or tokens, not both$"):
+    with pytest.raises(UsageError, match=r"^tokens is part of sequences: give sequences or tokens, not both$"):
         api.probe_request("llama-3.2-1b", tokens=64, sequences=api.Sequences(tokens=64), device="cpu")
