@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvcalc.cli.knobs import engine_knobs
 from kvcalc.cli.options import (
     ENGINE_PANEL,
     OUTPUT_PANEL,
@@ -135,6 +136,7 @@ HeadDimOpt = Annotated[
 ]
 
 
+@engine_knobs()
 def compare(
     models: ModelsArg = None,
     tokens: TokenListOpt = None,
@@ -154,6 +156,8 @@ def compare(
     head_dim: HeadDimOpt = None,
     engine: EngineOpt = DEFAULT_ENGINE,
     strict: StrictOpt = False,
+    *,
+    knobs: dict[str, int | bool],
 ) -> None:
     """Compare MHA / GQA / MQA / MLA variants of one model, or several models, side by side.
 
@@ -178,8 +182,8 @@ def compare(
     result = api.compare(
         targets, tokens=token_list, kv_dtypes=split_list(kv_dtype, "--kv-dtype") if kv_dtype is not None else None,
         batch=count(batch, "--batch") or 1, kv_heads=extra, latent_dim=latent_dim, rope_dim=rope_dim,
-        baseline=baseline, engine=engine, mark_own=not by_hand, revision=revision, on_fetch=say_fetching,
-        strict=strict,
+        baseline=baseline, serving=api.Serving(engine, options=knobs), mark_own=not by_hand, revision=revision,
+        on_fetch=say_fetching, strict=strict,
     )  # fmt: skip
     _show(result, unit_choice, as_json=as_json, chart=chart, plot=plot)
 
