@@ -108,7 +108,7 @@ def load(path: Path = DATA, salt: str = "") -> list[Point]:
         report = api.speed(
             raw["model"], prompt=int(raw["prompt"]), output=int(raw["output"]), batch=int(raw.get("batch", 1)),
             gpu=raw["gpu"], tp=int(raw.get("tp", 1)), engine=ENGINES[raw["engine"]], kv_dtype=kv_dtype,
-            weights=weights, compute=api.Compute(weights_format=fmt), sweep=[],
+            compute=api.Compute(weights_format=fmt, weights=weights), sweep=[],
         )  # fmt: skip
         points.append(Point(raw, report, salt))
     return points

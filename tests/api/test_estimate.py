@@ -7,6 +7,7 @@ would change nothing."""
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,52 @@ def test_lengths_refuses_flags_it_would_ignore(run_cli, tmp_path: Path, flag: li
     path = tmp_path / "mix.csv"
     path.write_text("prompt,output\n10,2\n")
     assert_one_line_error(run_cli("estimate", "llama-3.1-8b", "--lengths", str(path), *flag), flag[0])
+
+
+# --- compare: serving (the engine with its options) ------------------------------------------------------
+
+
+def test_compare_takes_the_engines_options_through_serving() -> None:
+    # llama-3.1-8b: 32 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 bytes (bf16) = 131,072 B per
+    # token. vLLM with 32-token blocks holds cdiv(1000, 32) = 32 blocks = 1,024 tokens:
+    # 1,024 x 131,072 = 134,217,728 B for the model's own GQA-8 row; MHA (32 KV heads) 4 x that,
+    # MQA (1) an eighth. vLLM's default 16-token blocks: cdiv(1000, 16) = 63 blocks = 1,008 tokens.
+    served = kvcalc.compare(["llama-3.1-8b"], tokens=[1000], serving=Serving("vllm", options={"block_size": 32}))
+    rows = {row.candidate.label: row.total_bytes for row in served.rows}
+    assert rows == {"MHA": 4 * 134_217_728, "GQA-8": 134_217_728, "MQA": 134_217_728 // 8}
+    default = kvcalc.compare(["llama-3.1-8b"], tokens=[1000], serving=Serving("vllm"))
+    assert {row.candidate.label: row.total_bytes for row in default.rows}["GQA-8"] == 1_008 * 131_072
+    # One kv_dtype from serving: fp8 halves the bytes (1 byte an element).
+    fp8 = kvcalc.compare(["llama-3.1-8b"], tokens=[1000], serving=Serving("vllm", kv_dtype="fp8",
+                                                                          options={"block_size": 32}))  # fmt: skip
+    assert {row.candidate.label: row.total_bytes for row in fp8.rows}["GQA-8"] == 134_217_728 // 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message", "params"),
+    [
+        ({"serving": Serving(options={"block_size": 32})},
+         "block_size changes nothing under the theoretical engine (an option of vllm and sglang)", ("block_size",)),
+        ({"serving": Serving("vllm"), "engine": "vllm"}, "give serving or engine, not both", ("serving", "engine")),
+        ({"serving": Serving("vllm", kv_dtype="fp8"), "kv_dtypes": ["fp16"]}, "give serving or kv_dtypes, not both",
+         ("serving", "kv_dtypes")),
+        ({"serving": Serving("llama.cpp", k_dtype="q8_0")}, "serving's k_dtype changes nothing in compare",
+         ("k_dtype",)),
+        # llama-3.1-8b has no sliding or chunked layer: max_num_batched_tokens sizes none of its rows.
+        ({"serving": Serving("vllm", options={"max_batched_tokens": 4096})},
+         "max_batched_tokens changes nothing in llama-3.1-8b's cache under vllm", ("max_batched_tokens",)),
+        ({"serving": "vllm"}, "serving must be a kvcalc.Serving", ("serving",)),
+    ],
+)  # fmt: skip
+def test_compare_refuses_serving_it_would_ignore(kwargs: dict[str, Any], message: str, params: tuple[str]) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)) as caught:
+        kvcalc.compare(["llama-3.1-8b"], tokens=[1000], **kwargs)
+    assert caught.value.params == params
+
+
+def test_compare_refuses_options_for_an_engine_built_already() -> None:
+    from kvcalc.engines import make_engine
+
+    built, _ = make_engine("vllm")
+    with pytest.raises(UsageError, match="options configure an engine given by name"):
+        kvcalc.compare(["llama-3.1-8b"], serving=Serving(built, options={"block_size": 32}))

@@ -495,9 +495,8 @@ def test_given_weights_keep_preset_parameters() -> None:
         prompt=2048,
         output=1,
         gpu="h100-sxm",
-        weights=LLAMA2_7B_PARAMS,
         sweep=[],
-        compute=api.Compute(compute_dtype="fp8"),
+        compute=api.Compute(compute_dtype="fp8", weights=LLAMA2_7B_PARAMS),
     )
     assert r.result.prefill.flops >= body_flops
 

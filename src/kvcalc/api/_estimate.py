@@ -182,6 +182,7 @@ def compare(
     rope_dim: int | None = None,
     baseline: str | None = None,
     engine: str | Engine | None = None,
+    serving: Serving | None = None,
     mark_own: bool = True,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -190,12 +191,17 @@ def compare(
     """One model: its MHA / GQA (``kv_heads``) / MQA / MLA (``latent_dim``, ``rope_dim``) variants
     side by side. Several: the models side by side, smallest cache first. Every row is estimated
     at each of ``tokens`` and ``kv_dtypes`` (None or "auto": each model's own) under ``engine``
-    (None: the default engine's storage rules)."""
+    (None: the default engine's storage rules). ``serving``: the engine with its options (and
+    one kv_dtype) in place of engine and kv_dtypes.
+
+    >>> compare(["llama-3.1-8b"], tokens=[1000], serving=Serving("vllm", options={"block_size": 32}))  # doctest: +SKIP
+    """
     from kvcalc.calc.compare import attention_variants, candidate_for
     from kvcalc.calc.compare import compare as run_compare
     from kvcalc.engines import DEFAULT_ENGINE, make_engine, uses_dsa
     from kvcalc.engines import Engine as EngineBase
 
+    engine, kv_dtypes, options = _compare_serving(serving, engine, kv_dtypes)
     if engine is None:
         engine = DEFAULT_ENGINE
 
@@ -251,6 +257,9 @@ def compare(
         if not m.spec.is_encoder_decoder:
             notes += _past_limit(m.spec, max(tokens), f"{m.name}: " if len(opened) > 1 else "")
     if isinstance(engine, EngineBase):
+        if options:
+            raise UsageError("options configure an engine given by name; this engine is built already",
+                             param="options")  # fmt: skip
         chosen: Engine | Callable[[ModelSpec], Engine] = engine
     else:
         # Each candidate served as estimate would serve it: the engine configured for its own
@@ -259,16 +268,51 @@ def compare(
         for c in candidates:
             key = (any(x.is_latent for x in c.spec.caches), uses_dsa(c.spec.caches))
             if key not in configured:
-                configured[key], engine_notes = make_engine(engine, uses_mla=key[0], uses_dsa=key[1])
+                configured[key], engine_notes = make_engine(engine, uses_mla=key[0], uses_dsa=key[1], **options)
                 notes += [n for n in engine_notes if n not in notes]
 
         def chosen(spec: ModelSpec) -> Engine:
             return configured[(any(x.is_latent for x in spec.caches), uses_dsa(spec.caches))]
 
+        if options:
+            _refuse_idle_everywhere([(c.spec, chosen(c.spec)) for c in candidates], options)
+
     return run_compare(
         candidates, engine=chosen, mode=mode, tokens=list(tokens), dtypes=dtypes, batch=batch, baseline=baseline,
         notes=notes,
     )  # fmt: skip
+
+
+def _compare_serving(
+    serving: Serving | None, engine: str | Engine | None, kv_dtypes: Sequence[DTypeLike] | None
+) -> tuple[str | Engine | None, Sequence[DTypeLike] | None, dict[str, KnobValue]]:
+    """compare's engine, formats and engine options: from ``serving`` (its engine, options and one
+    kv_dtype) or the short forms, not both. What compare does not model (K and V apart, a quant
+    group, residual tokens) is refused: it would change nothing."""
+    from kvcalc.engines import check_knobs
+
+    checks.instance(serving, "serving", Serving, "a kvcalc.Serving or None")
+    if serving is None:
+        return engine, kv_dtypes, {}
+    for name, value in (("engine", engine), ("kv_dtypes", kv_dtypes if serving.kv_dtype is not None else None)):
+        if value is not None:
+            raise UsageError(f"{name} is part of serving: give serving or {name}, not both", param=("serving", name))
+    for name in ("k_dtype", "v_dtype", "quant_group", "residual_tokens"):
+        if getattr(serving, name) is not None:
+            raise UsageError(f"serving's {name} changes nothing in compare, which takes its engine, options and "
+                             "kv_dtype (estimate takes them all)", param=name)  # fmt: skip
+    options = dict(check_options(serving.options))
+    check_knobs(options)
+    return serving.engine, [serving.kv_dtype] if serving.kv_dtype is not None else kv_dtypes, options
+
+
+def _refuse_idle_everywhere(rows: Sequence[tuple[ModelSpec, Engine]], options: Mapping[str, KnobValue]) -> None:
+    """A knob given that shapes no row's cache changes nothing: refused as estimate refuses it
+    (naming the first row's model: the one model whose variants these are, or the first of them)."""
+    idle = set.intersection(*(set(engine.idle_knobs(spec)) for spec, engine in rows))
+    if idle:
+        spec, engine = rows[0]
+        refuse_idle_knobs(spec, engine, {knob: value for knob, value in options.items() if knob in idle})
 
 
 def _first_repeat(values: Sequence[int]) -> int | None:

@@ -298,7 +298,8 @@ def _merge(*groups: Sequence[str]) -> tuple[str, ...]:
 
 def refuse_idle_knobs(spec: ModelSpec, engine: Engine, options: Mapping[str, KnobValue]) -> None:
     """A knob given to size the cache that shapes none of this model's layers changes nothing in an
-    estimate (fit and speed, which use it for the runtime and the steps, do not call this)."""
+    estimate, a comparison or speed's cache reads (fit, which uses it for the runtime, does not
+    call this)."""
     for knob in engine.idle_knobs(spec):
         if options.get(knob) not in (None, False):
             raise UsageError(

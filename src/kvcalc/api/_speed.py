@@ -23,7 +23,17 @@ from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
 from kvcalc.api._offload import _gguf_headers
 from kvcalc.api._serving import Layout as ServingLayout
-from kvcalc.api._serving import Served, _merge, _past_limit, as_layout, as_serving, layout_extras, resolve_serving
+from kvcalc.api._serving import (
+    Served,
+    Serving,
+    _merge,
+    _past_limit,
+    as_layout,
+    as_serving,
+    layout_extras,
+    refuse_idle_knobs,
+    resolve_serving,
+)
 
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
 # --weights-format: what the estimate's matmuls run at follows from it (Engine.matmul_dtype).
@@ -51,7 +61,8 @@ class Compute:
     hand (``bandwidth`` bytes/s and ``flops`` FLOP/s per GPU), the matmuls' ``compute_dtype``, the
     checkpoint's ``weights_format`` as the kernels see it (None: from the config or the bytes per
     parameter), ``bandwidth_efficiency`` / ``flops_efficiency`` in (0, 1] in place of the fitted
-    memory and GEMM shares of peak, and ``eager``: decode without CUDA graphs."""
+    memory and GEMM shares of peak, ``eager``: decode without CUDA graphs, and the checkpoint's
+    ``weights`` in bytes (None: read as fit reads them)."""
 
     bandwidth: int | None = None
     flops: int | None = None
@@ -60,6 +71,7 @@ class Compute:
     bandwidth_efficiency: float | None = None
     flops_efficiency: float | None = None
     eager: bool = False
+    weights: int | None = None
 
 
 def speed(
@@ -73,8 +85,8 @@ def speed(
     layout: ServingLayout | None = None,
     engine: str | Engine | None = None,
     kv_dtype: DTypeLike = None,
+    serving: Serving | None = None,
     compute: Compute | None = None,
-    weights: int | None = None,
     sweep: Sequence[int] | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
@@ -88,16 +100,21 @@ def speed(
     per-step time and MoE routing. A ``layout`` in place of tp: ``pp`` pipeline stages, ``ep``
     expert-parallel GPUs of the tp, ``dp_attention`` groups running attention on their own
     requests (SGLang's --enable-dp-attention --dp N; vLLM's --data-parallel-size N with
-    --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0: decode only. ``weights`` in bytes
-    (None: read). ``sweep``: the batch sizes of the throughput table (None: powers of two to
-    256)."""
+    --enable-expert-parallel over N x tp/N GPUs). ``prompt`` 0: decode only. ``serving``: the
+    engine with its options (the knobs that shape the cache it reads) and the K/V formats, in place
+    of engine and kv_dtype. ``sweep``: the batch sizes of the throughput table (None: powers of two
+    to 256)."""
     from kvcalc.calc.step_cost import Layout
 
     checks.instance(compute, "compute", Compute, "a kvcalc.Compute or None")
     given = compute if compute is not None else Compute()
-    bandwidth, flops, compute_dtype, weights_format, eager = (
-        given.bandwidth, given.flops, given.compute_dtype, given.weights_format, given.eager,
+    bandwidth, flops, compute_dtype, weights_format, eager, weights = (
+        given.bandwidth, given.flops, given.compute_dtype, given.weights_format, given.eager, given.weights,
     )  # fmt: skip
+    wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
+    if wanted.residual_tokens is not None:
+        raise UsageError("speed does not model residual_tokens (a quantized cache's newest tokens kept "
+                         "unquantized): estimate and fit do", param="residual_tokens")  # fmt: skip
     got_tp, pp, _ = as_layout(layout, tp=tp, pp=1, dp=1, takes=("ep", "dp_attention"), what="speed")
     if layout is not None and layout.dp != 1:
         raise UsageError("dp changes nothing in speed: the bounds are one replica's", param="dp")
@@ -120,7 +137,8 @@ def speed(
     peaks = _peaks(gpu, bandwidth, flops, notes)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = _config(opened, pp)
-    chosen = resolve_serving(opened.spec, as_serving(None, engine=engine, kv_dtype=kv_dtype))
+    chosen = resolve_serving(opened.spec, wanted)
+    refuse_idle_knobs(opened.spec, chosen.engine, wanted.options)
     if gpu is not None:
         from kvcalc.gpus import find_gpu
 

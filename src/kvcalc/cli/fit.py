@@ -1,6 +1,6 @@
 """``kvcalc fit``: what fits on a GPU (or a KV budget): tokens, concurrent requests, context."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -43,76 +43,137 @@ from kvcalc.cli.options import (
 from kvcalc.engines import DEFAULT_ENGINE
 from kvcalc.units import Units, parse_size
 
+if TYPE_CHECKING:
+    from kvcalc.api import Capacity, FitReport
+
+
+# fit's own options (the others are shared: kvcalc.cli.options).
+GpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu",
+        metavar="NAME",
+        autocompletion=complete_gpu,
+        help="GPU preset, its memory as the runtime reports it ('kvcalc gpus' lists them).",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+GpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus",
+        metavar="N",
+        min=1,
+        help="GPUs in all (default tp x pp x dp; alone: --tp).",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+GpuMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-memory",
+        metavar="SIZE",
+        help="Memory per GPU instead of a preset." + SIZE_HELP,
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+UtilizationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--utilization",
+        metavar="U",
+        help="Share of GPU memory the engine takes (default: the engine's own, said in a note).",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+WeightsOpt = Annotated[
+    str,
+    typer.Option(
+        "--weights",
+        metavar="auto|SIZE",
+        help="Model weights: auto (the checkpoint's index, the Hub's metadata or the preset) or a SIZE." + SIZE_HELP,
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
+]
+OverheadOpt = Annotated[
+    str,
+    typer.Option(
+        "--overhead",
+        metavar="auto|SIZE",
+        help="Per-GPU activations and runtime: auto (the engine's model, with ranges) or a SIZE.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+KvBudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-budget",
+        metavar="SIZE",
+        help="KV memory per GPU, skipping the derivation (a log's 'Available KV cache memory')." + SIZE_HELP,
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+FitTpOpt = Annotated[
+    int | None,
+    typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.", rich_help_panel=HARDWARE_PANEL),
+]
+MaxModelLenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-model-len",
+        metavar="N",
+        help="Longest request the engine accepts, capping the context search (default: the model's).",
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
+]
+NoContextCapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-context-cap",
+        help="Search the longest context past the model's own limit.",
+        rich_help_panel=WORKLOAD_PANEL,
+    ),
+]
+GpuLayersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-layers",
+        "-ngl",
+        metavar="N|auto",
+        help="llama.cpp -ngl: layers on the GPU(s), or auto: the most that fit; shows each device's "
+        "weights, KV cache and compute buffer.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+NoKvOffloadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-kv-offload",
+        help="llama.cpp -nkvo: the KV cache stays on the CPU.",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+TensorSplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tensor-split",
+        metavar="A,B,...",
+        help="llama.cpp -ts: each GPU's share of the offloaded layers (default equal).",
+        rich_help_panel=HARDWARE_PANEL,
+    ),
+]
+
 
 @engine_knobs(runtime=True)
 def fit(
     model: ModelArg = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu",
-            metavar="NAME",
-            autocompletion=complete_gpu,
-            help="GPU preset, its memory as the runtime reports it ('kvcalc gpus' lists them).",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
-    gpus: Annotated[
-        int | None,
-        typer.Option(
-            "--gpus",
-            metavar="N",
-            min=1,
-            help="GPUs in all (default tp x pp x dp; alone: --tp).",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
-    gpu_memory: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-memory",
-            metavar="SIZE",
-            help="Memory per GPU instead of a preset." + SIZE_HELP,
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
-    utilization: Annotated[
-        float | None,
-        typer.Option(
-            "--utilization",
-            metavar="U",
-            help="Share of GPU memory the engine takes (default: the engine's own, said in a note).",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
-    weights: Annotated[
-        str,
-        typer.Option(
-            "--weights",
-            metavar="auto|SIZE",
-            help="Model weights: auto (the checkpoint's index, the Hub's metadata or the preset) or a "
-            "SIZE." + SIZE_HELP,
-            rich_help_panel=WORKLOAD_PANEL,
-        ),
-    ] = "auto",
-    overhead: Annotated[
-        str,
-        typer.Option(
-            "--overhead",
-            metavar="auto|SIZE",
-            help="Per-GPU activations and runtime: auto (the engine's model, with ranges) or a SIZE.",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = "auto",
-    kv_budget: Annotated[
-        str | None,
-        typer.Option(
-            "--kv-budget",
-            metavar="SIZE",
-            help="KV memory per GPU, skipping the derivation (a log's 'Available KV cache memory')." + SIZE_HELP,
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
+    gpu: GpuOpt = None,
+    gpus: GpusOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    utilization: UtilizationOpt = None,
+    weights: WeightsOpt = "auto",
+    overhead: OverheadOpt = "auto",
+    kv_budget: KvBudgetOpt = None,
     tokens: TokensOpt = None,
     batch: BatchOpt = "1",
     images: ImagesOpt = None,
@@ -123,59 +184,16 @@ def fit(
     v_dtype: VDtypeOpt = None,
     quant_group: QuantGroupOpt = None,
     residual_tokens: ResidualOpt = None,
-    tp: Annotated[
-        int | None,
-        typer.Option("--tp", metavar="N", min=1, help="Tensor-parallel ranks.", rich_help_panel=HARDWARE_PANEL),
-    ] = None,
+    tp: FitTpOpt = None,
     pp: PpOpt = 1,
     dp: DpOpt = 1,
     dp_attention: DpAttentionOpt = 1,
-    max_model_len: Annotated[
-        str | None,
-        typer.Option(
-            "--max-model-len",
-            metavar="N",
-            help="Longest request the engine accepts, capping the context search (default: the model's).",
-            rich_help_panel=WORKLOAD_PANEL,
-        ),
-    ] = None,
-    no_context_cap: Annotated[
-        bool,
-        typer.Option(
-            "--no-context-cap",
-            help="Search the longest context past the model's own limit.",
-            rich_help_panel=WORKLOAD_PANEL,
-        ),
-    ] = False,
+    max_model_len: MaxModelLenOpt = None,
+    no_context_cap: NoContextCapOpt = False,
     units_choice: UnitsOpt = UnitsName.binary,
-    gpu_layers: Annotated[
-        str | None,
-        typer.Option(
-            "--gpu-layers",
-            "-ngl",
-            metavar="N|auto",
-            help="llama.cpp -ngl: layers on the GPU(s), or auto: the most that fit; shows each device's "
-            "weights, KV cache and compute buffer.",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
-    no_kv_offload: Annotated[
-        bool,
-        typer.Option(
-            "--no-kv-offload",
-            help="llama.cpp -nkvo: the KV cache stays on the CPU.",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = False,
-    tensor_split: Annotated[
-        str | None,
-        typer.Option(
-            "--tensor-split",
-            metavar="A,B,...",
-            help="llama.cpp -ts: each GPU's share of the offloaded layers (default equal).",
-            rich_help_panel=HARDWARE_PANEL,
-        ),
-    ] = None,
+    gpu_layers: GpuLayersOpt = None,
+    no_kv_offload: NoKvOffloadOpt = False,
+    tensor_split: TensorSplitOpt = None,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     strict: StrictOpt = False,
@@ -212,12 +230,8 @@ def fit(
         return
     if no_kv_offload or tensor_split is not None:
         raise UsageError("--no-kv-offload and --tensor-split go with --gpu-layers (llama.cpp's split)")
-    overhead_bytes = None if overhead.strip().lower() == "auto" else parse_size(overhead, what="--overhead")
-    capacity = api.Capacity(
-        gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"), gpus=gpus,
-        utilization=utilization, weights=weights_bytes, overhead=overhead_bytes,
-        max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap,
-    )  # fmt: skip
+    capacity = _capacity(gpu_memory, kv_budget, gpus, utilization, weights_bytes, overhead, max_model_len,
+                         no_context_cap)  # fmt: skip
     report = api.fit(
         model, gpu=gpu, capacity=capacity, layout=api.Layout(tp, pp, dp, dp_attention=dp_attention),
         revision=revision, on_fetch=say_fetching, strict=strict, sequences=api.Sequences(
@@ -225,6 +239,25 @@ def fit(
             images=count_or_zero(images, "--images"), image_tokens=count(image_tokens, "--image-tokens")),
         **serving_flags(engine, kv_dtype, k_dtype, v_dtype, quant_group, residual_tokens, knobs),
     )  # fmt: skip
+    _show(report, unit_choice, as_json=as_json)
+
+
+def _capacity(gpu_memory: str | None, kv_budget: str | None, gpus: int | None, utilization: float | None,
+              weights: int | None, overhead: str, max_model_len: str | None,
+              no_context_cap: bool) -> "Capacity":  # fmt: skip
+    """The flags of the GPUs' memory, the weights and the runtime as the API's ``Capacity``."""
+    from kvcalc import api
+
+    overhead_bytes = None if overhead.strip().lower() == "auto" else parse_size(overhead, what="--overhead")
+    return api.Capacity(
+        gpu_memory=size(gpu_memory, "--gpu-memory"), kv_budget=size(kv_budget, "--kv-budget"), gpus=gpus,
+        utilization=utilization, weights=weights, overhead=overhead_bytes,
+        max_model_len=count(max_model_len, "--max-model-len"), context_cap=not no_context_cap,
+    )  # fmt: skip
+
+
+def _show(report: "FitReport", unit_choice: Units, *, as_json: bool) -> None:
+    """What fits, as JSON or tables."""
     warn(report.model.spec.warnings)
     if as_json:
         from kvcalc.views.json import fit_json

@@ -102,8 +102,8 @@ class Engine(ABC):
 
     def idle_knobs(self, spec: ModelSpec) -> tuple[str, ...]:
         """The engine's knobs that shape no layer of ``spec``'s cache (a batch size that only sizes
-        sliding layers, for a model with none): ``estimate`` refuses them as changing nothing,
-        while fit and speed still use them for the runtime and the steps. Optional: default none."""
+        sliding layers, for a model with none): estimate, compare and speed refuse them as changing
+        nothing, while fit still uses them for the runtime. Optional: default none."""
         return ()
 
     # --- refusals: each raises a UsageError (one line) for what the engine cannot hold or run -----
