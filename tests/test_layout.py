@@ -299,3 +299,58 @@ def test_the_direction_check_sees_wrong_way_imports(tmp_path: Path) -> None:
         ("kvcalc.inputs.gguf.config", "kvcalc.engines.vllm"),
         ("kvcalc.api._fit", "kvcalc.views.fit"),
     }
+
+
+# The issue 37 limits: a function a reader can hold in mind. The standalone probe children are
+# scripts copied to another machine and run on their own, so they are exempt.
+PROBE_CHILDREN = ("torch_probe", "vllm_probe", "sglang_probe", "mlx_probe", "probe_child")
+MAX_FUNCTION_LINES = 120
+MAX_PARAMETERS = 15  # outside cli/, where typer reads each option from a parameter
+
+
+def _functions() -> list[tuple[str, str, int, int]]:
+    """(module, function, lines, parameters) of every function in the source, self/cls not counted."""
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args
+                named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                params = len([a for a in named if a.arg not in ("self", "cls")])
+                found.append((name, node.name, (node.end_lineno or node.lineno) - node.lineno + 1, params))
+    return found
+
+
+def test_no_function_over_120_lines() -> None:
+    long = [f"{m}.{f}: {n}" for m, f, n, _ in _functions()
+            if n > MAX_FUNCTION_LINES and m.rpartition(".")[2] not in PROBE_CHILDREN]  # fmt: skip
+    assert long == []
+
+
+def test_no_function_outside_the_cli_over_15_parameters() -> None:
+    wide = [f"{m}.{f}: {p}" for m, f, _, p in _functions() if p > MAX_PARAMETERS and not m.startswith("kvcalc.cli")]
+    assert wide == []
+
+
+def _engine_literals(path: Path, names: set[str]) -> list[str]:
+    """String constants that are an engine's name or alias (``NAME@VERSION`` too)."""
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.strip().lower().partition("@")[0] in names]  # fmt: skip
+
+
+def test_no_engine_is_named_outside_engines() -> None:
+    # Shared code reads an engine's facts from its plugin; a name spelled out here would be a
+    # branch on one engine that the next engine's package could not reach.
+    from kvcalc.engines import REGISTRY
+
+    names = {n for entry in REGISTRY.values() for n in (entry.name, *entry.aliases)}
+    outside = [p for name, p in MODULES.items() if not name.startswith("kvcalc.engines")]
+    assert [hit for path in outside for hit in _engine_literals(path, names)] == []
+
+
+def test_the_literal_check_would_see_a_name(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('ENGINE = "vllm@0.11"\nOTHER = "vllm-q4 is not a name"\n')
+    assert _engine_literals(sample, {"vllm"}) == ["sample.py:1 'vllm@0.11'"]
