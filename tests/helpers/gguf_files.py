@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kvcalc.api import estimate
+from kvcalc.api import Sequences, estimate
 
 U32, F32 = "uint32", "float32"
 # (key without the arch prefix, or a full general./tokenizer. key) -> (GGUF value type name, value)
@@ -67,9 +67,13 @@ def attention(heads: int, kv: int, dim: int, layers: int, **more: Any) -> dict[s
     }  # fmt: skip
 
 
-def total(path: Path, tokens: int, engine: str = "theoretical", **kw: Any) -> int:
-    """kvcalc's estimate of the file at ``path`` in bytes, with an fp16 cache unless ``kw`` says otherwise."""
-    return estimate(str(path), tokens=tokens, kv_dtype="fp16", engine=engine, **kw).total_bytes
+def total(path: Path, tokens: int, engine: str = "theoretical", encoder_tokens: int | None = None, **kw: Any) -> int:
+    """kvcalc's estimate of the file at ``path`` in bytes, with an fp16 cache unless ``kw`` says otherwise
+    (an encoder-decoder's ``encoder_tokens`` ride in the call's Sequences)."""
+    if encoder_tokens is None:
+        return estimate(str(path), tokens=tokens, kv_dtype="fp16", engine=engine, **kw).total_bytes
+    sequences = Sequences(tokens=tokens, encoder_tokens=encoder_tokens)
+    return estimate(str(path), sequences=sequences, kv_dtype="fp16", engine=engine, **kw).total_bytes
 
 
 def typed_gguf_file(path: Path, arch: str, keys: Keys, tensors: dict[str, tuple[int, ...]] | None = None) -> Path:
