@@ -183,5 +183,5 @@ def test_a_deep_model_costs_its_layer_kinds_not_its_layers(monkeypatch, tmp_path
     est = api.estimate(str(path), tokens=10)
     assert est.per_token_bytes == 268_435_456 and est.total_bytes == 10 * 268_435_456
     assert rows <= 2  # one layer kind, asked once per batch size
-    report = api.speed(str(path), prompt=100, output=2, gpu="h100", weights=10**12, sweep=[1, 2])
+    report = api.speed(str(path), prompt=100, output=2, gpu="h100", compute=api.Compute(weights=10**12), sweep=[1, 2])
     assert report.result.prefill.kv_bytes == 100 * 268_435_456

@@ -80,7 +80,9 @@ def test_a_plain_config_with_given_fp8_weights_keeps_its_parameters() -> None:
     """An FP8 Llama-2-7B given as 6,738,415,616 bytes (1 a parameter) still multiplies every
     parameter: the body (all but embedding and head) at 2 FLOPs a token over 2,048 tokens is
     2 x (6,738,415,616 - 2 x 131,072,000) x 2,048. Taken as bytes / 2, it would be about half."""
-    r = api.speed(str(LLAMA2_7B), prompt=2048, output=2, gpu="h100-sxm", weights=LLAMA2_7B_PARAMS, sweep=[])
+    r = api.speed(
+        str(LLAMA2_7B), prompt=2048, output=2, gpu="h100-sxm", compute=api.Compute(weights=LLAMA2_7B_PARAMS), sweep=[]
+    )
     body = 2 * (LLAMA2_7B_PARAMS - 2 * 131_072_000) * 2048
     assert r.result.prefill.flops - r.result.prefill.attention_flops == body + 2 * 131_072_000
     assert any("parameters counted from the config's widths: 6,738,415,616" in n for n in r.notes)
@@ -186,9 +188,8 @@ def test_the_engines_matmul_dtype_by_format_and_generation(
         output=2,
         gpu=gpu,
         engine="vllm",
-        weights=weights,
         sweep=[],
-        compute=api.Compute(weights_format=weights_format),
+        compute=api.Compute(weights_format=weights_format, weights=weights),
     )
     assert r.estimate is not None and r.estimate.setting.device.compute_dtype == expected
 
