@@ -169,10 +169,8 @@ CROSS_CUTTING = {
 NOT_YET_MIRRORED = {
     "cli/test_bad_input.py",
     "engines/llamacpp/test_llamacpp_conformance.py",
-    "engines/llamacpp/test_probe_indexer.py",
     "engines/mlx/test_mlx_conformance.py",
     "engines/sglang/test_sglang_conformance.py",
-    "engines/test_ssm_dtype.py",
     "inputs/gguf/test_gguf_deepseek4.py",
     "inputs/gguf/test_gguf_hybrid2.py",
     "inputs/gguf/test_gguf_nextn.py",
