@@ -175,7 +175,6 @@ NOT_YET_MIRRORED = {
     "inputs/gguf/test_gguf_hybrid2.py",
     "inputs/gguf/test_gguf_nextn.py",
     "inputs/gguf/test_gguf_t5_ds4.py",
-    "inputs/test_hub_server.py",
     "inputs/hf/families/test_griffin_lightning_longcat.py",
     "inputs/hf/families/test_kimi_granite.py",
     "inputs/hf/test_hypothesis_configs.py",
