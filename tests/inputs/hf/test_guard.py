@@ -42,7 +42,7 @@ NEW_ARCHITECTURES = {
     "Kimi-Linear KDA": {"linear_attn_config": {"kda_layers": [1, 2], "head_dim": 128}},
     "mllama cross-attention": {"cross_attention_layers": [3, 8, 13]},
     "MiMo-V2 SWA geometry": {"hybrid_layer_pattern": [0, 1, 1], "swa_num_key_value_heads": 8, "swa_head_dim": 192},
-    # Qwen3.5's mamba_ssm_dtype is read now (tests/engines/test_ssm_dtype.py); Falcon-H1's SSM width is not.
+    # Qwen3.5's mamba_ssm_dtype is read now (tests/engines/test_base.py); Falcon-H1's SSM width is not.
     "Falcon-H1 SSM width": {"mamba_d_ssm": 1536},
     "DeepSeek-V4 compression": {"compress_ratios": [4, 128]},
     "MiniMax sparse": {"sparse_attention_config": {"block": 64}},
