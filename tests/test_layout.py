@@ -173,9 +173,6 @@ NOT_YET_MIRRORED = {
     "engines/sglang/test_sglang_conformance.py",
     "inputs/hf/families/test_griffin_lightning_longcat.py",
     "inputs/hf/families/test_kimi_granite.py",
-    "inputs/hf/test_hypothesis_configs.py",
-    "inputs/hf/test_per_layer_config.py",
-    "inputs/hf/test_saved_configs.py",
 }
 
 

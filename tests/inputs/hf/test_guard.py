@@ -35,7 +35,7 @@ NEW_ARCHITECTURES = {
     # DeepSeek-V3.2's indexer is modelled now (tests/kinds/test_indexer.py); MiniCPM4's InfLLM-v2 sparse
     # attention is not.
     "MiniCPM4 sparse": {"sparse_config": {"kernel_size": 32, "topk": 64}},
-    # per_layer_config's head_dim / KV heads / window / chunk are applied (tests/inputs/hf/test_per_layer_config.py);
+    # per_layer_config's head_dim / KV heads / window / chunk are applied (tests/inputs/hf/test_configs.py);
     # any other cache-shaping override is named with its path.
     "per-layer overrides": {"per_layer_config.1.kv_lora_rank": 512},
     "Nemotron-H hybrid": {"hybrid_override_pattern": "M-M-M*-", "mamba_num_heads": 128, "mamba_head_dim": 64},
