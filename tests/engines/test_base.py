@@ -21,6 +21,7 @@ from kvcalc.errors import ConfigError, UsageError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.spec import StateCache
 from tests.conftest import assert_one_line_error
+from tests.helpers.state_families import GRIFFIN, MINIMAX
 from tests.helpers.theoretical import estimate
 
 # Each engine's knobs as its own command line spells them (not read from kvcalc's classes): vLLM
@@ -474,3 +475,13 @@ def test_probe_on_cpu_matches_byte_for_byte(run_cli, tmp_path: Path) -> None:
     assert data["match"] is True
     # transformers: (10,240 x 4 x 2 + 786,432 x 4) x 48 + 300 x 65,536.
     assert data["measured_bytes"] == 48 * 3_227_648 + 300 * PER_TOKEN == 174_587_904
+
+
+# MiniMax's lightning attention and Griffin's RG-LRU (tests/helpers/state_families.py): only the
+# engines checked against them take them (engines/base.py Engine.state_families).
+@pytest.mark.parametrize("engine_name", ["vllm", "sglang", "llama.cpp", "mlx"])
+def test_engines_refuse_state_families_they_were_not_checked_for(engine_name: str) -> None:
+    engine, _ = make_engine(engine_name)
+    for config, short in ((MINIMAX, "lightning"), (GRIFFIN, "rg-lru")):
+        with pytest.raises(UsageError, match=short):
+            estimate(read_config(config, name="m"), Workload(tokens=100), engine=engine)

@@ -675,3 +675,21 @@ def test_gqa_total_is_mha_total_scaled_by_kv_heads(
     assert gqa_total * heads == total(mha, tokens, batch, dtype) * kv_heads
     # The seed formula, M = 2 x L x B x T x H_kv x d_h x s.
     assert gqa_total == 2 * layers * batch * tokens * kv_heads * head_dim * dtype.bytes_per_element
+
+
+# Cross-layer attention (Hunyuan-Large's remote code, modeling_hunyuan.py: with use_cla, layer i
+# computes K/V when i % cla_share_factor == 0 and the next layers reuse them).
+HUNYUAN_CLA: dict[str, Any] = {
+    "model_type": "hunyuan", "torch_dtype": "bfloat16", "num_hidden_layers": 64, "hidden_size": 6400,
+    "num_attention_heads": 80, "num_key_value_heads": 8, "head_dim": 128, "use_cla": True, "cla_share_factor": 2,
+}  # fmt: skip
+
+
+def test_cross_layer_attention_caches_one_layer_in_each_group() -> None:
+    spec = read_config(HUNYUAN_CLA, name="cla")
+    # 32 of the 64 layers cache K and V: 32 x 2 x 8 x 128 x 2 B = 131,072 B per token.
+    assert sum(c.kind is Kind.SHARED for c in spec.caches) == 32
+    assert estimate(spec, Workload(tokens=1)).per_token_bytes == 131_072
+    # Without use_cla every layer caches its own: twice that, and the factor decides nothing.
+    plain = read_config({**HUNYUAN_CLA, "use_cla": False}, name="plain")
+    assert estimate(plain, Workload(tokens=1)).per_token_bytes == 262_144 and plain.warnings == ()

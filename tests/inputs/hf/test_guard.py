@@ -426,3 +426,12 @@ def test_every_spelling_of_a_value_a_real_config_gives_is_silent(name: str) -> N
     spec = read_config(injected, name=name)
     assert spec.warnings == ()
     assert spec.caches == base.caches
+
+
+# Hunyuan's cross-layer attention fields (the reader: tests/inputs/hf/test_configs.py).
+def test_cla_fields_nobody_reads_are_named() -> None:
+    # A family module that does not go through the generic entries: the guard names use_cla.
+    from kvcalc.inputs.hf.guard import shaping_reason
+
+    assert shaping_reason("use_cla") == "cross-layer KV sharing"
+    assert shaping_reason("cla_share_factor") in ("cross-layer KV sharing", "KV sharing")
