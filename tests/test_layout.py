@@ -171,7 +171,6 @@ NOT_YET_MIRRORED = {
     "engines/llamacpp/test_llamacpp_conformance.py",
     "engines/mlx/test_mlx_conformance.py",
     "engines/sglang/test_sglang_conformance.py",
-    "inputs/hf/families/test_kimi_granite.py",
 }
 
 
