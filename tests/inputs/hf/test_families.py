@@ -3,6 +3,7 @@ or comment next to it. Real configs come from tests/fixtures (see fixtures/SOURC
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -12,8 +13,10 @@ from kvcalc.calc.estimate import Estimate, Workload
 from kvcalc.dtypes import BF16, FP8, FP16, parse_dtype
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
+from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, LatentCache, ModelSpec, SharedCache, StateCache
 from tests.conftest import fixture_config
+from tests.helpers.kimi_granite_families import GRANITE, KIMI, NANO
 from tests.helpers.theoretical import estimate as estimate_spec
 
 
@@ -412,3 +415,37 @@ def test_hybrid_layer_types_with_mamba2_fields() -> None:
     assert (state.conv_elements, state.recurrent_elements) == (5_376, 196_608)
     # One attention layer: 2 x 4 heads x 64 (768 / 12) x 2 B = 1,024 B per token.
     assert run(spec, tokens=100).total_bytes == 3 * (5_376 + 196_608) * 2 + 100 * 1_024
+
+
+# Kimi-Linear, Granite-4.0-H and Nemotron-3-Nano (tests/helpers/kimi_granite_families.py): the
+# presets and the configs transformers re-saves read as the real configs do.
+@pytest.mark.parametrize(
+    ("preset", "fixture"),
+    [("kimi-linear-48b-a3b", KIMI), ("granite-4.0-h-micro", GRANITE), ("nemotron-3-nano-30b-a3b", NANO)],
+)
+def test_preset_agrees_with_real_config(preset: str, fixture: str) -> None:
+    from_preset = read_config(copy.deepcopy(load_presets()[preset].config), name=preset)
+    from_file = read_config(fixture_config(fixture), name=preset)
+    assert from_preset.caches == from_file.caches
+    assert (from_preset.layers, from_preset.query_heads) == (from_file.layers, from_file.query_heads)
+    assert from_preset.warnings == () and from_preset.notes == ()
+    # The trimmed Granite fixture names no dtype; the preset says bfloat16 (IBM's BF16 checkpoints).
+    assert from_preset.dtype == BF16 and from_file.dtype in (BF16, None)
+
+
+@pytest.mark.parametrize(("fixture", "model_type"), [(KIMI, "kimi_linear"), (GRANITE, "granitemoehybrid")])
+def test_config_resaved_by_transformers_reads_the_same(fixture: str, model_type: str) -> None:
+    # transformers 5.24 writes an explicit layer_types ("linear_attention" / "full_attention") and
+    # its derived fields (linear_head_dim, qk_head_dim, mlp_layer_types, ...).
+    pytest.importorskip("transformers", reason="transformers is not installed")
+    import json
+
+    from transformers import AutoConfig
+
+    raw = fixture_config(fixture)
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map", "architectures")}
+    saved = json.loads(AutoConfig.for_model(model_type, **fields).to_json_string())
+    assert any(t in ("linear_attention", "full_attention") for t in saved["layer_types"])
+    from_saved, from_file = read_config(saved, name="saved"), read_config(raw, name="file")
+    assert from_saved.caches == from_file.caches
+    assert from_saved.warnings == ()

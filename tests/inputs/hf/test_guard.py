@@ -35,14 +35,14 @@ NEW_ARCHITECTURES = {
     # DeepSeek-V3.2's indexer is modelled now (tests/kinds/test_indexer.py); MiniCPM4's InfLLM-v2 sparse
     # attention is not.
     "MiniCPM4 sparse": {"sparse_config": {"kernel_size": 32, "topk": 64}},
-    # per_layer_config's head_dim / KV heads / window / chunk are applied (tests/inputs/hf/test_per_layer_config.py);
+    # per_layer_config's head_dim / KV heads / window / chunk are applied (tests/inputs/hf/test_configs.py);
     # any other cache-shaping override is named with its path.
     "per-layer overrides": {"per_layer_config.1.kv_lora_rank": 512},
     "Nemotron-H hybrid": {"hybrid_override_pattern": "M-M-M*-", "mamba_num_heads": 128, "mamba_head_dim": 64},
     "Kimi-Linear KDA": {"linear_attn_config": {"kda_layers": [1, 2], "head_dim": 128}},
     "mllama cross-attention": {"cross_attention_layers": [3, 8, 13]},
     "MiMo-V2 SWA geometry": {"hybrid_layer_pattern": [0, 1, 1], "swa_num_key_value_heads": 8, "swa_head_dim": 192},
-    # Qwen3.5's mamba_ssm_dtype is read now (tests/engines/test_ssm_dtype.py); Falcon-H1's SSM width is not.
+    # Qwen3.5's mamba_ssm_dtype is read now (tests/engines/test_base.py); Falcon-H1's SSM width is not.
     "Falcon-H1 SSM width": {"mamba_d_ssm": 1536},
     "DeepSeek-V4 compression": {"compress_ratios": [4, 128]},
     "MiniMax sparse": {"sparse_attention_config": {"block": 64}},
@@ -426,3 +426,12 @@ def test_every_spelling_of_a_value_a_real_config_gives_is_silent(name: str) -> N
     spec = read_config(injected, name=name)
     assert spec.warnings == ()
     assert spec.caches == base.caches
+
+
+# Hunyuan's cross-layer attention fields (the reader: tests/inputs/hf/test_configs.py).
+def test_cla_fields_nobody_reads_are_named() -> None:
+    # A family module that does not go through the generic entries: the guard names use_cla.
+    from kvcalc.inputs.hf.guard import shaping_reason
+
+    assert shaping_reason("use_cla") == "cross-layer KV sharing"
+    assert shaping_reason("cla_share_factor") in ("cross-layer KV sharing", "KV sharing")

@@ -132,7 +132,7 @@ class Architecture:
     # TENSOR_SKIP unless the model is loaded for MTP drafting (llama_model_params.load_mtp, set by
     # --spec-type draft-mtp): llama-model-loader.cpp create_tensor then logs "model has unused tensor ...
     # -- ignoring" and takes its bytes off the model buffer. Checked on a real llama.cpp 0c1e570 load
-    # (tests/inputs/gguf/test_gguf_nextn.py): "layer 2: filtered".
+    # (tests/inputs/gguf/test_weights.py): "layer 2: filtered".
     skips_nextn: bool = False
     # Cross-attention K/V is recomputed from the encoder output at every decode: no cache.
     recomputes_cross_attention: bool = False
@@ -384,7 +384,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     ),
     # src/llama-model.cpp create_memory @ 0c1e570 lists no t5encoder among the no-memory architectures
     # (BERT and the like): a real run allocates block_count layers x n_ctx cells
-    # (tests/inputs/gguf/test_gguf_t5_ds4.py).
+    # (tests/inputs/gguf/test_attention.py).
     Architecture(
         "t5encoder", None,
         refused="an encoder-only T5 caches nothing in transformers, yet llama.cpp 0c1e570 allocates a KV cache of "

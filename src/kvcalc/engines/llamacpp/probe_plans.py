@@ -423,7 +423,7 @@ def file_plan(header: GgufFile, label: str, *, nextn: int) -> GgufPlan:
     notes: list[str] = []
     # NextN (MTP) blocks: llama.cpp creates their tensors TENSOR_SKIP, which a load with no tensor
     # data cannot place (GGML_ASSERT(buft != nullptr)), and a plain context caches none of them
-    # (``nextn``; tests/inputs/gguf/test_gguf_nextn.py loads such files with data). The probe's
+    # (``nextn``; tests/inputs/gguf/test_weights.py loads such files with data). The probe's
     # copy is the trunk: block_count less the NextN blocks, per-layer arrays cut to it.
     blocks = meta.get(f"{arch}.block_count")
     if nextn:

@@ -136,7 +136,7 @@ class LlamaCpp(Engine):
                 "decode (src/models/t5.cpp), kept as an f32 host copy of n_embd x encoder tokens, not counted here"
             )
             if not self.unified:
-                # Seen in a real run (tests/inputs/gguf/test_gguf_t5_ds4.py): src/llama-graph.cpp
+                # Seen in a real run (tests/inputs/gguf/test_attention.py): src/llama-graph.cpp
                 # build_pos_bias makes one [n_kv, n_tokens, n_head] bias, which does not broadcast over
                 # scores split into streams.
                 notes.append(

@@ -53,7 +53,7 @@ def t5(config: dict[str, Any], keys: ArchKeys, notes: list[str]) -> None:
     if decoder is not None and count(decoder, f"{arch}.decoder_block_count", label) != layers:
         # src/llama-kv-cache.cpp makes one K/V per hparams.n_layer_all (block_count) while src/models/t5.cpp
         # runs dec_n_layer decoder layers: fewer leave cache layers unused, more fail to load (a vector range
-        # check in a real run, tests/inputs/gguf/test_gguf_t5_ds4.py).
+        # check in a real run, tests/inputs/gguf/test_attention.py).
         raise SourceError(
             f"{label}: GGUF t5 with {arch}.decoder_block_count {decoder} and block_count {layers}: llama.cpp sizes "
             "the decoder's KV cache by the encoder's block count; only equal counts are supported"

@@ -150,7 +150,7 @@ def deepseek4(config: dict[str, Any], keys: ArchKeys, notes: list[str]) -> None:
     sliding_window, indexer.key_length (index_head_dim) and compress_ratios (one per block: 0, 4 for
     CSA or 128 for HCA). src/llama-kv-cache-dsv4.cpp caches one key_length row per token per layer
     (K only, dsv4_make_k_only) and hard-codes the ratios 4 and 128, so the config's rates are those.
-    kvcalc's deepseek_v4 rules read the rest; tests/inputs/gguf/test_gguf_deepseek4.py runs llama.cpp on a file."""
+    kvcalc's deepseek_v4 rules read the rest; tests/inputs/gguf/test_mla.py runs llama.cpp on a file."""
     arch, label = keys.arch, keys.label
     kv = keys.need("attention.head_count_kv")
     if kv != 1 or isinstance(kv, bool):

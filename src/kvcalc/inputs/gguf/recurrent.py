@@ -141,7 +141,7 @@ def gated_delta_net(config: dict[str, Any], keys: ArchKeys, notes: list[str]) ->
     d_state), n_embd_s = d_state x d_inner (src/llama-hparams.cpp): Qwen3.5's conv over Q, K
     (linear_num_key_heads x linear_key_head_dim each) and V, and its value-heads x key-dim x
     value-dim delta-rule state, as kvcalc's qwen3_5 and qwen3_next rules size them
-    (tests/inputs/gguf/test_gguf_hybrid2.py runs llama.cpp on qwen35 and qwen35moe files)."""
+    (tests/inputs/gguf/test_recurrent.py runs llama.cpp on qwen35 and qwen35moe files)."""
     arch, label = keys.arch, keys.label
     values = keys.state()
     v_heads = values["ssm.time_step_rank"]

@@ -149,7 +149,7 @@ def test_tensor_parallel_replicates_every_part() -> None:
 
 @pytest.mark.parametrize(
     ("engine", "needle"),
-    # llama.cpp's llama_kv_cache_dsv4 is modelled: tests/inputs/gguf/test_gguf_deepseek4.py.
+    # llama.cpp's llama_kv_cache_dsv4 is modelled: tests/inputs/gguf/test_mla.py.
     [("vllm", "vLLM's DeepSeek-V4 cache"), ("sglang", "SGLang's DeepSeek-V4 cache")],
 )
 def test_engines_without_the_layout_refuse(engine: str, needle: str) -> None:

@@ -145,6 +145,6 @@ def test_probe_measures_the_estimate(run_cli) -> None:
 def test_guard_names_what_gemma4_still_does_not_read() -> None:
     # The fields read above raise no warning; an explicit per_layer_config (which transformers
     # uses instead of global_head_dim / num_global_key_value_heads) is applied
-    # (tests/inputs/hf/test_per_layer_config.py), and an override kvcalc does not apply is named.
+    # (tests/inputs/hf/test_configs.py), and an override kvcalc does not apply is named.
     spec = read_config(_text(per_layer_config={"05": {"head_dim": 256, "index_head_dim": 64}}), name="plc")
     assert [w.split("'")[1] for w in spec.warnings] == ["text_config.per_layer_config.05.index_head_dim"]

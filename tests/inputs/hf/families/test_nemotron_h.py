@@ -40,12 +40,14 @@ from typing import Any
 import pytest
 
 from kvcalc.calc.estimate import Workload
+from kvcalc.dtypes import FP32
 from kvcalc.engines import make_engine
 from kvcalc.errors import ConfigError
 from kvcalc.inputs.hf.configs import read_config
 from kvcalc.inputs.presets import load_presets
 from kvcalc.spec import AttentionCache, Kind, NoCache, StateCache
 from tests.conftest import FIXTURES, fixture_config
+from tests.helpers.kimi_granite_families import NANO, measured_by_kind, probe_fixture
 from tests.helpers.mimo_qwen_families import PRESETS, _probe
 from tests.helpers.nemotron_families import SUPER_49B, _count
 from tests.helpers.theoretical import estimate
@@ -241,4 +243,52 @@ def test_probe_nemotron_h_moe_blocks_cache_nothing(run_cli, tmp_path) -> None:
         "mamba": (3, 3 * 2_146_304, 3 * 2_146_304),
         "no_cache": (2, 0, 0),
         "full_attention": (1, 102_400, 102_400),
+    }
+
+
+# Nemotron-3-Nano (Nemotron-H with MoE blocks), from the Kimi-Linear / Granite-4.0-H file: each
+# number derived by hand next to it.
+# Nemotron-3-Nano: 23 Mamba-2 'M', 23 MoE 'E', 6 attention '*'.
+# Mamba-2 per layer: width 64 x 64 = 4,096; conv (4,096 + 2 x 8 x 128) = 6,144 channels x 3 =
+# 18,432 elements x 2 B = 36,864 B; SSM 64 x 64 x 128 = 524,288 x 4 B (mamba_ssm_cache_dtype float32)
+# = 2,097,152 B; 2,134,016 B x 23 = 49,082,368 B per sequence.
+NANO_FIXED = 49_082_368
+
+
+# Attention: 6 layers x 2 x 2 KV heads x 128 x 2 B = 6,144 B per token.
+NANO_PER_TOKEN = 6_144
+
+
+def test_nemotron_3_nano_by_hand() -> None:
+    spec = read_config(fixture_config(NANO), name="nano")
+    assert spec.layers == 52
+    counts = {kind: sum(c.kind is kind for c in spec.caches) for kind in (Kind.MAMBA, Kind.NONE, Kind.FULL)}
+    assert counts == {Kind.MAMBA: 23, Kind.NONE: 23, Kind.FULL: 6}
+    assert isinstance(spec.caches[1], NoCache)  # 'E'
+    state = spec.caches[0]
+    assert isinstance(state, StateCache) and state.recurrent_dtype == FP32
+    est = estimate(spec, Workload(tokens=4096))
+    assert (est.per_token_bytes, est.fixed_bytes_per_sequence) == (NANO_PER_TOKEN, NANO_FIXED)
+    # vLLM keeps the SSM state in mamba_ssm_cache_dtype (NemotronHForCausalLMConfig): the same state,
+    # in a page its hybrid layout grows to hold it: 1,024 B/token attention pages in steps of 16
+    # tokens, 16 x cdiv(2,134,016, 16,384) = 2,096 tokens = 2,146,304 B; 23 mamba layers in groups of
+    # 6: 4 groups, 24 slots (1 empty): 24 x 2,146,304 = 51,511,296.
+    engine, _ = make_engine("vllm")
+    est = estimate(spec, Workload(tokens=4096), engine=engine)
+    assert sum(g.layers * sum(n * d.bytes_per_element for n, d in g.state_parts) for g in est.groups
+               if not g.padding) == NANO_FIXED  # fmt: skip
+    assert est.fixed_bytes_per_sequence == 24 * 2_096 * 1_024 == 51_511_296
+    # 'E' letters, mamba_ssm_cache_dtype, the MoE fields, sliding_window null: all read, no warning.
+    assert spec.warnings == () and spec.notes == ()
+
+
+def test_probe_nemotron_3_nano_matches_byte_for_byte(run_cli: Any) -> None:
+    data = probe_fixture(run_cli, NANO)
+    # Mamba-2 (transformers): conv 6,144 x 4 x 2 B = 49,152 + 2,097,152 = 2,146,304 x 23 = 49,364,992;
+    # attention 6 x 300 x 2 x 2 x 128 x 2 B = 1,843,200; MoE blocks nothing.
+    assert data["measured_bytes"] == data["estimated_bytes"] == 49_364_992 + 1_843_200
+    assert measured_by_kind(data) == {
+        "mamba": (23, 49_364_992, 49_364_992),
+        "no_cache": (23, 0, 0),
+        "full_attention": (6, 1_843_200, 1_843_200),
     }
