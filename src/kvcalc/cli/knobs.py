@@ -13,10 +13,7 @@ import typer
 from kvcalc.engines import REGISTRY, Knob
 
 # Appended to the help of every flag that takes a SIZE (units.parse_size).
-SIZE_HELP = (
-    " SIZE: 80GB = 80 x 10^9 bytes, 80GiB = 80 x 2^30; B or no unit is whole bytes, and a bare number "
-    "other than 0 must be at least 1 MiB (a smaller one is refused as a size missing its unit: 80B for 80 bytes)."
-)
+SIZE_HELP = " SIZE: 80GB (80 x 10^9 B), 80GiB (80 x 2^30 B), or bytes (80B)."
 
 
 def command_knobs(*, runtime: bool) -> dict[Knob, str]:
