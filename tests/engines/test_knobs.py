@@ -185,3 +185,14 @@ def test_estimate_help_shows_each_engines_knobs_in_its_panel(run_cli) -> None:
     # fit's runtime knobs are fit's alone: an estimate would not read them
     assert "--max-num-seqs" not in help_text
     assert "--max-num-seqs" in run_cli("fit", "--help").stdout
+
+
+def test_the_plugin_bundles_the_engine() -> None:
+    # The one object an engine package exports leads to all of it: its knobs, its rules (with the
+    # runtime, capacity and step-cost hooks) and its real probe, if it has one.
+    vllm = REGISTRY["vllm"]
+    assert vllm.prober is not None and vllm.prober.runs == "probe_vllm"
+    assert {k.engine_flag for k in vllm.options.knobs()} >= {"--block-size", "--max-num-batched-tokens"}
+    assert vllm.load().__name__ == "VLLM"
+    assert REGISTRY["theoretical"].prober is None  # no probe of its own: kvcalc probe uses the model probe
+    assert REGISTRY["llama-server"].prober is REGISTRY["llama.cpp"].prober  # one package, one probe

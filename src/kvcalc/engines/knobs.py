@@ -16,6 +16,7 @@ from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
     from kvcalc.engines.base import Engine
+    from kvcalc.engines.probing import Prober
 
 KnobValue = int | bool | None
 # How a knob is written: "int" a whole number (click checks it against the minimum), "count" a
@@ -123,13 +124,14 @@ class EngineOptions:
 
 @dataclass(frozen=True)
 class EnginePlugin:
-    """Everything kvcalc's help, completion, ``--engine NAME@VERSION`` and flags need to know about
-    one engine, without loading its rules: its name, aliases, a summary line, the releases it
-    models (oldest first; empty: no versioned rules) and the one a plain NAME means, its options
-    type (the knobs), the title of its knobs' help panel, where its rules class lives
-    (``"kvcalc.engines.vllm.rules:VLLM"``, loaded on first use), and the key of its capacity plan
-    in fit's JSON when it has one (``plan_key``: every engine's key is in every answer, null but
-    the plan's own)."""
+    """The one object an engine package exports: everything kvcalc's help, completion,
+    ``--engine NAME@VERSION`` and flags need to know about the engine without loading its rules --
+    its name, aliases, a summary line, the releases it models (oldest first; empty: no versioned
+    rules) and the one a plain NAME means, its options type (the knobs), the title of its knobs'
+    help panel, the key of its capacity plan in fit's JSON when it has one (``plan_key``: every
+    engine's key is in every answer, null but the plan's own) -- and where the rest lives:
+    ``load()`` gives its rules class (``"kvcalc.engines.vllm.rules:VLLM"``: storage rules, runtime
+    model, capacity plan and step costs as its hooks), ``prober`` its real probe."""
 
     name: str
     summary: str
@@ -150,8 +152,23 @@ class EnginePlugin:
     def class_name(self) -> str:
         return self.rules.partition(":")[2]
 
+    @property
+    def prober(self) -> Prober | None:
+        """How ``kvcalc probe`` runs the engine's real probe: its package's light
+        ``probing.PROBER`` (None: the engine has no probe of its own)."""
+        name = f"kvcalc.engines.{self.module}.probing"
+        try:
+            module = import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a module the probing module imports is missing: not ours to hide
+                raise
+            return None
+        found: Prober = module.PROBER
+        return found
+
     def load(self) -> type[Engine]:
-        """The engine's rules class (its module imported now)."""
+        """The engine's rules class (its module imported now): its storage rules, and the hooks of
+        its runtime model, capacity plan and step costs."""
         module, _, name = self.rules.partition(":")
         cls: type[Engine] = getattr(import_module(module), name)
         return cls

@@ -10,7 +10,6 @@ heavy loads, and a report stays plain data until a view draws it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, Protocol
 
 # --- what a probe's answer describes itself in ------------------------------------------------------------
@@ -87,19 +86,11 @@ class Prober:
 
 
 def prober(engine: str) -> Prober | None:
-    """The Prober of the engine a name stands for (its package's ``probing.PROBER``); None for an
-    engine with no probe of its own. Imports only the light ``probing`` module."""
+    """The Prober of the engine a name stands for (its plugin's ``prober``); None for an engine with
+    no probe of its own. Imports only the light ``probing`` module."""
     from kvcalc.engines import engine_entry
 
-    name = f"{__package__}.{engine_entry(engine).module}.probing"
-    try:
-        module = import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:  # a module the probing module imports is missing: not ours to hide
-            raise
-        return None
-    found: Prober = module.PROBER
-    return found
+    return engine_entry(engine).prober
 
 
 def probers() -> list[Prober]:
