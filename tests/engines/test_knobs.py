@@ -103,7 +103,6 @@ def test_every_engines_options_module_imports_no_rules() -> None:
 # --- a new engine is one package plus a registry line -----------------------------------------------------
 
 
-@dataclass(frozen=True)
 class ToyOptions(EngineOptions):
     """The toy engine's one knob."""
 

@@ -7,12 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from kvcalc.calc.contracts import StorageRules
 from kvcalc.calc.estimate import Estimate, Plan, Workload, compile_plan, copy_with
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 from kvcalc.spec import MAX_DIMENSION, LatentCache, LayerCache, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.contracts import StorageRules
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,31 @@
 """What calc needs from an engine, and nothing more: the contracts engines implement.
 
-calc imports no engine: it asks ``StorageRules`` (an engine's storage rules, as the estimate,
-the plan, fit, compare and the request mixes call them) and reads a ``CapacityPlan`` (an engine's
-own answer to fit, which describes itself for the table and for JSON). ``engines.base.Engine``
-implements the first; the engines with capacity arithmetic of their own (vLLM's block plan,
-SGLang's pools) the second. ``Arrangement`` is the pool layout an engine may hand back, and
-``cdiv`` / ``pad`` the integer arithmetic both sides share. The protocols name calc's own types
-(``Workload``, ``Estimate``, ``Fit``), so they live in calc, below every engine.
+calc imports no engine: it asks ``StorageRules`` (an engine's storage rules, as the estimate, the
+plan, fit, compare and the request mixes call them) and reads a ``CapacityPlan`` (an engine's own
+answer to fit, which describes itself for the table and for JSON). ``engines.base.Engine``
+implements the first; the engines with capacity arithmetic of their own (vLLM's block plan, SGLang's
+pools) the second. ``Arrangement`` (the pool layout an engine may hand back) and ``cdiv`` / ``pad``
+(the integer arithmetic both sides share) live in ``calc/pages.py``, re-exported here. The protocols
+name calc's own types (``Workload``, ``Estimate``, ``Fit``), so they live in calc, below every
+engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+# What both sides share at run time lives in pages.py (the protocols are for type checking: a
+# Protocol costs about 1 ms to define, which every command's start-up would pay).
+from kvcalc.calc.pages import Arrangement, cdiv, pad
+
+__all__ = ["Arrangement", "CapacityPlan", "StorageRules", "cdiv", "pad"]
 
 if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate, Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.dtypes import DType
     from kvcalc.spec import LayerCache, ModelSpec
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of integers (exact: no float)."""
-    return -(-a // b)
-
-
-def pad(n: int, multiple: int) -> int:
-    """``n`` rounded up to a multiple of ``multiple``."""
-    return cdiv(n, multiple) * multiple
-
-
-@dataclass(frozen=True)
-class Arrangement:
-    """How an engine lays the layers' pages out in its pool, beyond each layer's own rows (vLLM's
-    layer groups): the rules each layer kind is held by (larger blocks), the bytes a state takes
-    (a page padded to the pool's page), and empty layer slots, each costing as one layer of the
-    kind it pads. ``StorageRules.arrange`` gives it; estimate, compare, fit and speed all see it."""
-
-    engines: Mapping[LayerCache, StorageRules] = field(default_factory=dict)
-    state_bytes: Mapping[LayerCache, int] = field(default_factory=dict)
-    padding: Mapping[LayerCache, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
 
 
 class StorageRules(Protocol):

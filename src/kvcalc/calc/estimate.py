@@ -16,14 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kvcalc.calc.contracts import StorageRules
 from kvcalc.checks import MAX_PARALLEL, count
 from kvcalc.dtypes import DType
 from kvcalc.errors import UsageError
 from kvcalc.kinds.base import LayerKind
 from kvcalc.spec import Kind, LayerCache, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.contracts import StorageRules
 
 # More image tokens per sequence than any context holds (Llama 3.2 Vision: 6,404 per image).
 MAX_IMAGE_TOKENS = 2**32

@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from kvcalc.calc.contracts import CapacityPlan, StorageRules, cdiv
 from kvcalc.calc.estimate import Workload, compile_plan, estimate
+from kvcalc.calc.pages import cdiv
 from kvcalc.calc.runtime import Runtime, given_runtime
 from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.contracts import CapacityPlan, StorageRules
 
 # Searches stop here: a context or batch this large means "unbounded" for any real GPU.
 SEARCH_LIMIT = 2**40

@@ -30,13 +30,15 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import accumulate, chain
 from operator import add, itemgetter
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from kvcalc.calc.contracts import StorageRules
 from kvcalc.calc.estimate import Plan, Workload, compile_plan
 from kvcalc.checks import MAX_COUNT, count
 from kvcalc.errors import SourceError, UsageError
 from kvcalc.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.contracts import StorageRules
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.calc.contracts import Arrangement, cdiv, pad
+from kvcalc.calc.pages import Arrangement, cdiv, pad
 from kvcalc.dtypes import FP16, DType
 from kvcalc.engines.knobs import EngineOptions
 from kvcalc.errors import UsageError

@@ -7,7 +7,6 @@ so this module and each engine's options module import no engine rules (tests/en
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -24,22 +23,31 @@ KnobValue = int | bool | None
 KnobKind = Literal["int", "count", "size", "flag"]
 
 
-@dataclass(frozen=True)
 class Knob:
     """One knob of an engine: its API name (the options field), kvcalc's flag, the engine's own
     spelling of it, its help, how it is written and its bounds, and its default as help shows it.
-    ``sizes_cache``: whether it shapes the cache an estimate sizes (False: only fit's runtime)."""
+    ``sizes_cache``: whether it shapes the cache an estimate sizes (False: only fit's runtime).
 
-    name: str
-    flag: str
-    engine_flag: str
-    help: str
-    kind: KnobKind = "int"
-    minimum: int = 1
-    maximum: int = MAX_COUNT
-    default: str = ""
-    metavar: str = "N"
-    sizes_cache: bool = True
+    A plain class, not a dataclass: every command builds its flags from every engine's knobs at
+    start-up, where a dataclass costs about 0.4 ms to define (benchmarks/startup.py)."""
+
+    __slots__ = ("default", "engine_flag", "flag", "help", "kind", "maximum", "metavar", "minimum", "name",
+                 "sizes_cache")  # fmt: skip
+
+    def __init__(self, name: str, flag: str, engine_flag: str, help: str, kind: KnobKind = "int",
+                 minimum: int = 1, maximum: int = MAX_COUNT, default: str = "", metavar: str = "N",
+                 sizes_cache: bool = True) -> None:  # fmt: skip
+        self.name, self.flag, self.engine_flag, self.help, self.kind = name, flag, engine_flag, help, kind
+        self.minimum, self.maximum, self.default, self.metavar = minimum, maximum, default, metavar
+        self.sizes_cache = sizes_cache
+
+    def named(self, name: str) -> Knob:
+        """This knob under the name of the options field that holds it."""
+        return Knob(name, self.flag, self.engine_flag, self.help, self.kind, self.minimum, self.maximum,
+                    self.default, self.metavar, self.sizes_cache)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"Knob({self.name!r}, {self.flag!r}, engine_flag={self.engine_flag!r})"
 
     @property
     def is_flag(self) -> bool:
@@ -74,30 +82,58 @@ def knob(
     metavar: str = "N",
     sizes_cache: bool = True,
 ) -> Any:
-    """An ``EngineOptions`` field that is a knob: None (False for a flag) means not given, the
-    engine's default; the ``Knob`` record rides in the field's metadata (its name: the field's)."""
-    record = Knob("", flag, engine_flag, help, kind, minimum, maximum, default, metavar, sizes_cache)
-    return field(default=False if kind == "flag" else None, metadata={"knob": record})
+    """A knob of an ``EngineOptions`` subclass, written as its attribute's default
+    (``block_size: int | None = knob(...)``): not given, the attribute is None (False for a flag),
+    the engine's default; the class records the ``Knob`` under the attribute's name."""
+    return Knob("", flag, engine_flag, help, kind, minimum, maximum, default, metavar, sizes_cache)
 
 
-@dataclass(frozen=True)
 class EngineOptions:
-    """An engine's knobs, one ``knob(...)`` field each (None or False: the engine's default). The
-    base engine has none; each engine that has knobs subclasses this with the ones it reads, in the
-    API's names (``ubatch``, ``block_size``), and names it in its plugin and ``Engine.options_type``.
-    ``make_engine`` refuses a knob the chosen engine's options lack, so a flag that would change
-    nothing is an error, never silently dropped."""
+    """An engine's knobs, one ``knob(...)`` attribute each (None or False: the engine's default).
+    The base engine has none; each engine that has knobs subclasses this with the ones it reads, in
+    the API's names (``ubatch``, ``block_size``), and names it in its plugin and
+    ``Engine.options_type``. An instance is frozen and checks what it is given: a name that is no
+    knob is refused, so a flag that would change nothing is an error, never silently dropped.
+    (``make_engine`` refuses it first, in one line naming the engines that have it.)"""
 
-    _knobs: ClassVar[dict[type, tuple[Knob, ...]]] = {}
+    _knobs: ClassVar[tuple[Knob, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found = {k.name: k for k in cls._knobs}  # the parent's, then this class's own
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, Knob):
+                found[name] = value.named(name)
+                setattr(cls, name, False if value.is_flag else None)
+        cls._knobs = tuple(found.values())
+
+    def __init__(self, **values: KnobValue) -> None:
+        own = self.knob_names()
+        for name, value in values.items():
+            if name not in own:
+                raise TypeError(f"{type(self).__name__} has no knob {name!r}")
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def _values(self) -> tuple[KnobValue, ...]:
+        return tuple(getattr(self, k.name) for k in self._knobs)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values() == self._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{k.name}={getattr(self, k.name)!r}" for k in self._knobs)
+        return f"{type(self).__name__}({given})"
 
     @classmethod
     def knobs(cls) -> tuple[Knob, ...]:
-        """This engine's knobs, in field order, each named after its field."""
-        cached = EngineOptions._knobs.get(cls)
-        if cached is None:
-            cached = tuple(replace(f.metadata["knob"], name=f.name) for f in fields(cls) if "knob" in f.metadata)
-            EngineOptions._knobs[cls] = cached
-        return cached
+        """This engine's knobs, in the order the class declares them, each named after its attribute."""
+        return cls._knobs
 
     @classmethod
     def knob_names(cls) -> frozenset[str]:
@@ -122,7 +158,6 @@ class EngineOptions:
         return cls(**cls.check(values))
 
 
-@dataclass(frozen=True)
 class EnginePlugin:
     """The one object an engine package exports: everything kvcalc's help, completion,
     ``--engine NAME@VERSION`` and flags need to know about the engine without loading its rules --
@@ -133,15 +168,18 @@ class EnginePlugin:
     ``load()`` gives its rules class (``"kvcalc.engines.vllm.rules:VLLM"``: storage rules, runtime
     model, capacity plan and step costs as its hooks), ``prober`` its real probe."""
 
-    name: str
-    summary: str
-    rules: str
-    options: type[EngineOptions] = EngineOptions
-    aliases: tuple[str, ...] = ()
-    versions: tuple[str, ...] = ()
-    default_version: str | None = None
-    panel: str = ""
-    plan_key: str | None = None
+    __slots__ = ("aliases", "default_version", "name", "options", "panel", "plan_key", "rules", "summary",
+                 "versions")  # fmt: skip
+
+    def __init__(self, name: str, summary: str, rules: str, options: type[EngineOptions] = EngineOptions,
+                 aliases: tuple[str, ...] = (), versions: tuple[str, ...] = (), default_version: str | None = None,
+                 panel: str = "", plan_key: str | None = None) -> None:  # fmt: skip
+        self.name, self.summary, self.rules, self.options = name, summary, rules, options
+        self.aliases, self.versions, self.default_version = aliases, versions, default_version
+        self.panel, self.plan_key = panel, plan_key
+
+    def __repr__(self) -> str:
+        return f"EnginePlugin({self.name!r}, rules={self.rules!r})"
 
     @property
     def module(self) -> str:

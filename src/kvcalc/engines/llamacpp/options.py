@@ -3,7 +3,6 @@ their names and knobs, light enough for the CLI to read without loading the rule
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
@@ -31,7 +30,6 @@ def _swa_full() -> Any:
                 "so model those with it.")  # fmt: skip
 
 
-@dataclass(frozen=True)
 class LlamaCppOptions(EngineOptions):
     """llama.cpp's knobs: ``-ub`` (``ubatch``), ``-b`` (``n_batch``), ``-kvu`` (``kv_unified``) and
     ``--swa-full`` (None: the command-line tools' default, off)."""
@@ -43,7 +41,6 @@ class LlamaCppOptions(EngineOptions):
     swa_full: bool | None = _swa_full()
 
 
-@dataclass(frozen=True)
 class LlamaServerOptions(EngineOptions):
     """llama-server's knobs: those of llama.cpp but ``kv_unified``, which a plain server already is."""
 

@@ -3,13 +3,10 @@ without loading the rules (rules.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
 from kvcalc.spec import MAX_DIMENSION
 
 
-@dataclass(frozen=True)
 class MLXOptions(EngineOptions):
     """mlx-lm's knobs, in its own names (mlx_lm.generate / generate_step): ``max_kv_size``,
     ``prefill_step_size``, ``kv_bits``, ``kv_group_size``, ``quantized_kv_start``,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.calc.contracts import pad
 from kvcalc.calc.estimate import Workload, estimate
 from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
+from kvcalc.calc.pages import pad
 from kvcalc.engines.sglang.releases import (
     MAMBA_SLOTS_PER_REQUEST,
     REQUESTS_HIGH,

@@ -3,13 +3,10 @@ read without loading the rules (rules.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
 from kvcalc.spec import MAX_DIMENSION
 
 
-@dataclass(frozen=True)
 class SGLangOptions(EngineOptions):
     """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models)."""
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.calc.contracts import cdiv
 from kvcalc.calc.estimate import Plan, Workload, estimate, stage_entries
 from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
+from kvcalc.calc.pages import cdiv
 from kvcalc.engines.vllm.groups import VllmGroup, group_layers
 from kvcalc.engines.vllm.releases import version_text
 from kvcalc.errors import UsageError

@@ -3,8 +3,6 @@ without loading the rules (rules.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvcalc.checks import MAX_COUNT
 from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
 from kvcalc.spec import MAX_DIMENSION
@@ -14,7 +12,6 @@ from kvcalc.spec import MAX_DIMENSION
 VLLM_VERSIONS = tuple(f"0.{minor}" for minor in range(11, 34))
 
 
-@dataclass(frozen=True)
 class VLLMOptions(EngineOptions):
     """vLLM's knobs: ``--block-size``, ``--max-num-batched-tokens``; for fit's runtime model also
     ``--max-num-seqs`` (the dummy sampler run's rows) and ``--enforce-eager`` (no CUDA graphs)."""
