@@ -86,8 +86,8 @@ def test_a_shared_knob_has_one_flag() -> None:
     assert [k.flag for k in every_knob().values()].count("--block-size") == 1
 
 
-def test_every_engines_options_module_imports_no_rules() -> None:
-    # In a fresh interpreter: the registry and every options module, and no engine's rules.
+def test_every_engines_plugin_loads_no_rules() -> None:
+    # In a fresh interpreter: the registry and every engine package's plugin, and no engine's rules.
     code = (
         "import json, sys\nimport kvcalc.engines\n"
         "for p in kvcalc.engines.REGISTRY.values(): p.options.knobs()\n"
@@ -96,8 +96,9 @@ def test_every_engines_options_module_imports_no_rules() -> None:
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                        timeout=120).stdout)  # fmt: skip
     packages = ("transformers", "vllm", "sglang", "mlx", "llamacpp")
-    assert {f"kvcalc.engines.{p}.options" for p in packages} <= set(loaded)
-    assert not [m for m in loaded if m.endswith((".rules", ".capacity", ".runtime", ".probe", ".architectures"))]
+    assert {f"kvcalc.engines.{p}" for p in packages} <= set(loaded)
+    # one module an engine: its package's light __init__, nothing under it
+    assert not [m for m in loaded if m.count(".") > 2]
 
 
 # --- a new engine is one package plus a registry line -----------------------------------------------------

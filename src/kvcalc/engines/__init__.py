@@ -1,8 +1,8 @@
 """Engines: one package each, and the registry ``--engine``, help texts, flags and completion read.
 
 Adding an engine is one package here: its rules (an ``Engine`` subclass, each rule citing the
-engine's source) in ``rules.py``, and in a light ``options.py`` its ``EngineOptions`` (the knobs)
-and one ``PLUGIN = EnginePlugin(...)`` naming them, re-exported by its ``__init__``; then one line
+engine's source) in ``rules.py``, and in its light ``__init__`` its ``EngineOptions`` (the knobs)
+and one ``PLUGIN = EnginePlugin(...)`` naming them; then one line
 in ``REGISTRY`` naming the package. The registry reads the plugins, never the rules: a start-up
 pays only for the engine it uses (each engine's rules cost about 2 ms to import), while the CLI
 builds every engine's flags from the plugins.

@@ -1,7 +1,7 @@
 """An engine's vocabulary: its knobs (typed, self-validating ``EngineOptions`` fields, each with its
 limits, help text and the engine's own flag spelling) and the one ``EnginePlugin`` record each engine
 package exports. Light on purpose: the CLI reads every engine's knobs from here to build its flags,
-so this module and each engine's options module import no engine rules (tests/engines/test_knobs.py).
+so this module and each engine package's ``__init__`` import no engine rules (tests/engines/test_knobs.py).
 """
 
 from __future__ import annotations

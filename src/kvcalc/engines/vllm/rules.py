@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines.base import FLOAT_KV, Arrangement, Engine, Target, cdiv, windowed
 from kvcalc.engines.knobs import EngineOptions
-from kvcalc.engines.vllm.options import VLLMOptions
+from kvcalc.engines.vllm import VLLMOptions
 from kvcalc.engines.vllm.releases import (
     CAPACITY_FROM_CONCURRENCY,
     CPU_BLOCK_MULTIPLE_32,
