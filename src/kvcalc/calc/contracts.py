@@ -4,7 +4,7 @@ calc imports no engine: it asks ``StorageRules`` (an engine's storage rules, as 
 plan, fit, compare and the request mixes call them) and reads a ``CapacityPlan`` (an engine's own
 answer to fit, which describes itself for the table and for JSON). ``engines.base.Engine``
 implements the first; the engines with capacity arithmetic of their own (vLLM's block plan, SGLang's
-pools) the second. ``Arrangement`` (the pool layout an engine may hand back) and ``cdiv`` / ``pad``
+pools) the second. ``Arrangement`` is the pool layout an engine may hand back; ``cdiv`` / ``pad``
 (the integer arithmetic both sides share) live in ``calc/pages.py``, re-exported here. The protocols
 name calc's own types (``Workload``, ``Estimate``, ``Fit``), so they live in calc, below every
 engine.
@@ -12,12 +12,14 @@ engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-# What both sides share at run time lives in pages.py (the protocols are for type checking: a
-# Protocol costs about 1 ms to define, which every command's start-up would pay).
-from kvcalc.calc.pages import Arrangement, cdiv, pad
+# The arithmetic both sides share at run time lives in pages.py: calc and engines.base import these
+# protocols for type checking only (a Protocol costs about 1 ms to define, which every command's
+# start-up would pay); an engine that builds an Arrangement (vLLM) loads this module.
+from kvcalc.calc.pages import cdiv, pad
 
 __all__ = ["Arrangement", "CapacityPlan", "StorageRules", "cdiv", "pad"]
 
@@ -26,6 +28,19 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Fit
     from kvcalc.dtypes import DType
     from kvcalc.spec import LayerCache, ModelSpec
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """How an engine lays the layers' pages out in its pool, beyond each layer's own rows (vLLM's
+    layer groups): the rules each layer kind is held by (larger blocks), the bytes a state takes
+    (a page padded to the pool's page), and empty layer slots, each costing as one layer of the
+    kind it pads. ``StorageRules.arrange`` gives it; estimate, compare, fit and speed all see it."""
+
+    engines: Mapping[LayerCache, StorageRules] = field(default_factory=dict)
+    state_bytes: Mapping[LayerCache, int] = field(default_factory=dict)
+    padding: Mapping[LayerCache, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 class StorageRules(Protocol):

@@ -16,17 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.calc.pages import Arrangement, cdiv, pad
+from kvcalc.calc.pages import cdiv, pad
 from kvcalc.dtypes import FP16, DType
 from kvcalc.engines.knobs import EngineOptions
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache, ModelSpec, StateCache
 
-__all__ = ["Arrangement", "Engine", "EngineOptions", "Target", "cdiv", "pad"]  # cdiv, pad, Arrangement: calc.contracts
+__all__ = ["Engine", "EngineOptions", "Target", "cdiv", "pad"]  # cdiv, pad: calc.pages
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
+    from kvcalc.calc.contracts import Arrangement
     from kvcalc.calc.estimate import Estimate, Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kvcalc.engines.base import Arrangement, Engine, cdiv
+from kvcalc.calc.contracts import Arrangement
+from kvcalc.engines.base import Engine, cdiv
 from kvcalc.errors import UsageError
 from kvcalc.spec import LayerCache
 

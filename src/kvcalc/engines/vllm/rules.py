@@ -29,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from kvcalc.calc.contracts import Arrangement
 from kvcalc.dtypes import BF16, FP16, FP32, DType
-from kvcalc.engines.base import FLOAT_KV, Arrangement, Engine, Target, cdiv, windowed
+from kvcalc.engines.base import FLOAT_KV, Engine, Target, cdiv, windowed
 from kvcalc.engines.knobs import EngineOptions
 from kvcalc.engines.vllm import VLLMOptions
 from kvcalc.engines.vllm.releases import (
