@@ -292,20 +292,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'kvcalc.gpus' has no attribute {name!r}")
 
 
-def find_gpu(name: str) -> GPU:
+def find_gpu(name: str, param: str = "gpu") -> GPU:
     """The GPU preset a name or alias stands for; a name several presets share (``a100``) or no
-    preset has is refused in one line naming the choices."""
+    preset has is refused in one line naming the choices (``param``: the parameter that gave it)."""
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     data = _data()
     for gpu in data.gpus:
         if key == gpu.name or key in gpu.aliases:
             return gpu
     if key in data.ambiguous:
-        raise UsageError(f"gpu {name!r} comes in several memory sizes: choose {' or '.join(data.ambiguous[key])}",
-                         param="gpu")  # fmt: skip
+        raise UsageError(f"{param} {name!r} comes in several memory sizes: choose "
+                         f"{' or '.join(data.ambiguous[key])}", param=param)  # fmt: skip
     by_label = {label: g for g in data.gpus for label in (g.name, *g.aliases)}
     close = difflib.get_close_matches(key, list(by_label), n=len(by_label), cutoff=0.5)
     # One name per preset (its own), however many of its aliases are close.
     names = list(dict.fromkeys(by_label[label].name for label in close))[:3]
-    hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(g.name for g in data.gpus)}"
-    raise UsageError(f"unknown GPU {name!r}{hint} (or give --gpu-memory SIZE)")
+    # The presets are many: a command lists them (kvcalc gpus), not this line.
+    hint = f"did you mean {', '.join(names)}?" if names else "'kvcalc gpus' lists them"
+    also = " (or give --gpu-memory SIZE)" if param == "gpu" else ""
+    raise UsageError(f"unknown GPU {name!r}; {hint}{also}", param=param)

@@ -46,3 +46,15 @@ def test_an_unknown_gpu_is_one_line(run_cli) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("kvcalc: error: unknown GPU 'h10'; did you mean h100-sxm")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_refused_name_points_at_the_list_and_names_the_argument(run_cli) -> None:
+    # A name like no preset's would paste some 50 presets into one line: the command that lists
+    # them is named instead. Under `kvcalc gpus` the name is the NAME argument, not fit's --gpu.
+    far = run_cli("gpus", "zzz")
+    assert far.exit_code == 2 and far.stderr == "kvcalc: error: unknown GPU 'zzz'; 'kvcalc gpus' lists them\n"
+    shared = run_cli("gpus", "a100")  # the A100 comes in 40 and 80 GB
+    assert shared.stderr == "kvcalc: error: NAME 'a100' comes in several memory sizes: choose a100-40gb or a100-80gb\n"
+    fit = run_cli("fit", "llama-3.1-8b", "--gpu", "zzz")
+    assert fit.stderr == "kvcalc: error: unknown GPU 'zzz'; 'kvcalc gpus' lists them (or give --gpu-memory SIZE)\n"
+    assert run_cli("fit", "llama-3.1-8b", "--gpu", "a100").stderr.startswith("kvcalc: error: --gpu 'a100' comes")

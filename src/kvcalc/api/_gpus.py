@@ -22,4 +22,4 @@ def show_gpu(name: str) -> GPU:
     from kvcalc.gpus import find_gpu
 
     checks.text(name, "name", optional=False)
-    return find_gpu(name)
+    return find_gpu(name, param="name")

@@ -66,8 +66,10 @@ def _root(
 
 # API parameters whose flag is not the parameter name with dashes (an engine knob's flag is its
 # Knob's: kvcalc.engines.every_knob).
-_FLAG_OF = {"models": "MODEL", "model": "MODEL", "lengths": "--lengths", "context_cap": "--no-context-cap",
-            "kv_dtypes": "--kv-dtype"}  # fmt: skip
+# The API's names of positional arguments (MODEL, a preset's, a GPU's or an engine's NAME) and of
+# flags spelt otherwise.
+_FLAG_OF = {"models": "MODEL", "model": "MODEL", "name": "NAME", "lengths": "--lengths",
+            "context_cap": "--no-context-cap", "kv_dtypes": "--kv-dtype"}  # fmt: skip
 
 
 def as_flag(param: str) -> str:
