@@ -1,4 +1,11 @@
-"""What the GLM-5 and MiniMax-M3 test modules share: bytes a token under an engine, and a probe run."""
+"""What the GLM-5 and MiniMax-M3 test modules share: bytes a token under an engine, and a probe run.
+
+The sources, as the module these tests were split from gave them:
+
+Sparse-attention indexer key caches of GLM-5 (``glm_moe_dsa``, shared indexers included) and
+MiniMax-M3 (``minimax_m3_vl``): kvcalc.inputs.hf.families.glm_moe_dsa and kvcalc.inputs.hf.families.minimax_m3.
+
+Every number below is derived by hand in the comment beside it from the configs' fields."""
 
 from __future__ import annotations
 

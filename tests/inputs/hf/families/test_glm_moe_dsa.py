@@ -1,12 +1,7 @@
 """GLM-5's sparse-attention indexer key caches (kvcalc.inputs.hf.families.glm_moe_dsa, shared indexers
 included), and llama.cpp's indexer cache for both GLM-5 and MiniMax-M3.
 
-From the module these tests were split from:
-
-Sparse-attention indexer key caches of GLM-5 (``glm_moe_dsa``, shared indexers included) and
-MiniMax-M3 (``minimax_m3_vl``): kvcalc.inputs.hf.families.glm_moe_dsa and kvcalc.inputs.hf.families.minimax_m3.
-
-Every number below is derived by hand in the comment beside it from the configs' fields."""
+Sources: the docstring of tests/helpers/sparse_families.py (shared with the module's sibling)."""
 
 from __future__ import annotations
 

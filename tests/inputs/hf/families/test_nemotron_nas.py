@@ -1,17 +1,7 @@
 """NAS ``block_configs`` (kvcalc.inputs.hf.families.nemotron_nas, Llama-3.3-Nemotron-Super-49B): blocks
 that cache nothing or a linear attention, each number derived by hand next to it.
 
-From the module these tests were split from:
-
-Layouts with layers that cache nothing: Nemotron-H's hybrid pattern (Mamba-2, attention, MLP/MoE)
-and NAS ``block_configs`` (Llama-3.3-Nemotron-Super-49B), each number derived by hand next to it.
-
-Sources: transformers 5.24 models/nemotron_h/configuration_nemotron_h.py and modeling_nemotron_h.py
-(NemotronHConfig._pattern_to_list, NemotronHMamba2Mixer, NemotronHAttention) and cache_utils.py
-(get_layer_types_and_kwargs gives "mlp"/"moe" layers a dummy cache layer); vLLM's
-vllm/model_executor/models/nemotron_nas.py @ 00bd1493 (DeciLMDecoderLayer: no attention for a no_op
-block, num_attention_heads // n_heads_in_group KV heads otherwise). Real configs: tests/fixtures
-(see fixtures/SOURCES.md)."""
+Sources: the docstring of tests/helpers/nemotron_families.py (shared with the module's sibling)."""
 
 from __future__ import annotations
 
