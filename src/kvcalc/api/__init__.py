@@ -20,6 +20,8 @@ _EXPORTS = {
     "Capacity": "_fit",
     "list_engines": "_engines",
     "show_engine": "_engines",
+    "read_engine_command": "_engines",
+    "write_engine_command": "_engines",
     "FitReport": "_fit",
     "cdiv_int": "_fit",
     "fit": "_fit",
@@ -94,12 +96,14 @@ __all__ = [
     "probe_request",
     "probe_sglang",
     "probe_vllm",
+    "read_engine_command",
     "read_requests",
     "resolve_serving",
     "show_engine",
     "show_gpu",
     "show_preset",
     "speed",
+    "write_engine_command",
 ]
 
 
@@ -117,7 +121,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from kvcalc.api._engines import list_engines, show_engine
+    from kvcalc.api._engines import list_engines, read_engine_command, show_engine, write_engine_command
     from kvcalc.api._estimate import compare, estimate
     from kvcalc.api._fit import Capacity, FitReport, cdiv_int, fit
     from kvcalc.api._gpus import list_gpus, show_gpu

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvcalc.engines.commandline import EngineCommand, SettingValue, WrittenCommand
     from kvcalc.engines.knobs import EnginePlugin
 
 
@@ -27,3 +29,57 @@ def show_engine(name: str) -> EnginePlugin:
         return engine_entry(name)
     except UsageError as exc:
         raise UsageError(str(exc), param="name") from None
+
+
+def read_engine_command(words: Sequence[str]) -> EngineCommand:
+    """What an engine's own command line stands for in kvcalc's terms (``vllm serve MODEL -tp 2
+    ...``, ``OLLAMA_NUM_PARALLEL=4 ollama serve``; one string is split as a shell would): the engine,
+    the settings by API parameter name (``model``, ``tokens``, ``tp``, ``kv_dtype``, knobs), the
+    memory flags kvcalc does not model (warnings) and its readings (notes). A file the line names
+    (vLLM's ``--config``, a Modelfile) is read here, bounded. A flag the engine does not have, or a
+    program kvcalc does not read, is a one-line UsageError."""
+    from kvcalc.engines.commandline import read_command
+
+    command = read_command(list(words), _read_text)
+    return _model_as_preset(command)
+
+
+def write_engine_command(engine: str, settings: Mapping[str, SettingValue]) -> WrittenCommand | None:
+    """The engine's own command line for these settings (fit's answer: ``model``, ``tokens``,
+    ``batch``, ``utilization``, ``kv_dtype``, layout, knobs), with notes for what its line cannot
+    say; None for an engine kvcalc writes no line for (theoretical, transformers)."""
+    from kvcalc.engines.commandline import writer
+
+    found = writer(engine)
+    return None if found is None else found.write(settings)
+
+
+def _read_text(path: str) -> str:
+    from pathlib import Path
+
+    from kvcalc.errors import SourceError
+    from kvcalc.inputs.files import CONFIG_LIMIT, read_regular_file
+
+    data = read_regular_file(Path(path).expanduser(), what="the engine command line's file", limit=CONFIG_LIMIT)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not UTF-8 text") from None
+
+
+def _model_as_preset(command: EngineCommand) -> EngineCommand:
+    """A Hub repo id one of kvcalc's presets was taken from reads as that preset (its config.json,
+    offline), said in a note, unless a local path of that name exists."""
+    import os
+    from dataclasses import replace
+
+    from kvcalc.inputs.presets import load_presets
+
+    model = command.settings.get("model")
+    if not isinstance(model, str) or os.path.exists(model) or model.count("/") != 1:
+        return command
+    preset = next((p for p in load_presets().values() if p.hf_repo.lower() == model.lower()), None)
+    if preset is None:
+        return command
+    note = f"{model}: read as kvcalc's preset {preset.name} (that repository's config.json)"
+    return replace(command, settings={**command.settings, "model": preset.name}, notes=(*command.notes, note))

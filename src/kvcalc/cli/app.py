@@ -159,7 +159,14 @@ def main(argv: list[str] | None = None) -> None:
 
     debug = os.environ.get("KVCALC_DEBUG") == "1"
     argv = _root_flags_first(sys.argv[1:] if argv is None else list(argv))
+    line = sys.modules.get("kvcalc.cli.engine_line")
+    if line is not None:  # an earlier call in this process read an engine command line
+        line.LINE_WARNINGS.clear()
     try:
+        if "--" in argv:
+            from kvcalc.cli.engine_line import translate
+
+            argv = translate(argv, app)
         # standalone_mode=False: typer *returns* the code of a typer.Exit (and turns Ctrl-C into
         # Exit(130)) instead of raising it, so the return value is the exit status.
         code = app(args=argv, prog_name="kvcalc", standalone_mode=False)

@@ -277,8 +277,11 @@ def warn(warnings: Any) -> None:
 
 
 def with_warnings(data: dict[str, Any], warnings: Any) -> dict[str, Any]:
-    """A JSON answer with the unmodelled config fields listed (``warnings``), so scripts see them."""
-    data["warnings"] = list(dict.fromkeys(warnings))
+    """A JSON answer with the unmodelled config fields listed (``warnings``), so scripts see them,
+    and the engine command line's unmodelled flags after them."""
+    from kvcalc.cli.engine_line import LINE_WARNINGS
+
+    data["warnings"] = list(dict.fromkeys([*warnings, *LINE_WARNINGS]))
     return data
 
 

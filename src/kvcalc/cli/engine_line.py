@@ -1,0 +1,102 @@
+"""An engine's own command line after ``--`` (``kvcalc fit --gpu h100 -- vllm serve MODEL -tp 2``):
+read by the engine's reader (``kvcalc.api.read_engine_command``) and put back as kvcalc's own
+flags, so the command answers exactly as it would for those flags. Only main() calls this, and
+only when the arguments hold a ``--``: a plain command never imports it."""
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.errors import UsageError
+
+if TYPE_CHECKING:
+    from kvcalc.engines.commandline import EngineCommand, SettingValue
+
+# The commands that take an engine's command line after "--".
+READING_COMMANDS = ("estimate", "fit", "speed", "probe")
+
+# The memory flags kvcalc does not model in the line read: stderr says them once, and the JSON
+# answer lists them beside the config's own (cli.options.with_warnings).
+LINE_WARNINGS: list[str] = []
+
+
+def translate(argv: list[str], app: Any) -> list[str]:
+    """The arguments with the engine command line after ``--`` replaced by the kvcalc flags it
+    stands for. A flag given both before ``--`` and by the line is a one-line UsageError; a setting
+    the command has no flag for (``--gpu-memory-utilization`` to estimate) changes nothing there and
+    passes quietly."""
+    end = argv.index("--")
+    name = next((a for a in argv[:end] if not a.startswith("-")), None)
+    if name not in READING_COMMANDS:
+        return argv
+    words = argv[end + 1 :]
+    if not words:
+        raise UsageError(f"'--' ends kvcalc {name}'s flags: give the engine's command line after it "
+                         "(vllm serve MODEL ..., llama-server -m FILE ...)")  # fmt: skip
+    from kvcalc import api
+
+    command = api.read_engine_command(words)
+    own = argv[:end]
+    start = own.index(name) + 1
+    flags = _flags(_command(app, name), own[start:], command)
+    LINE_WARNINGS.extend(command.warnings)
+    _say(name, command, flags, quiet="--json" in own)
+    return [*own, *flags]
+
+
+def _command(app: Any, name: str) -> Any:
+    """The app's click command of that name (typer vendors its own click: its objects are used by
+    shape)."""
+    import typer.main
+
+    group: Any = typer.main.get_command(app)
+    return group.get_command(group.context_class(group), name)
+
+
+def _flags(command: Any, own: list[str], line: "EngineCommand") -> list[str]:
+    """The line's settings as this command's flags, each checked against the user's own."""
+    context = command.make_context(command.name, list(own), resilient_parsing=True)
+    params = {p.name: p for p in command.params if p.name}
+    flags: list[str] = []
+    model: list[str] = []
+    for key, value in line.settings.items():
+        param = params.get(key)
+        if param is None:
+            continue  # this command has no such flag: the setting does not change its answer
+        source = context.get_parameter_source(key)
+        given = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+        if param.param_type_name == "argument":
+            if given and str(context.params.get(key)) != str(value):
+                raise UsageError(f"MODEL {context.params.get(key)} and the {line.program} line's model differ: "
+                                 "give one")  # fmt: skip
+            if not given:
+                model.append(str(value))
+            continue
+        flag = max(param.opts, key=len)
+        if given:
+            raise UsageError(f"{flag} is given both before '--' and by the {line.program} line: give it once")
+        flags += _spelt(param, flag, value)
+    return [*flags, *model]
+
+
+def _spelt(param: Any, flag: str, value: "SettingValue") -> list[str]:
+    """One setting as this command's flag: a switch alone when on (off: nothing, its default), a
+    byte size with its unit, every other value as digits."""
+    if isinstance(value, bool) or getattr(param, "is_flag", False):
+        return [flag] if value else []
+    if param.name == "kv_budget" and isinstance(value, int):
+        return [flag, f"{value}B"]
+    if isinstance(value, float):
+        return [flag, repr(value)]
+    return [flag, str(value)]
+
+
+def _say(name: str, line: "EngineCommand", flags: list[str], *, quiet: bool) -> None:
+    """On stderr: how the line was read (not under --json), and every warning."""
+    from kvcalc.console import clean, err
+
+    for warning in dict.fromkeys(line.warnings):
+        err(f"kvcalc: warning: {clean(warning)}")
+    if quiet:
+        return
+    for note in line.notes:
+        err(f"kvcalc: note: {clean(note)}")
+    err(f"kvcalc: read the {line.program} line as: kvcalc {name} {clean(' '.join(flags))}")

@@ -1,0 +1,390 @@
+"""An engine's own command line, both ways: read (``vllm serve MODEL -tp 2 ...`` -> the settings
+kvcalc's flags stand for) and written (fit's answer -> the line that runs it).
+
+Each engine package with a command line has a ``commandline`` module whose ``READERS`` tuple holds
+one ``CommandLine`` per program it answers to (``vllm serve``, ``llama-server``); a reader's flag
+table is declared once, with the engine's source it was read from, and its knobs' flags come from
+the engine's ``EngineOptions`` (each ``Knob.engine_flag``), so the flags kvcalc accepts and the
+ones it reads are one declaration. Every flag of the engine is in the table: one that sets what
+kvcalc models gives a setting, one that changes memory kvcalc does not model is a warning naming
+it, one that does not touch memory passes quietly, and one the engine does not have is an error,
+as the engine itself would refuse it.
+
+Settings are keyed by the API's parameter names (``tokens``, ``batch``, ``tp``, ``utilization``,
+``kv_dtype``, a knob's name...), with ``model`` and ``engine`` besides; the CLI turns them into
+its flags. Pure: a file the line names (vLLM's ``--config``, a Modelfile) is read through the
+``read_text`` function the caller passes.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import TYPE_CHECKING, Literal
+
+from kvcalc.errors import UsageError
+
+if TYPE_CHECKING:
+    from kvcalc.engines.knobs import EngineOptions, Knob
+
+SettingValue = int | float | str | bool
+Settings = dict[str, SettingValue]
+# Reads a file the command line names (a YAML config, a Modelfile): path -> its text.
+ReadText = Callable[[str], str]
+Takes = Literal["value", "flag", "optional"]
+
+# The settings fit's answer hands a writer, in the order a written line puts them.
+WRITTEN_ORDER = ("model", "tokens", "batch", "max_model_len", "tp", "pp", "dp", "utilization", "kv_budget",
+                 "kv_dtype", "k_dtype", "v_dtype")  # fmt: skip
+
+
+def plain_int(text: str) -> int:
+    """An integer as argparse's ``type=int`` reads it (``int()``: digits, a sign, underscores)."""
+    return int(text)
+
+
+def plain_float(text: str) -> float:
+    return float(text)
+
+
+def as_text(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One flag of an engine's command line: its spellings, whether it takes a value, and what it
+    means to kvcalc -- ``key`` the setting it gives (None: none), ``parse`` how the engine reads its
+    value, ``memory`` (non-empty: it changes memory kvcalc does not model; the warning's reason).
+    A flag with no key and no memory reason passes quietly. ``negatable``: argparse's
+    BooleanOptionalAction, ``--no-X`` turns it off. ``constant``: the value a flag (no value) sets."""
+
+    spellings: tuple[str, ...]
+    key: str | None = None
+    takes: Takes = "value"
+    parse: Callable[[str], SettingValue] = as_text
+    memory: str = ""
+    negatable: bool = False
+    constant: SettingValue = True
+
+    @property
+    def name(self) -> str:
+        """The spelling a written line uses: the first long one."""
+        return next((s for s in self.spellings if s.startswith("--")), self.spellings[0])
+
+
+def quiet(*spellings: str, takes: Takes = "value", negatable: bool = False) -> Arg:
+    """A flag that does not touch memory: read and passed over."""
+    return Arg(spellings, takes=takes, negatable=negatable)
+
+
+def unmodelled(*spellings: str, why: str, takes: Takes = "value", negatable: bool = False) -> Arg:
+    """A flag that changes memory in a way kvcalc does not model: named in a warning."""
+    return Arg(spellings, takes=takes, memory=why, negatable=negatable)
+
+
+def knob_args(options: type[EngineOptions], parse_int: Callable[[str], int] = plain_int) -> tuple[Arg, ...]:
+    """The flags an engine's knobs are in its own spelling (``Knob.engine_flag``: "-ub,
+    --ubatch-size"; a trailing parenthesis says which program has it and is no spelling)."""
+    return tuple(knob_arg(k, parse_int) for k in options.knobs())
+
+
+def knob_arg(knob: Knob, parse_int: Callable[[str], int] = plain_int) -> Arg:
+    spellings = tuple(s.strip() for s in knob.engine_flag.partition(" (")[0].split(",") if s.strip())
+    if knob.is_flag:
+        return Arg(spellings, knob.name, takes="flag")
+    return Arg(spellings, knob.name, parse=parse_int)
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    """What an engine's command line says, in kvcalc's terms: the engine (``NAME[@VERSION]``), the
+    program as written, the settings (by API parameter name, ``model`` too), the memory flags kvcalc
+    does not model (warnings) and the readings it made (notes)."""
+
+    engine: str
+    program: str
+    settings: Settings
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WrittenCommand:
+    """A command line written for fit's answer: its words, and what it could not say (notes)."""
+
+    argv: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass
+class Reading:
+    """A command line being read: the flags' values by key, in order, with the warnings and notes
+    the reading gathers. An engine's ``CommandLine.interpret`` turns ``values`` into settings."""
+
+    program: str
+    values: dict[str, SettingValue] = field(default_factory=dict)
+    positionals: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class CommandLine:
+    """One program's command line (``vllm serve``): the words that start it, its flags (knobs' flags
+    first, from the engine's options), the environment variables it reads, the source the table
+    was read from, and the engine it runs. Subclasses override ``interpret`` (the values -> kvcalc
+    settings, where the engine's terms are not kvcalc's: llama.cpp's -c is every slot's tokens) and
+    ``express`` (the reverse, for a written line), and ``read_file`` handling where the line names
+    a file."""
+
+    def __init__(self, *, engine: str, programs: tuple[tuple[str, ...], ...], args: tuple[Arg, ...], source: str,
+                 env: tuple[Arg, ...] = (), env_prefix: str = "", positional: str | None = None) -> None:  # fmt: skip
+        self.engine, self.programs, self.args, self.source = engine, programs, args, source
+        self.env, self.env_prefix, self.positional = env, env_prefix, positional
+        self._by_spelling = {s: a for a in args for s in a.spellings}
+        for arg in args:
+            if arg.negatable:
+                for s in arg.spellings:
+                    if s.startswith("--"):
+                        self._by_spelling.setdefault("--no-" + s[2:], arg)
+        self._env = {s: a for a in env for s in a.spellings}
+
+    def __repr__(self) -> str:
+        return f"CommandLine({self.engine!r}, {' '.join(self.programs[0])!r})"
+
+    @property
+    def program(self) -> str:
+        return " ".join(self.programs[0])
+
+    def matches(self, words: Sequence[str]) -> int:
+        """How many of these words name this program (0: not it). ``python3.12 -m X`` matches
+        ``python -m X``; a path's directory is ignored (``/opt/bin/llama-server``)."""
+        for program in self.programs:
+            if len(words) >= len(program) and all(_same_word(w, p) for w, p in zip(words, program, strict=False)):
+                return len(program)
+        return 0
+
+    def arg(self, spelling: str) -> Arg | None:
+        return self._by_spelling.get(spelling)
+
+    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
+        """The settings this program's words (after the program's own) stand for."""
+        reading = Reading(self.program, env=dict(env))
+        self._read_env(reading)
+        self._read_words(list(words), reading, read_text)
+        settings = self.interpret(reading)
+        return EngineCommand(self.engine, self.program, settings, tuple(reading.warnings), tuple(reading.notes))
+
+    def _read_env(self, reading: Reading) -> None:
+        for name, text in reading.env.items():
+            arg = self._env.get(name)
+            if arg is None:
+                if self.env_prefix and name.startswith(self.env_prefix):
+                    reading.warnings.append(f"{name} is no {self.program} variable kvcalc knows ({self.source}): "
+                                            "not read")  # fmt: skip
+                continue
+            self._take(arg, name, text, reading)
+
+    def _read_words(self, words: list[str], reading: Reading, read_text: ReadText) -> None:
+        index = 0
+        while index < len(words):
+            word = words[index]
+            index += 1
+            if word == "--" or not word.startswith("-") or _is_number(word):
+                reading.positionals.append(word)
+                continue
+            spelling, equals, attached = word.partition("=")
+            arg = self.arg(spelling)
+            if arg is None:
+                raise UsageError(f"{self.program}: error: unrecognized arguments: {spelling} (its flags as read from "
+                                 f"{self.source})")  # fmt: skip
+            negated = arg.negatable and spelling.startswith("--no-") and spelling not in arg.spellings
+            if arg.takes == "flag" or negated:
+                if equals:
+                    raise UsageError(f"{self.program}: error: argument {spelling}: ignored explicit argument "
+                                     f"{attached!r}")  # fmt: skip
+                self._take(arg, spelling, None if not negated else "", reading, negated=negated)
+                continue
+            if equals:
+                text: str | None = attached
+            elif index < len(words) and (not words[index].startswith("-") or _is_number(words[index])):
+                text = words[index]
+                index += 1
+            elif arg.takes == "optional":
+                text = None
+            else:
+                raise UsageError(f"{self.program}: error: argument {spelling}: expected one argument")
+            self._take(arg, spelling, text, reading)
+            if arg.key == "config" and text is not None:
+                self.read_config(text, reading, read_text)
+        self.positional_settings(reading)
+
+    def _take(self, arg: Arg, spelling: str, text: str | None, reading: Reading, *, negated: bool = False) -> None:
+        if arg.memory:
+            shown = spelling if text is None else f"{spelling} {text}"
+            reading.warnings.append(f"{self.program} {shown}: {arg.memory}; kvcalc does not model it")
+        if arg.key is None:
+            return
+        if negated:
+            reading.values[arg.key] = False
+            return
+        if text is None:
+            reading.values[arg.key] = arg.constant
+            return
+        try:
+            reading.values[arg.key] = arg.parse(text)
+        except (ValueError, UsageError) as exc:
+            detail = f": {exc}" if isinstance(exc, UsageError) else ""
+            raise UsageError(f"{self.program}: error: argument {spelling}: invalid value {text!r}{detail}") from None
+
+    def positional_settings(self, reading: Reading) -> None:
+        """The positional words: the model where the program takes it so (``vllm serve MODEL``);
+        any other is an error, as argparse says it."""
+        words = [w for w in reading.positionals if w != "--"]
+        if self.positional is not None and words:
+            reading.values.setdefault(self.positional, words.pop(0))
+        if words:
+            raise UsageError(f"{self.program}: error: unrecognized arguments: {' '.join(words)}")
+
+    def read_config(self, path: str, reading: Reading, read_text: ReadText) -> None:
+        """A config file the line names (``--config``): this program has none."""
+        raise UsageError(f"{self.program}: error: kvcalc cannot read its --config files")
+
+    def interpret(self, reading: Reading) -> Settings:
+        """The settings the values stand for: by default each value's key is the setting's name
+        (``config`` aside) and the engine is this reader's."""
+        settings: Settings = {k: v for k, v in reading.values.items() if k != "config"}
+        settings.setdefault("engine", self.engine)
+        return settings
+
+    def express(self, settings: Mapping[str, SettingValue]) -> tuple[dict[str, SettingValue], list[str]]:
+        """fit's answer as values by key (for ``write``), and notes for what this engine's line
+        cannot say. By default each setting the table has a flag for is written as it is."""
+        keys = {a.key for a in self.args if a.key is not None}
+        keys.update(a.key for a in self.env if a.key is not None)
+        keys.add(self.positional or "")
+        values = {k: v for k, v in settings.items() if k in keys}
+        return values, []
+
+    def write(self, settings: Mapping[str, SettingValue]) -> WrittenCommand:
+        """The line that runs this engine with these settings (fit's answer): the program, the
+        environment variables first (``NAME=VALUE``), then each flag under its written spelling."""
+        values, notes = self.express(settings)
+        env_words: list[str] = []
+        flag_words: list[str] = []
+        positional: list[str] = []
+        if self.positional is not None and self.positional in values:
+            positional.append(str(values.pop(self.positional)))
+        for arg in self.env:
+            if arg.key in values:
+                env_words.append(f"{arg.spellings[0]}={_written(values.pop(arg.key))}")
+        order = {k: i for i, k in enumerate(WRITTEN_ORDER)}
+        for key in sorted(values, key=lambda k: order.get(k, len(order))):
+            found = next((a for a in self.args if a.key == key), None)
+            if found is None:
+                continue
+            arg, value = found, values[key]
+            if arg.takes == "flag" or isinstance(value, bool):
+                if value is True or (value == arg.constant and arg.takes == "flag"):
+                    flag_words.append(arg.name)
+                elif value is False and arg.negatable:
+                    flag_words.append("--no-" + arg.name[2:])
+                continue
+            flag_words += [arg.name, _written(value)]
+        return WrittenCommand((*env_words, *self.programs[0], *positional, *flag_words), tuple(notes))
+
+
+def _written(value: SettingValue) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:g}" if float(f"{value:g}") == value else repr(value)
+    return str(value)
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _same_word(word: str, expected: str) -> bool:
+    word = os.path.basename(word) if expected and "/" not in expected else word
+    if expected == "python":
+        head, _, rest = word.partition("python")
+        return head == "" and (rest == "" or all(c.isdigit() or c == "." for c in rest))
+    return word == expected
+
+
+def readers() -> tuple[CommandLine, ...]:
+    """Every engine's command-line readers, in the registry's order (each package's
+    ``commandline.READERS``; an engine with none has no module)."""
+    from kvcalc.engines import REGISTRY
+
+    found: list[CommandLine] = []
+    seen: set[str] = set()
+    for plugin in REGISTRY.values():
+        if plugin.module in seen:
+            continue
+        seen.add(plugin.module)
+        name = f"kvcalc.engines.{plugin.module}.commandline"
+        try:
+            module = import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        found.extend(module.READERS)
+    return tuple(found)
+
+
+def split_environment(words: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """The ``NAME=VALUE`` words before the program (a shell's environment prefix, ``env`` too), and
+    the rest."""
+    env: dict[str, str] = {}
+    index = 0
+    if words and words[0] == "env":
+        index = 1
+    while index < len(words):
+        name, equals, value = words[index].partition("=")
+        if not equals or not name.replace("_", "").isalnum() or name[0].isdigit():
+            break
+        env[name] = value
+        index += 1
+    return env, list(words[index:])
+
+
+def read_command(words: Sequence[str], read_text: ReadText) -> EngineCommand:
+    """What an engine's command line (its words, as a shell splits them; one string is split as a
+    shell would) stands for, found by the program it starts. An unknown program is a one-line
+    UsageError naming those kvcalc reads."""
+    if len(words) == 1 and " " in words[0].strip():
+        words = shlex.split(words[0])
+    env, rest = split_environment(words)
+    if not rest:
+        raise UsageError("the engine command line after '--' names no program (vllm serve MODEL, llama-server ...)")
+    every = readers()
+    for reader in every:
+        used = reader.matches(rest)
+        if used:
+            return reader.read(rest[used:], env, read_text)
+    known = ", ".join(dict.fromkeys(r.program for r in every))
+    raise UsageError(f"kvcalc reads no {rest[0]!r} command line; it reads {known}")
+
+
+def writer(engine: str) -> CommandLine | None:
+    """The reader whose line fit writes for an engine (its first for that engine), or None."""
+    from kvcalc.engines import engine_entry
+
+    name = engine_entry(engine).name
+    return next((r for r in readers() if r.engine.partition("@")[0] == name), None)

@@ -1,0 +1,44 @@
+"""An engine command line after ``--`` gives the answer of the kvcalc flags it stands for
+(kvcalc.cli.engine_line)."""
+
+from __future__ import annotations
+
+from tests.conftest import assert_one_line_error
+
+
+def test_a_vllm_serve_line_gives_fits_json_for_the_same_flags(run_cli) -> None:
+    line = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B", "--max-model-len",
+                   "32768", "-tp", "2", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8")  # fmt: skip
+    flags = run_cli("fit", "qwen3-32b", "--gpu", "h100-sxm", "--json", "--engine", "vllm", "--tokens", "32768",
+                    "--max-model-len", "32768", "--tp", "2", "--utilization", "0.95", "--kv-dtype", "fp8")  # fmt: skip
+    assert line.exit_code == 0, line.stderr
+    assert line.json() == flags.json()
+    assert line.stderr == ""  # under --json only warnings reach stderr, and this line has none
+
+
+def test_the_reading_is_said_on_stderr(run_cli) -> None:
+    result = run_cli("estimate", "--", "vllm", "serve", "Qwen/Qwen3-32B", "--max-model-len", "32K")
+    assert result.exit_code == 0, result.stderr
+    assert "read as kvcalc's preset qwen3-32b" in result.stderr
+    assert "kvcalc estimate --tokens 32768 --engine vllm qwen3-32b" in result.stderr
+
+
+def test_a_flag_given_twice_is_refused(run_cli) -> None:
+    result = run_cli("estimate", "--tp", "4", "--", "vllm", "serve", "Qwen/Qwen3-32B", "-tp", "2")
+    assert_one_line_error(result, "--tp is given both before '--' and by the vllm serve line")
+
+
+def test_a_model_given_twice_must_agree(run_cli) -> None:
+    result = run_cli("estimate", "qwen3-8b", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    assert_one_line_error(result, "MODEL qwen3-8b and the vllm serve line's model differ")
+    same = run_cli("estimate", "qwen3-32b", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    assert same.exit_code == 0, same.stderr
+
+
+def test_an_unknown_engine_flag_is_the_engines_error(run_cli) -> None:
+    result = run_cli("estimate", "--", "vllm", "serve", "Qwen/Qwen3-32B", "--no-such-flag")
+    assert_one_line_error(result, "vllm serve: error: unrecognized arguments: --no-such-flag")
+
+
+def test_nothing_after_the_separator_is_an_error(run_cli) -> None:
+    assert_one_line_error(run_cli("estimate", "qwen3-8b", "--"), "give the engine's command line after it")
