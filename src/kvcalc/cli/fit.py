@@ -265,6 +265,7 @@ def _show(report: "FitReport", unit_choice: Units, *, as_json: bool) -> None:
         data = fit_json(
             report.result, report.budget, report.gpu_label, list(report.notes), report.workload,
             verdict=report.verdict, context_limit=report.context_limit, dp_attention=report.dp_attention,
+            command=report.command,
         )  # fmt: skip
         print_json(with_warnings(data, report.model.spec.warnings))
         return
