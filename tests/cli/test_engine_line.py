@@ -65,3 +65,11 @@ def test_fit_writes_the_vllm_line_that_gives_its_answer_back(run_cli) -> None:
 def test_fit_writes_no_line_for_the_theoretical_engine(run_cli) -> None:
     result = run_cli("fit", "qwen3-32b", "--gpu", "h100-sxm", "--json")
     assert result.json()["command"] is None
+
+
+def test_engine_before_the_separator_may_name_the_lines_release(run_cli) -> None:
+    release = run_cli("estimate", "--engine", "vllm@0.11", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    flags = run_cli("estimate", "qwen3-32b", "--engine", "vllm@0.11", "--json")
+    assert release.json() == flags.json()
+    other = run_cli("estimate", "--engine", "sglang", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    assert_one_line_error(other, "--engine is given both before '--' and by the vllm serve line")
