@@ -48,6 +48,7 @@ REGISTRY: dict[str, EnginePlugin] = {
         _plugin("mlx"),
         _plugin("llamacpp"),
         _plugin("llamacpp", "SERVER_PLUGIN"),
+        _plugin("ollama"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
