@@ -180,7 +180,13 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
     for knob, value in serving.options.items():
         if value is not None and value is not False:
             settings[knob] = value
-    return found.write(settings)
+    written = found.write(settings)
+    _, at, release = name.partition("@")
+    if at:  # an engine's line names no release of it: the release is kvcalc's flag
+        note = (f"written for {engine_entry(name).name} {release}: 'kvcalc fit --engine {name.strip()} -- LINE' "
+                "reads it back as that release")  # fmt: skip
+        written = replace(written, notes=(*written.notes, note))
+    return written
 
 
 @dataclass(frozen=True)
