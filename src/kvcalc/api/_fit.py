@@ -32,6 +32,7 @@ from kvcalc.api._serving import (
     _merge,
     as_layout,
     as_serving,
+    gpu_platform,
     layout_extras,
     resolve_serving,
 )
@@ -235,7 +236,7 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
 
     spec = model.spec
     tp, pp, dp = _fit_layout(spec, request)
-    chosen = resolve_serving(spec, request.serving)
+    chosen = resolve_serving(spec, request.serving, gpu_platform(request.gpu))
     chosen.engine.check_attention_dp(request.dp_attention)  # as speed: only an engine with attention-DP groups
     notes = list(chosen.notes)
     tokens = request.tokens
