@@ -55,7 +55,7 @@ class LlamaServerOptions(EngineOptions):
 
 PLUGIN = EnginePlugin(
     name="llama.cpp",
-    summary="cells padded to 256, SWA cells",
+    summary="cells padded to 256, SWA cells; llama.cpp@b4905 etc. for a build (default b11312)",
     rules="kvcalc.engines.llamacpp.rules:LlamaCpp",
     options=LlamaCppOptions,
     aliases=("llamacpp", "llama-cpp"),

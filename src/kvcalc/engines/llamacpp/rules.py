@@ -117,6 +117,9 @@ class LlamaCpp(Engine):
     def _at_old_build(self, options: LlamaCppOptions | LlamaServerOptions) -> tuple[Engine, list[str]]:
         """The rules of an older build (releases.py: which changed where, each citing its PR)."""
         build, notes = self.build, []
+        if build > rel.CURRENT:
+            notes.append(f"kvcalc's llama.cpp rules were read at b{rel.CURRENT}; b{build}'s later changes are not "
+                         "modelled")  # fmt: skip
         if rel.unknown(build, rel.PAD_32_UNTIL, rel.PAD_256_FROM):
             raise UsageError(
                 f"kvcalc does not know llama.cpp b{build}'s cell padding (32 without flash attention through "
