@@ -171,7 +171,9 @@ def test_sliding_layers_held_full_cells_before_the_swa_cache() -> None:
     assert total("gemma-2-9b", "llama.cpp", 8192) == 21 * 8192 * (4608 + 8192) == 2_202_009_600
 
 
-def test_swa_builds_between_the_known_ones_are_refused() -> None:
-    # PR #13194 (the SWA cache) landed between b4905 and b5602: b5331 cannot be placed for Gemma 2.
+@pytest.mark.parametrize("build", [5331, 5602])
+def test_swa_builds_between_the_known_ones_are_refused(build: int) -> None:
+    # PR #13194 (the SWA cache) landed after b4905, first sized min(size, pad(n_swa x n_seq + n_batch, 32)),
+    # resized to today's rule by PR #17046 (there by b8390): neither build can be placed for Gemma 2.
     with pytest.raises(UsageError, match="sliding-window cache"):
-        total("gemma-2-9b", "llama.cpp@b5331", 8192)
+        total("gemma-2-9b", f"llama.cpp@b{build}", 8192)

@@ -39,11 +39,13 @@ MLA_V_LESS_FROM = 8390
 PAD_32_UNTIL = 5602
 PAD_256_FROM = 8390
 
-# The sliding-window cache (PR #13194, "kv-cache : add SWA support", merged 2025-05-20, with
-# --swa-full): before it sliding layers held n_ctx cells like full ones. Full cells at b4905, the
-# SWA cache from b5602 (2025-06-07).
+# The sliding-window cache (PR #13194, "kv-cache : add SWA support", merged 2025-05, with
+# --swa-full): before it sliding layers held n_ctx cells like full ones (b4905). Its first sizing,
+# min(size_base, GGML_PAD(n_swa x n_seq_max + n_batch, n_pad)) (src/llama-kv-cache-unified.cpp of
+# that time), later took n_ubatch, then (PR #17046) GGML_PAD(min(size_base, n_swa x (unified ?
+# n_seq_max : 1) + n_ubatch), 256), today's rule, there by b8390. Builds between are refused.
 SWA_FULL_UNTIL = 4905
-SWA_CACHE_FROM = 5602
+SWA_CACHE_FROM = 8390
 
 # One KV stream per sequence (llama_kv_cache's n_stream, with -kvu / --kv-unified to share one):
 # before it one unified cache of n_ctx cells for all sequences, as at b5602 (src/llama-kv-cache.cpp

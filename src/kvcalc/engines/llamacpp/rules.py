@@ -215,8 +215,8 @@ class LlamaCpp(Engine):
         if any(_windowed(c) or _chunk(c) is not None for c in spec.caches) and rel.unknown(
             build, rel.SWA_FULL_UNTIL, rel.SWA_CACHE_FROM
         ):
-            raise UsageError(f"kvcalc does not know whether llama.cpp b{build} has the sliding-window cache (PR "
-                             f"#13194: not at b{rel.SWA_FULL_UNTIL}, there by b{rel.SWA_CACHE_FROM}): not modelled",
+            raise UsageError(f"kvcalc does not know llama.cpp b{build}'s sliding-window cache (PR #13194, resized by "
+                             f"#17046: none at b{rel.SWA_FULL_UNTIL}, today's by b{rel.SWA_CACHE_FROM}): not modelled",
                              param="engine")  # fmt: skip
         if build >= rel.MLA_V_LESS_FROM or not any(isinstance(c, LatentCache) for c in spec.caches):
             return spec, []
