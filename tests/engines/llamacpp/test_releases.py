@@ -152,6 +152,17 @@ def test_one_unified_stream_before_per_sequence_streams() -> None:
     assert total("llama-3.1-8b", "llama.cpp", 1000, batch=3) == 3 * 1024 * 131_072
 
 
+def test_a_quantized_v_needs_flash_attention_at_old_builds() -> None:
+    # b4905's llama_init_from_model: "V cache quantization requires flash_attn" (-fa off by default);
+    # a quantized K alone is taken: 1,100 tokens pad to 1,120 cells; q8_0 K rows of 1,024 elements =
+    # 32 blocks x 34 B = 1,088 B, f16 V rows 2,048 B: 32 x (1,088 + 2,048) x 1,120 = 112,394,240 B.
+    with pytest.raises(UsageError, match="only with flash attention"):
+        kvcalc.estimate("llama-3.1-8b", tokens=1100, kv_dtype="q8_0", engine="llama.cpp@b4905")
+    serving = kvcalc.Serving("llama.cpp@b4905", k_dtype="q8_0", v_dtype="f16")
+    est = kvcalc.estimate("llama-3.1-8b", tokens=1100, serving=serving)
+    assert est.total_bytes == 32 * (1088 + 2048) * 1120 == 112_394_240
+
+
 def test_flags_a_build_lacked_are_refused() -> None:
     with pytest.raises(UsageError, match="b4905 has no --kv-unified"):
         make_engine("llama.cpp@b4905", kv_unified=True)

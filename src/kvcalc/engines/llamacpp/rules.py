@@ -153,6 +153,13 @@ class LlamaCpp(Engine):
         """The model as llama.cpp builds it: windows only where its architecture has one, Llama 4's
         chunk fixed at 8192; and the K/V types it accepts for it."""
         spec, notes = self._old_build_layout(spec)
+        if self.build <= rel.PAD_32_UNTIL and not v_dtype.is_plain:
+            # src/llama-context.cpp llama_init_from_model (b4905..b5602): "V cache quantization requires
+            # flash_attn", and -fa pads cells to 256, which kvcalc does not model at these builds.
+            raise UsageError(
+                f"llama.cpp b{self.build} quantizes V ({v_dtype.name}) only with flash attention (-fa), whose "
+                "256-cell padding kvcalc does not model at this build: give an unquantized V type"
+            )
         if self.mla and k_dtype != v_dtype and self.build >= rel.MLA_LATENT_FROM:
             # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v.
             raise UsageError(
