@@ -111,6 +111,18 @@ def test_mla_builds_between_the_known_ones_are_refused(build: int) -> None:
         total("deepseek-v2-lite", f"llama.cpp@b{build}", 4096)
 
 
+def test_mla_k_and_v_types_may_differ_before_the_v_less_cache() -> None:
+    # b5331: the latent K row (576) and V row (512) each take their own type: -ctk q8_0 -ctv f16 gives
+    # K 576 / 32 x 34 = 612 B and V 512 x 2 = 1,024 B a layer; 27 layers x 4,096 cells x 1,636 B.
+    serving = kvcalc.Serving("llama.cpp@b5331", k_dtype="q8_0", v_dtype="f16")
+    est = kvcalc.estimate("deepseek-v2-lite", tokens=4096, serving=serving)
+    assert est.total_bytes == 27 * 4096 * (612 + 1024) == 180_928_512
+    # Today the V-less cache refuses K and V types that differ ('model does not support ...').
+    with pytest.raises(UsageError, match="different K"):
+        kvcalc.estimate("deepseek-v2-lite", tokens=4096, serving=kvcalc.Serving("llama.cpp", k_dtype="q8_0",
+                                                                                v_dtype="f16"))  # fmt: skip
+
+
 def test_b4905_log_deepseek_r1_full_per_head_cache() -> None:
     # tests/fixtures/logs/llamacpp/b4905-deepseek-r1-full-kv.log: llama-perplexity -c 512 runs 4
     # sequences (n_seq_max 4) in one unified cache of n_ctx 2,048 cells; 61 layers of 128 heads,

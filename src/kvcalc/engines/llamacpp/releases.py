@@ -48,8 +48,10 @@ SWA_FULL_UNTIL = 4905
 SWA_CACHE_FROM = 8390
 
 # One KV stream per sequence (llama_kv_cache's n_stream, with -kvu / --kv-unified to share one):
-# before it one unified cache of n_ctx cells for all sequences, as at b5602 (src/llama-kv-cache.cpp
-# had no streams); streams by b8390.
+# before it one unified cache of n_ctx cells for all sequences, as at b5602. The streams
+# (seq_to_stream) arrived in b5913 (github.com/ggml-org/llama.cpp/issues/14847: "Regression in unified
+# KV cache appears after llama.cpp release b5912 in b5913"); one stream per sequence is the default by
+# b8390.
 UNIFIED_UNTIL = 5602
 STREAMS_FROM = 8390
 

@@ -160,8 +160,9 @@ class LlamaCpp(Engine):
                 f"llama.cpp b{self.build} quantizes V ({v_dtype.name}) only with flash attention (-fa), whose "
                 "256-cell padding kvcalc does not model at this build: give an unquantized V type"
             )
-        if self.mla and k_dtype != v_dtype and self.build >= rel.MLA_LATENT_FROM:
-            # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v.
+        if self.mla and k_dtype != v_dtype and self.build >= rel.MLA_V_LESS_FROM:
+            # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v (is_mla()
+            # came with the V-less cache, PR #19067; before it the latent V row had its own type_v).
             raise UsageError(
                 f"llama.cpp refuses different K ({k_dtype.name}) and V ({v_dtype.name}) cache types for an MLA model "
                 "('model does not support different K and V cache types'): give one --kv-dtype"
