@@ -85,6 +85,9 @@ def test_at_build_gives_another_engine_a_builds_rules() -> None:
     assert any("pads cells to 32" in n for n in notes)
     server, _ = LlamaServer.at_build(11312)
     assert server == LlamaServer()
+    # The b5331 log's plain llama-server -c 16384 ran n_seq_max = 1: no 4 slots then.
+    _, notes = LlamaServer.at_build(5331)
+    assert "llama-server b5331 starts one slot without -np (not 4): --batch is its -np" in notes
     with pytest.raises(UsageError, match="older than kvcalc models"):
         LlamaCpp.at_build(4000)
 

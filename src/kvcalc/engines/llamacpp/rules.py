@@ -421,6 +421,13 @@ class LlamaServer(LlamaCpp):
     unified: bool = True
     options_type = LlamaServerOptions
 
+    def _at_old_build(self, options: LlamaCppOptions | LlamaServerOptions) -> tuple[Engine, list[str]]:
+        engine, notes = super()._at_old_build(options)
+        if self.build <= rel.UNIFIED_UNTIL:
+            # The b5331 log (tests/fixtures/logs/llamacpp): a plain llama-server -c 16384 has n_seq_max = 1.
+            notes.append(f"llama-server b{self.build} starts one slot without -np (not 4): --batch is its -np")
+        return engine, notes
+
     def step_overhead(self) -> StepOverhead:
         """llama.cpp's, plus the server's HTTP request handling before the first token (2 ms,
         assumed: no llama-server measurement is in the benchmark)."""
