@@ -142,7 +142,8 @@ def engine_class(name: str) -> type[Engine]:
 
 def engine_version(name: str) -> tuple[int, int, int] | None:
     """The release ``NAME@VERSION`` asks for (``vllm@0.11``, ``vllm@0.20.1``) as (major, minor,
-    patch); None for a plain NAME (the engine applies its default release, the entry's
+    patch), a build (``llama.cpp@b4905``: the plugin's ``version_scheme`` "build") as (build, 0,
+    0); None for a plain NAME (the engine applies its default release, the entry's
     ``default_version``). A release the entry does not list is a one-line UsageError naming the ones
     it does."""
     entry = engine_entry(name)
@@ -155,6 +156,8 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
         return None
     if not entry.versions:
         raise UsageError(f"engine {entry.name} has no versioned rules: drop '@{asked}'", param="engine")
+    if entry.version_scheme == "build":
+        return _build(entry, asked), 0, 0
     parts = asked.removeprefix("v").split(".")
     if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 4 for p in parts):
         parts = []
@@ -166,6 +169,20 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
         )
     major, minor, patch = (int(p) for p in [*parts, "0"][:3])
     return major, minor, patch
+
+
+def _build(entry: EnginePlugin, asked: str) -> int:
+    """The build number ``NAME@bNNNN`` asks for (an engine whose releases are builds, llama.cpp's
+    tags): any build at or after the oldest one whose rules kvcalc read."""
+    digits = asked.lower().removeprefix("b")
+    oldest = int(entry.versions[0].removeprefix("b"))
+    if not (digits.isdigit() and len(digits) <= 6 and int(digits) >= oldest):
+        raise UsageError(
+            f"{entry.name} build {asked!r} is not one kvcalc models; builds b{oldest} and later (rules read at "
+            f"{', '.join(entry.versions)}; default {entry.default_version})",
+            param="engine",
+        )
+    return int(digits)
 
 
 def __getattr__(name: str) -> Any:
