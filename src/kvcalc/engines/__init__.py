@@ -48,6 +48,8 @@ REGISTRY: dict[str, EnginePlugin] = {
         _plugin("mlx"),
         _plugin("llamacpp"),
         _plugin("llamacpp", "SERVER_PLUGIN"),
+        _plugin("lmstudio"),
+        _plugin("lmstudio", "MLX_PLUGIN"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
