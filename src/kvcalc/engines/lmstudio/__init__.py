@@ -95,7 +95,7 @@ PLUGIN = EnginePlugin(
     rules="kvcalc.engines.lmstudio.rules:LMStudio",
     options=LMStudioOptions,
     aliases=("lm-studio", "lmstudio-gguf"),
-    panel="LM Studio (--engine lmstudio, lmstudio-mlx)",
+    panel="LM Studio (--engine lmstudio)",
 )
 MLX_PLUGIN = EnginePlugin(
     name="lmstudio-mlx",
@@ -103,7 +103,8 @@ MLX_PLUGIN = EnginePlugin(
     rules="kvcalc.engines.lmstudio.rules:LMStudioMLX",
     options=LMStudioMLXOptions,
     aliases=("lm-studio-mlx",),
-    panel=PLUGIN.panel,
+    # Its knobs sit under the mlx-lm row of the help overview: the runtime is mlx-lm, through mlx-engine.
+    panel="mlx-lm (--engine lmstudio-mlx)",
 )
 
 
