@@ -49,6 +49,8 @@ REGISTRY: dict[str, EnginePlugin] = {
         _plugin("llamacpp"),
         _plugin("llamacpp", "SERVER_PLUGIN"),
         _plugin("ollama"),
+        _plugin("lmstudio"),
+        _plugin("lmstudio", "MLX_PLUGIN"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
