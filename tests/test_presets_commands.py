@@ -56,6 +56,7 @@ REFUSALS: dict[str, dict[tuple[str, str], str]] = {
     "sglang": {**{("speed", p): why for p, why in _SPEED_ALL.items()}, ("speed", "llama-3.2-11b-vision"): _VISION},
     "llama.cpp": _LLAMACPP,
     "llama-server": _LLAMACPP,
+    "ollama": _LLAMACPP,
     "mlx": {},
 }  # fmt: skip
 

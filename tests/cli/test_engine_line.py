@@ -42,3 +42,34 @@ def test_an_unknown_engine_flag_is_the_engines_error(run_cli) -> None:
 
 def test_nothing_after_the_separator_is_an_error(run_cli) -> None:
     assert_one_line_error(run_cli("estimate", "qwen3-8b", "--"), "give the engine's command line after it")
+
+
+# What fit's answer is: the line written for it must give the same when read back. (max context
+# is not in it: the written --max-model-len is the request length asked, which caps it, as vLLM does.)
+ANSWER = ("kv_budget_bytes", "tokens", "max_tokens", "max_concurrency", "fits", "engine", "tp", "pp", "dp")
+
+
+def test_fit_writes_the_vllm_line_that_gives_its_answer_back(run_cli) -> None:
+    asked = run_cli("fit", "qwen3-32b", "--gpu", "h100-sxm", "--tokens", "32k", "--tp", "2", "--engine", "vllm",
+                    "--kv-dtype", "fp8", "--json")  # fmt: skip
+    assert asked.exit_code == 0, asked.stderr
+    command = asked.json()["command"]
+    # vLLM's own default share (0.92) is written out: the line says what the answer assumed.
+    assert command["argv"][:3] == ["vllm", "serve", "Qwen/Qwen3-32B"]
+    assert "--gpu-memory-utilization" in command["argv"]
+    again = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", *command["argv"])
+    assert again.exit_code == 0, again.stderr
+    assert {k: again.json()[k] for k in ANSWER} == {k: asked.json()[k] for k in ANSWER}
+
+
+def test_fit_writes_no_line_for_the_theoretical_engine(run_cli) -> None:
+    result = run_cli("fit", "qwen3-32b", "--gpu", "h100-sxm", "--json")
+    assert result.json()["command"] is None
+
+
+def test_engine_before_the_separator_may_name_the_lines_release(run_cli) -> None:
+    release = run_cli("estimate", "--engine", "vllm@0.11", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    flags = run_cli("estimate", "qwen3-32b", "--engine", "vllm@0.11", "--json")
+    assert release.json() == flags.json()
+    other = run_cli("estimate", "--engine", "sglang", "--", "vllm", "serve", "Qwen/Qwen3-32B")
+    assert_one_line_error(other, "--engine is given both before '--' and by the vllm serve line")

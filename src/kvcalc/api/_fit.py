@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
     from kvcalc.calc.fit import Budget, Fit, Verdict
     from kvcalc.calc.runtime import Runtime
     from kvcalc.engines import Engine
+    from kvcalc.engines.commandline import SettingValue, WrittenCommand
     from kvcalc.gpus import GPU
 
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
@@ -31,6 +32,7 @@ from kvcalc.api._serving import (
     _merge,
     as_layout,
     as_serving,
+    gpu_platform,
     layout_extras,
     resolve_serving,
 )
@@ -54,6 +56,10 @@ class FitReport:
     # Attention-DP groups within the TP GPUs; the workload is then the KV's: tp / dp_attention
     # GPUs a group, dp x dp_attention groups, each caching its own requests.
     dp_attention: int = 1
+    # The engine's own command line that runs this answer (its context, the concurrency found, the
+    # share of memory and cache type), with notes for what it cannot say; None for an engine
+    # kvcalc writes no line for (theoretical, transformers).
+    command: WrittenCommand | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,59 @@ def fit(
     asked = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
     got_tp, pp, dp = as_layout(layout, tp=tp, pp=1, dp=1, takes=("dp_attention",), what="fit")
     request = replace(request, share=share, serving=asked, tp=got_tp, pp=pp, dp=dp)
-    return _fit(opened, request, _WeightsOnce(opened, revision, on_fetch), verdict=verdict)
+    report = _fit(opened, request, _WeightsOnce(opened, revision, on_fetch), verdict=verdict)
+    return replace(report, command=_command_line(model, report, request))
+
+
+def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> WrittenCommand | None:
+    """The engine's own command line for this answer (engines.commandline: each engine writes its
+    line from these settings, in kvcalc's names): the model as the engine finds it (a preset: the
+    Hub repository it was taken from), the request length and the concurrency found (at least one),
+    the layout and every setting the user gave; the share of memory the budget used."""
+    import os
+
+    from kvcalc.engines import engine_entry
+    from kvcalc.engines.commandline import writer
+
+    serving, engine = request.serving, report.engine
+    name = serving.engine if isinstance(serving.engine, str) else (engine.name if engine else "")
+    if engine is None or not name:
+        return None
+    found = writer(engine_entry(name).name)
+    if found is None:
+        return None
+    source = report.model.source
+    if source is not None and source.preset is not None:
+        ref: str = source.preset.hf_repo
+    elif isinstance(model, str | os.PathLike):
+        ref = os.fspath(model)
+    else:
+        ref = report.model.name
+    result = report.result
+    settings: dict[str, SettingValue] = {"model": ref, "tokens": result.tokens, "batch": max(1, result.max_concurrency)}
+    layout = {"tp": report.workload.tp * report.dp_attention, "pp": report.workload.pp,
+              "dp": report.workload.dp // report.dp_attention, "dp_attention": report.dp_attention}  # fmt: skip
+    settings.update({key: value for key, value in layout.items() if value > 1})  # 1: every engine's default
+    if request.max_model_len is not None:
+        settings["max_model_len"] = request.max_model_len
+    if request.kv_budget is not None:
+        settings["kv_budget"] = request.kv_budget
+    else:
+        share = request.share if request.share is not None else engine.default_share
+        settings["utilization"] = float(share)
+    for key, dtype in (("kv_dtype", serving.kv_dtype), ("k_dtype", serving.k_dtype), ("v_dtype", serving.v_dtype)):
+        if dtype is not None:
+            settings[key] = dtype.name if isinstance(dtype, DType) else str(dtype)
+    for knob, value in serving.options.items():
+        if value is not None and value is not False:
+            settings[knob] = value
+    written = found.write(settings)
+    _, at, release = name.partition("@")
+    if at:  # an engine's line names no release of it: the release is kvcalc's flag
+        note = (f"written for {engine_entry(name).name} {release}: 'kvcalc fit --engine {name.strip()} -- LINE' "
+                "reads it back as that release")  # fmt: skip
+        written = replace(written, notes=(*written.notes, note))
+    return written
 
 
 @dataclass(frozen=True)
@@ -178,7 +236,7 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
 
     spec = model.spec
     tp, pp, dp = _fit_layout(spec, request)
-    chosen = resolve_serving(spec, request.serving)
+    chosen = resolve_serving(spec, request.serving, gpu_platform(request.gpu))
     chosen.engine.check_attention_dp(request.dp_attention)  # as speed: only an engine with attention-DP groups
     notes = list(chosen.notes)
     tokens = request.tokens

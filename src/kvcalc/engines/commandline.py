@@ -146,9 +146,12 @@ class CommandLine:
     a file."""
 
     def __init__(self, *, engine: str, programs: tuple[tuple[str, ...], ...], args: tuple[Arg, ...], source: str,
-                 env: tuple[Arg, ...] = (), env_prefix: str = "", positional: str | None = None) -> None:  # fmt: skip
+                 env: tuple[Arg, ...] = (), env_prefix: str = "", positional: str | None = None,
+                 writes: tuple[str, ...] | None = None) -> None:  # fmt: skip
         self.engine, self.programs, self.args, self.source = engine, programs, args, source
         self.env, self.env_prefix, self.positional = env, env_prefix, positional
+        # The engines whose fit answer this program's line is written for (default: its own).
+        self.writes = writes if writes is not None else (engine.partition("@")[0],)
         self._by_spelling = {s: a for a in args for s in a.spellings}
         for arg in args:
             if arg.negatable:
@@ -383,8 +386,8 @@ def read_command(words: Sequence[str], read_text: ReadText) -> EngineCommand:
 
 
 def writer(engine: str) -> CommandLine | None:
-    """The reader whose line fit writes for an engine (its first for that engine), or None."""
+    """The program whose line fit writes for an engine (the first that ``writes`` it), or None."""
     from kvcalc.engines import engine_entry
 
     name = engine_entry(engine).name
-    return next((r for r in readers() if r.engine.partition("@")[0] == name), None)
+    return next((r for r in readers() if name in r.writes), None)

@@ -44,7 +44,12 @@ def fit_view(report: FitReport, units: Units) -> list[Block]:
             f"{result.kv_budget:,} bytes of KV budget per GPU"
         )
     lines += _verdict_lines(report, units)
+    command = report.command
+    if command is not None:  # the engine's own line for this answer
+        lines.append(f"command        {command.text}")
     lines += [Note(note) for note in dict.fromkeys(report.notes)]
+    if command is not None:
+        lines += [Note(note) for note in command.notes]
     return lines
 
 

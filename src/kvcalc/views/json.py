@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.fit import Budget, Fit, Verdict
     from kvcalc.calc.requests import RequestSummary
     from kvcalc.calc.speed import Step
+    from kvcalc.engines.commandline import WrittenCommand
     from kvcalc.engines.knobs import EnginePlugin, Knob
     from kvcalc.gpus import GPU
     from kvcalc.inputs.presets import Preset
@@ -205,6 +206,7 @@ def fit_json(
     verdict: Verdict | None = None,
     context_limit: int | None = None,
     dp_attention: int = 1,
+    command: WrittenCommand | None = None,
 ) -> dict[str, Any]:
     from kvcalc.engines import PLAN_JSON_KEYS
 
@@ -246,6 +248,10 @@ def fit_json(
         # One key per engine with a capacity plan, null but the plan's own (which describes itself).
         **dict.fromkeys(PLAN_JSON_KEYS),
         **(plan.json_fields() if plan is not None else {}),
+        # The engine's own command line for this answer (null: an engine kvcalc writes none for).
+        "command": None
+        if command is None
+        else {"argv": list(command.argv), "text": command.text, "notes": list(command.notes)},
         "notes": notes,
     }
 

@@ -1,0 +1,70 @@
+"""Ollama's cache rules (src/kvcalc/engines/ollama/rules.py), against hand derivations from Ollama's
+source by release and a real published Ollama log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvcalc import api
+from kvcalc.engines import make_engine
+from kvcalc.errors import UsageError
+from kvcalc.spec import AttentionCache
+
+LOGS = Path(__file__).parents[2] / "fixtures" / "logs" / "ollama"
+
+
+def test_a_preset_under_ollama_is_num_ctx_times_parallel_slots() -> None:
+    # llama-3.1-8b: 32 layers, 8 KV heads x 128, f16. Ollama 0.32 launches llama-server -c 4096*4 -np 4:
+    # n_ctx = pad(16384, 256) = 16384, 4 streams of pad(16384 / 4, 256) = 4096 cells.
+    # 32 x 4 x 4096 x (2 x 8 x 128) x 2 bytes = 2,147,483,648.
+    assert api.estimate("llama-3.1-8b", tokens=4096, batch=4, engine="ollama").total_bytes == 2_147_483_648
+
+
+def test_old_releases_pad_cells_to_32_without_flash_attention() -> None:
+    # Ollama 0.6 (flash attention off by default, vendored get_padding: flash_attn ? 256 : 32), one unified
+    # cache: n_ctx = pad(4 x 1000, 32) = 4000 cells (pad 256 would be 4096).
+    # llama-3.1-8b: 32 x 4000 x 4096 bytes a cell = 524,288,000.
+    assert api.estimate("llama-3.1-8b", tokens=1000, batch=4, engine="ollama@0.6").total_bytes == 524_288_000
+    # With OLLAMA_FLASH_ATTENTION=1: pad(4000, 256) = 4096 cells: 32 x 4096 x 4096 = 536,870,912.
+    fa = api.estimate("llama-3.1-8b", tokens=1000, batch=4, engine="ollama@0.6", options={"flash_attention": 1})
+    assert fa.total_bytes == 536_870_912
+
+
+def test_the_issue_9362_log_cells() -> None:
+    # OLLAMA_NUM_PARALLEL=4, num_ctx 2048, flash_attn 0 on Ollama 0.5: kv_size = 4 x 2048 = 8192 (the log's).
+    log = (LOGS / "issue9362_qwen2_parallel4.log").read_text()
+    assert "kv_size = 8192" in log and "n_ctx_per_seq = 2048" in log and "flash_attn    = 0" in log
+    engine, _ = make_engine("ollama@0.5")
+    layer = AttentionCache(kv_heads=2, k_head_dim=128, v_head_dim=128)
+    assert engine.batch_slots(layer, 2048, 4, 0) == 8192
+    # The log's bytes: 28 layers x 8192 cells x (256 + 256) x 2 bytes = 234,881,024 (224 MiB).
+    assert 28 * engine.batch_slots(layer, 2048, 4, 0) * (256 + 256) * 2 == 224 * 2**20
+
+
+def test_a_quantized_cache_type_needs_flash_attention() -> None:
+    # llm/server.go (v0.5 .. v0.24): without flash attention Ollama drops OLLAMA_KV_CACHE_TYPE and caches f16.
+    with pytest.raises(UsageError, match="ignores OLLAMA_KV_CACHE_TYPE=q8_0"):
+        api.estimate("llama-3.1-8b", tokens=4096, engine="ollama@0.6", kv_dtype="q8_0")
+    # With it: q8_0 blocks of 32 elements in 34 bytes: 32 layers x 4096 cells x 2 x 1024 / 32 x 34 = 285,212,672.
+    q8 = api.estimate("llama-3.1-8b", tokens=4096, engine="ollama@0.6", kv_dtype="q8_0",
+                      options={"flash_attention": 1})  # fmt: skip
+    assert q8.total_bytes == 285_212_672
+    # v0.30+: llama-server -fa auto takes it; with OLLAMA_FLASH_ATTENTION=0 llama.cpp refuses a quantized V.
+    assert api.estimate("llama-3.1-8b", tokens=4096, engine="ollama", kv_dtype="q8_0").total_bytes == 285_212_672
+    with pytest.raises(UsageError, match="refuses a q8_0 V cache"):
+        api.estimate("llama-3.1-8b", tokens=4096, engine="ollama", kv_dtype="q8_0",
+                     options={"flash_attention": 0})  # fmt: skip
+
+
+def test_only_ollamas_cache_types_are_taken() -> None:
+    with pytest.raises(UsageError, match="f16, q8_0 or q4_0"):
+        api.estimate("llama-3.1-8b", tokens=4096, engine="ollama", kv_dtype="q5_1")
+
+
+def test_v0_12_5_turns_flash_attention_on_by_model() -> None:
+    # fs/ggml/ggml.go v0.12.5 FlashAttention(): qwen3 listed, llama not; before v0.13 that decides the padding.
+    with pytest.raises(UsageError, match="turns flash attention on for qwen3"):
+        api.estimate("qwen3-8b", tokens=1000, batch=4, engine="ollama@0.12.5")
+    assert api.estimate("llama-3.1-8b", tokens=1000, batch=4, engine="ollama@0.12.5").total_bytes > 0
