@@ -479,16 +479,16 @@ def _bool(text: str) -> bool:
 
 
 class LlamaCppLine(CommandLine):
-    """One llama.cpp program's command line. ``-c`` is every slot's cells: without ``-np`` a
-    llama-server is kvcalc's ``llama-server`` engine (4 unified slots); with ``-np P`` it is
-    ``llama.cpp`` with P slots of c / P tokens (separate streams unless ``-kvu``); llama-cli is one
-    sequence unless ``-np``."""
+    """One llama.cpp program's command line. ``-c`` is every slot's cells: a llama-server whose
+    slots share one unified cache (no ``-np``: 4 slots; ``-np P -kvu``) is kvcalc's ``llama-server``
+    engine, one with ``-np P`` and separate streams is ``llama.cpp``, each slot c / P tokens;
+    llama-cli is ``llama.cpp``, one sequence unless ``-np``."""
 
     server: bool = True
 
     def __init__(self, *, engine: str, program: str) -> None:
         args, env = _args("S" if self.server else "C")
-        super().__init__(engine=engine, programs=((program,),), args=args, source=SOURCE, env=env,
+        super().__init__(engine=engine, programs=((program,), (f"{program}.exe",)), args=args, source=SOURCE, env=env,
                          env_prefix="LLAMA_ARG_")  # fmt: skip
 
     def _read_env(self, reading: Reading) -> None:
@@ -552,15 +552,13 @@ class LlamaCppLine(CommandLine):
         if model is not None:
             settings["model"] = model
         slots, unified = self._slots(values, notes)
-        engine = "llama-server" if slots is None else "llama.cpp"
-        settings["engine"] = engine
         batch = slots or AUTO_SLOTS
+        # kvcalc's llama-server engine is llama-server's unified cache (4 slots, or -np B -kvu).
+        settings["engine"] = "llama-server" if self.server and unified else "llama.cpp"
         settings["batch"] = batch
         ctx = self._context(values, batch, notes)
         if ctx:
             settings["tokens"] = _per_slot(ctx, batch, notes, reading.warnings)
-        if engine == "llama.cpp" and unified:
-            settings["kv_unified"] = True
         _cache_types(values, settings, self.program)
         _placement(values, settings, notes, reading.warnings, self.program)
         for knob, default in (("ubatch", 512), ("n_batch", 2048)):
@@ -632,6 +630,8 @@ class LlamaCppLine(CommandLine):
             values["parallel"] = batch
         if self.server and (settings.get("kv_unified") or (self.engine == "llama-server" and batch != AUTO_SLOTS)):
             values["kv_unified"] = True
+            if self.engine != "llama-server":
+                notes.append("llama-server -np B -kvu reads back as kvcalc's llama-server engine: the same cache")
         self._express_types(settings, values, notes)
         for key in ("gpu_layers", "ubatch", "n_batch"):
             if key in settings:
@@ -648,8 +648,11 @@ class LlamaCppLine(CommandLine):
             if isinstance(count, int) and count > 1:
                 notes.append(f"{flag} {count}: llama.cpp splits layers across the GPUs it sees (-sm layer); "
                              "no llama-server flag says it")  # fmt: skip
-        if "utilization" in settings or "kv_budget" in settings:
-            notes.append("llama.cpp takes no share of GPU memory nor KV budget: -c fixes its cells")
+        # llama.cpp takes whatever memory is free (kvcalc's share 1 for it): another share or a
+        # KV budget has no flag.
+        if settings.get("utilization", 1.0) != 1.0 or "kv_budget" in settings:
+            notes.append("llama.cpp takes no share of GPU memory nor KV budget: -c fixes its cells, so this line "
+                         "reads back with all of the memory")  # fmt: skip
         limit = settings.get("max_model_len")
         if isinstance(limit, int) and isinstance(tokens, int) and limit != tokens:
             notes.append(f"each slot holds {tokens:,} tokens: llama.cpp has no separate request limit "
