@@ -315,3 +315,10 @@ def test_what_the_line_cannot_say_is_a_note() -> None:
     assert any("no share of GPU memory" in note for note in share.notes)
     preset = server.write({"model": "meta-llama/Llama-3.1-8B", "tokens": 1024, "batch": 4})
     assert any("convert meta-llama/Llama-3.1-8B" in note for note in preset.notes)
+
+
+def test_a_hub_repos_projector_is_said_unless_refused() -> None:
+    # docs/multimodal.md: "llama-server -hf ggml-org/gemma-3-4b-it-GGUF" loads the repo's mmproj
+    # too (--mmproj-auto, on by default); --no-mmproj turns it off.
+    assert any("multimodal projector" in n for n in read("llama-server -hf ggml-org/gemma-3-4b-it-GGUF").notes)
+    assert not any("projector" in n for n in read("llama-server -hf ggml-org/gemma-3-4b-it-GGUF --no-mmproj").notes)

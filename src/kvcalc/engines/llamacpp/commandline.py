@@ -110,7 +110,7 @@ def split_mode(text: str) -> str:
 
 # Why a flag changes memory kvcalc does not model (the warning's reason).
 _CHECKPOINTS = "each slot keeps up to N context checkpoints (copies of its SWA or recurrent state) in host memory"
-_CACHE_RAM = "llama-server keeps a prompt cache of up to N MiB of KV state in host memory (default 8192)"
+_CACHE_RAM = "a prompt cache of up to N MiB of KV state in host memory (default 8192)"
 _MMPROJ = "a multimodal projector's weights and compute buffer load beside the model"
 _LORA = "LoRA adapters' weights load beside the model"
 _CONTROL = "control vectors add a tensor per layer beside the model"
@@ -251,7 +251,7 @@ FLAGS: tuple[_F, ...] = (
     _F("-cb --cont-batching", "b", env="LLAMA_ARG_CONT_BATCHING", neg="-nocb --no-cont-batching", on="S"),
     _F("-mm --mmproj", "v", env="LLAMA_ARG_MMPROJ", memory=_MMPROJ),
     _F("-mmu --mmproj-url", "v", env="LLAMA_ARG_MMPROJ_URL", memory=_MMPROJ),
-    _F("--mmproj-auto", "b", env="LLAMA_ARG_MMPROJ_AUTO", neg="--no-mmproj --no-mmproj-auto"),
+    _F("--mmproj-auto", "b", env="LLAMA_ARG_MMPROJ_AUTO", neg="--no-mmproj --no-mmproj-auto", key="mmproj_auto"),
     _F("--mmproj-offload", "b", env="LLAMA_ARG_MMPROJ_OFFLOAD", neg="--no-mmproj-offload"),
     _F("-mmdev --mmproj-device", "v", env="MTMD_BACKEND_DEVICE"),
     _F("--image --audio --video", "v", on="C"),
@@ -714,6 +714,9 @@ def _model(values: Mapping[str, SettingValue], notes: list[str]) -> str | None:
         file = values.get("hf_file")
         if "model" in values:
             notes.append(f"-hf {repo} and -m {values['model']}: llama.cpp loads the -hf download")
+        if values.get("mmproj_auto") is not False:
+            notes.append(f"-hf {repo}: llama.cpp also loads the repo's multimodal projector if it has one "
+                         "(--mmproj-auto, on by default), weights kvcalc does not count")  # fmt: skip
         if isinstance(file, str) and file:
             return f"{name}:{file}"
         notes.append(f"-hf {repo}: llama.cpp downloads the repo's {quant or 'Q4_K_M'} GGUF (the file its quant "
