@@ -266,6 +266,9 @@ class MlxServer(MlxLine):
             values.pop("batch", None)
             notes.append(f"--kv-bits makes {self.program} serve one request at a time: {batch} requests at once "
                          "need the unquantized cache (or that many servers)")  # fmt: skip
+        if "model" in values:
+            notes.append("--model names the repository kvcalc read; mlx_lm.server loads its weights as stored: name "
+                         "your MLX conversion of it (mlx-community's 4-bit ones) if that is what you run")  # fmt: skip
         tokens = settings.get("tokens")
         if isinstance(tokens, int):
             notes.append(f"{self.program} has no context flag: each request's prompt + max_tokens is its context "
@@ -287,10 +290,7 @@ class MlxServer(MlxLine):
         if "max_kv_size" in settings:
             notes.append(f"{self.program} ({VERSION}) has no --max-kv-size: its caches keep every token "
                          "(mlx_lm.generate has the rotating cache)")  # fmt: skip
-        if "prompt_cache_bytes" not in settings:
-            notes.append(f"{self.program} keeps up to {SERVER_PROMPT_CACHE_SIZE} finished prompts' caches with no "
-                         "byte limit: give fit --prompt-cache-bytes SIZE and write it in the line to leave them "
-                         "room")  # fmt: skip
+        # (Without --prompt-cache-bytes, fit's own note says the finished prompts' caches have no room.)
         return values, notes
 
 
