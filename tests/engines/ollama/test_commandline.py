@@ -179,6 +179,10 @@ def test_modelfile_memory_parameters_are_named() -> None:
     for name in ("-q q4_K_M", "num_gpu 20", "num_batch 1024", "ADAPTER ./lora.gguf"):
         assert name in said, said
     assert "seed" not in said and len(command.warnings) == 4
+    # docs/modelfile.mdx: draft_num_predict 0 turns speculative drafting off; more drafts with a cache of its own.
+    drafting = _read("ollama create m", {"Modelfile": "FROM x\nPARAMETER draft_num_predict 4\n"}).warnings
+    assert "draft_num_predict 4: speculative drafting" in drafting[0]
+    assert _read("ollama create m", {"Modelfile": "FROM x\nPARAMETER draft_num_predict 0\n"}).warnings == ()
 
 
 def test_modelfile_errors_are_ollamas() -> None:

@@ -292,7 +292,7 @@ class OllamaCreate(_OllamaClient):
 
 # api/types.go Options and Runner (v0.32.15), by their json names: what PARAMETER may name.
 _QUIET_PARAMETERS = frozenset({
-    "use_mmap", "num_thread", "draft_num_predict", "num_keep", "seed", "num_predict", "top_k", "top_p", "min_p",
+    "use_mmap", "num_thread", "num_keep", "seed", "num_predict", "top_k", "top_p", "min_p",
     "typical_p", "repeat_last_n", "temperature", "repeat_penalty", "presence_penalty", "frequency_penalty", "stop",
 })  # fmt: skip
 _INT_PARAMETERS = frozenset({"num_ctx", "num_batch", "num_gpu", "main_gpu", "num_thread", "draft_num_predict",
@@ -302,6 +302,10 @@ _UNMODELLED_PARAMETERS = {
     "sliding-window layers' cells",
     "num_gpu": "llama-server -ngl: the layers on the GPU, the rest (and their cache) in host memory",
     "main_gpu": "llama-server --split-mode none --main-gpu: the whole model on that one GPU",
+    # llm/llama_server.go appendDraftArgs: --spec-type and --spec-draft-n-max when the model has a
+    # draft (DRAFT, or its own MTP layers) and draft_num_predict > 0; 0 turns drafting off.
+    "draft_num_predict": "speculative drafting with a DRAFT model or the model's MTP layers, with the draft's "
+    "own cache",
 }
 # parser/parser.go deprecatedParameters: Ollama says so and ignores them.
 _DEPRECATED = frozenset({"penalize_newline", "low_vram", "f16_kv", "logits_all", "vocab_only", "use_mlock", "mirostat",
@@ -362,7 +366,7 @@ def _parameter(args: str, number: int, path: str, settings: Settings, reading: R
             settings["tokens"] = number_value
             return
     why = _UNMODELLED_PARAMETERS.get(key)
-    if why is not None:
+    if why is not None and not (key == "draft_num_predict" and value.strip() == "0"):
         reading.warnings.append(f"ollama create PARAMETER {key} {value}: {why}; kvcalc does not model it")
 
 
