@@ -241,8 +241,13 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
     notes = list(chosen.notes)
     tokens = request.tokens
     if tokens is None:
-        tokens = DEFAULT_TOKENS
-        notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
+        engine_default = chosen.engine.default_tokens(spec, _all_gpu_memory(request, tp * pp * dp))
+        if engine_default is None:
+            tokens = DEFAULT_TOKENS
+            notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
+        else:
+            tokens, why = engine_default
+            notes.append(f"tokens not given: requests of {tokens:,} tokens, the engine's default: {why}")
     context_limit = _checked_context(spec, request, tokens, notes)
     workload = _fit_workload(spec, request, chosen, tokens, (tp, pp, dp), notes)
     budget, engine, gpu_label = _budget(model, request, chosen.engine, workload, weights, notes)
@@ -264,6 +269,20 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
     if verdict:
         report = replace(report, verdict=_verdict(report, request, weights))
     return report
+
+
+def _all_gpu_memory(request: _FitRequest, gpus: int) -> int | None:
+    """The bytes of every GPU the model runs on, together (an engine's default context may follow
+    them); None where a KV budget stands in their place."""
+    from kvcalc.gpus import find_gpu
+
+    if request.kv_budget is not None:
+        return None
+    if request.gpu_memory is not None:
+        return request.gpu_memory * gpus
+    if request.gpu is not None:
+        return find_gpu(request.gpu).runtime_bytes * gpus
+    return None
 
 
 def _fit_layout(spec: ModelSpec, request: _FitRequest) -> tuple[int, int, int]:

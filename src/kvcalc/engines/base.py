@@ -108,6 +108,13 @@ class Engine(ABC):
         nothing, while fit still uses them for the runtime. Optional: default none."""
         return ()
 
+    def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
+        """fit's request length when none is given: the context the engine itself gives each
+        sequence when it is told none (Ollama's num_ctx, by release and GPU memory), with the note
+        that says so. ``gpu_memory``: the bytes of every GPU the model runs on, together (None: a
+        KV budget was given in their place). Optional: default None, kvcalc's DEFAULT_TOKENS."""
+        return None
+
     # --- refusals: each raises a UsageError (one line) for what the engine cannot hold or run -----
 
     @abstractmethod
