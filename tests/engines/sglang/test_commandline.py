@@ -315,3 +315,53 @@ def test_fit_writes_sglangs_own_default_share(run_cli) -> None:
     asked = run_cli("fit", "qwen3-8b", "--tokens", "32k", "--engine", "sglang", "--gpu", "h100-sxm", "--json")
     again = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", *asked.json()["command"]["argv"])
     assert {k: again.json()[k] for k in FIT_ANSWER} == {k: asked.json()[k] for k in FIT_ANSWER}
+
+
+# --- --config: a YAML file of flags ---------------------------------------------------------------
+
+# docs.sglang.io "Common launch commands" (https://docs.sglang.io/advanced_features/server_arguments.html):
+# its config.yaml, word for word but the model (Meta-Llama-3-8B-Instruct -> Llama-3.1-8B).
+DOCS_CONFIG = """\
+model-path: meta-llama/Llama-3.1-8B
+host: 0.0.0.0
+port: 30000
+tensor-parallel-size: 2
+enable-metrics: true
+log-requests: true
+"""
+
+
+def test_the_docs_config_file_reads_as_its_flags() -> None:
+    command = read_command(["python", "-m", "sglang.launch_server", "--config", "config.yaml"],
+                           lambda path: DOCS_CONFIG)  # fmt: skip
+    assert command.settings == {"model": "meta-llama/Llama-3.1-8B", "tp": 2, "engine": "sglang"}
+    assert command.warnings == ()
+
+
+def test_the_lines_own_flags_win_over_the_config_files() -> None:
+    # ConfigArgumentMerger puts the file's flags first: CLI > config > defaults.
+    words = ["sglang", "serve", "--tp", "4", "--config", "c.yml", "--mem-fraction-static", "0.8"]
+    settings = read_command(words, lambda path: DOCS_CONFIG + "mem-fraction-static: 0.9\n").settings
+    assert (settings["tp"], settings["utilization"]) == (4, 0.8)
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "error"),
+    [
+        ("c.json", "{}", "Config file must be YAML format"),
+        ("c.yaml", "- a\n- b\n", "must contain a dictionary at root level"),
+        ("c.yaml", "no-such-flag: 1\n", "unrecognized arguments: --no-such-flag"),
+        ("c.yaml", "enable-tf32-matmul: true\n", "Unsupported config option 'enable_tf32_matmul'"),
+    ],
+)
+def test_a_config_file_sglang_refuses_is_refused(path: str, text: str, error: str) -> None:
+    with pytest.raises(UsageError, match=error):
+        read_command(["sglang", "serve", "Qwen/Qwen3-8B", "--config", path], lambda p: text)
+
+
+def test_a_config_file_is_read_from_disk_by_the_cli(run_cli, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(DOCS_CONFIG)
+    from_line = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", "sglang", "serve", "--config", str(config))
+    by_hand = run_cli("fit", "llama-3.1-8b", "--tp", "2", "--engine", "sglang", "--gpu", "h100-sxm", "--json")
+    assert _answer(from_line) == _answer(by_hand)

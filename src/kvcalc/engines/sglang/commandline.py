@@ -473,7 +473,53 @@ class SGLangServer(CommandLine):
             if rest and not rest[0].startswith("-"):
                 rest = ["--model-path", rest[0], *rest[1:]]
             words = [*rest, *chosen]
+        if "--config" in words:
+            words = self._with_config(words, read_text)
         return super().read(self._joined(words), env, read_text)
+
+    def _with_config(self, words: list[str], read_text: ReadText) -> list[str]:
+        """server_args_config_parser.py ConfigArgumentMerger: the YAML file's keys as flags
+        (``key: value`` -> ``--key value``; a switch true -> ``--key``, false -> nothing; a list ->
+        ``--key a b``; a mapping -> its JSON) before every other word, so the line's own win."""
+        import json
+
+        import yaml
+
+        if words.count("--config") > 1:
+            raise UsageError(f"{self.program}: Multiple config files specified! Only one allowed.")
+        index = words.index("--config")
+        if index == len(words) - 1:
+            raise UsageError(f"{self.program}: No config file specified after --config flag!")
+        path = words[index + 1]
+        if not path.lower().endswith((".yaml", ".yml")):
+            raise UsageError(f"{self.program}: Config file must be YAML format, got: {path}")
+        try:
+            data = yaml.safe_load(read_text(path))
+        except yaml.YAMLError as exc:
+            raise UsageError(f"{self.program} --config {path}: not YAML ({str(exc).splitlines()[0]})") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise UsageError(f"{self.program} --config {path}: Config file must contain a dictionary at root level")
+        config: list[str] = []
+        for key, value in data.items():
+            flag = f"--{key}"
+            arg = super().arg(flag)
+            if arg is not None and arg.negatable:
+                raise UsageError(f"{self.program} --config {path}: Unsupported config option "
+                                 f"'{str(key).replace('-', '_')}' with action 'BooleanOptionalAction'")  # fmt: skip
+            if isinstance(value, bool):
+                if arg is not None and arg.takes == "flag":
+                    config += [flag] if value else []
+                else:
+                    config += [flag, str(value).lower()]
+            elif isinstance(value, list):
+                config += [flag, *(str(item) for item in value)] if value else []
+            elif isinstance(value, dict):
+                config += [flag, json.dumps(value)]
+            else:
+                config += [flag, str(value)]
+        return [*config, *words[:index], *words[index + 2 :]]
 
     def _joined(self, words: list[str]) -> list[str]:
         """argparse's lists (nargs "+" and "*") as one word each, ``--flag=a b``."""
