@@ -14,7 +14,9 @@ read as kvcalc's ``--max-model-len`` and the request length; ``--max-running-req
 running requests of each data-parallel replica (split between attention-DP groups), read as the
 requests resident at once; ``--dp-size N --enable-dp-attention`` is 0.5.23's ``--attn-dp-size N``
 (parallel_hook.py handle_deprecated_dp_attention); an attention backend that only runs some page
-sizes moves ``--page-size`` as SGLang does (overrides.py _mla_backend_page_constraints).
+sizes moves ``--page-size`` as SGLang does (overrides.py _mla_backend_page_constraints). A
+``--config`` YAML file is read as SGLang's ConfigArgumentMerger reads it, and the SGLANG_*
+environment variables that size memory are named in warnings.
 """
 
 from __future__ import annotations
