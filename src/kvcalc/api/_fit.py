@@ -173,7 +173,10 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
     if request.kv_budget is not None:
         settings["kv_budget"] = request.kv_budget
     else:
-        share = request.share if request.share is not None else engine.default_share
+        # The share the budget used: the engine derives its own where none is given (SGLang's
+        # mem_fraction_static by GPU memory), which its default alone would not give back.
+        runtime = report.budget.runtime
+        share = request.share if request.share is not None else runtime.share if runtime else engine.default_share
         settings["utilization"] = float(share)
     for key, dtype in (("kv_dtype", serving.kv_dtype), ("k_dtype", serving.k_dtype), ("v_dtype", serving.v_dtype)):
         if dtype is not None:
