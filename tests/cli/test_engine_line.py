@@ -73,3 +73,19 @@ def test_engine_before_the_separator_may_name_the_lines_release(run_cli) -> None
     assert release.json() == flags.json()
     other = run_cli("estimate", "--engine", "sglang", "--", "vllm", "serve", "Qwen/Qwen3-32B")
     assert_one_line_error(other, "--engine is given both before '--' and by the vllm serve line")
+
+
+def test_an_engine_knob_idle_for_the_model_is_dropped_with_a_note(run_cli) -> None:
+    # llama-server -ub sizes only sliding layers' cells; Llama 3.1 has none, so estimate (which
+    # refuses kvcalc's own --ubatch there) passes the line's over, saying so.
+    line = run_cli("estimate", "llama-3.1-8b", "--json", "--", "llama-server", "-m", "m.gguf", "-ub", "1024",
+                   "-c", "8192")  # fmt: skip
+    assert line.exit_code != 0  # MODEL and the line's -m differ
+    line = run_cli("estimate", "--", "llama-server", "-m", "llama-3.1-8b", "-ub", "1024", "-c", "8192")
+    assert line.exit_code == 0, line.stderr
+    assert "-ub, --ubatch-size 1024 changes nothing for llama-3.1-8b's cache under llama-server" in line.stderr
+    # fit keeps it: llama.cpp's compute buffer grows with n_ubatch
+    fit = run_cli("fit", "--gpu", "h100", "--json", "--", "llama-server", "-m", "llama-3.1-8b", "-ub", "1024")
+    flags = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--json", "--engine", "llama-server", "--batch", "4",
+                    "--ubatch", "1024")  # fmt: skip
+    assert fit.json()["kv_budget_bytes"] == flags.json()["kv_budget_bytes"]

@@ -21,6 +21,7 @@ _EXPORTS = {
     "list_engines": "_engines",
     "show_engine": "_engines",
     "read_engine_command": "_engines",
+    "idle_knobs": "_engines",
     "write_engine_command": "_engines",
     "FitReport": "_fit",
     "cdiv_int": "_fit",
@@ -82,6 +83,7 @@ __all__ = [
     "estimate_requests",
     "fit",
     "fit_offload",
+    "idle_knobs",
     "is_theoretical",
     "list_engines",
     "list_gpus",
@@ -121,7 +123,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from kvcalc.api._engines import list_engines, read_engine_command, show_engine, write_engine_command
+    from kvcalc.api._engines import (
+        idle_knobs,
+        list_engines,
+        read_engine_command,
+        show_engine,
+        write_engine_command,
+    )
     from kvcalc.api._estimate import compare, estimate
     from kvcalc.api._fit import Capacity, FitReport, cdiv_int, fit
     from kvcalc.api._gpus import list_gpus, show_gpu

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvcalc.api._serving import KnobValue
     from kvcalc.engines.commandline import EngineCommand, SettingValue, WrittenCommand
     from kvcalc.engines.knobs import EnginePlugin
 
@@ -52,6 +53,18 @@ def write_engine_command(engine: str, settings: Mapping[str, SettingValue]) -> W
 
     found = writer(engine)
     return None if found is None else found.write(settings)
+
+
+def idle_knobs(model: str, engine: str, options: Mapping[str, KnobValue]) -> tuple[str, ...]:
+    """The knobs among ``options`` that change nothing for this model's cache under this engine
+    (llama.cpp's ubatch for a model with no sliding layer), in their order."""
+    from kvcalc.api._models import open_model
+    from kvcalc.api._serving import Serving, resolve_serving
+
+    spec = open_model(model).spec
+    chosen = resolve_serving(spec, Serving(engine, options=dict(options)))
+    idle = set(chosen.engine.idle_knobs(spec))
+    return tuple(k for k in options if k in idle)
 
 
 def _read_text(path: str) -> str:

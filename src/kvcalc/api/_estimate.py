@@ -113,7 +113,8 @@ def estimate(
     )  # fmt: skip
     # Compiled without the encoder length, which may change with each call's prompt.
     plan = compile_plan(spec, replace(workload, encoder_tokens=None), chosen.engine)
-    call = _Compiled(spec, plan, batch, shared_prefix, spec.notes, chosen.notes)
+    call = _Compiled(spec, plan, batch, shared_prefix, spec.notes, chosen.notes,
+                     chosen.engine.default_tokens(spec, None))  # fmt: skip
     if key is not None:
         if len(_CALLS) >= _MAX_CALLS:
             _CALLS.clear()
@@ -140,7 +141,8 @@ class _Compiled:
     left to do per call is the lengths (their checks and notes) and the plan's arithmetic. (A
     plain class: a dataclass costs its methods' compilation at every start-up.)"""
 
-    __slots__ = ("batch", "encoder_decoder", "lead", "model_notes", "plan", "serving_notes", "shared_prefix", "spec")
+    __slots__ = ("batch", "default", "encoder_decoder", "lead", "model_notes", "plan", "serving_notes", "shared_prefix",
+                 "spec")  # fmt: skip
 
     def __init__(
         self,
@@ -150,8 +152,11 @@ class _Compiled:
         shared_prefix: int,
         model_notes: tuple[str, ...],
         serving_notes: tuple[str, ...],
+        default: tuple[int, str] | None = None,
     ) -> None:
         self.spec = spec
+        # The engine's own context when no length is given (Ollama's num_ctx, LM Studio's 4096).
+        self.default = default
         self.plan = plan
         self.batch = batch
         self.shared_prefix = shared_prefix
@@ -162,7 +167,12 @@ class _Compiled:
 
     def at(self, tokens: int | None, prompt: int | None, output: int | None, encoder: int | None) -> Estimate:
         spec = self.spec
-        t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder)
+        default = self.default
+        if default is not None and tokens is None and prompt is None and output is None:
+            t, enc, _ = _tokens(spec, default[0], None, None, encoder)
+            token_notes = [f"tokens not given: {default[1]}"]
+        else:
+            t, enc, token_notes = _tokens(spec, tokens, prompt, output, encoder)
         limit_notes = () if self.encoder_decoder else _past_limit(spec, t)
         lead = (*self.model_notes, *token_notes, *self.serving_notes) if token_notes else self.lead
         return self.plan.at(t, self.batch, self.shared_prefix, enc, lead=lead, tail=limit_notes)

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 # The commands that take an engine's command line after "--".
 READING_COMMANDS = ("estimate", "fit", "speed", "probe")
 
+# The commands that refuse an engine knob that changes nothing for the model's cache (fit takes
+# them: llama.cpp's -ub sizes its compute buffer too).
+REFUSING_IDLE_KNOBS = ("estimate", "speed", "probe")
+
 # The memory flags kvcalc does not model in the line read: stderr says them once, and the JSON
 # answer lists them beside the config's own (cli.options.with_warnings).
 LINE_WARNINGS: list[str] = []
@@ -36,6 +40,8 @@ def translate(argv: list[str], app: Any) -> list[str]:
     command = api.read_engine_command(words)
     own = argv[:end]
     start = own.index(name) + 1
+    if name in REFUSING_IDLE_KNOBS:
+        command = _without_idle_knobs(_command(app, name), own[start:], command)
     flags = _flags(_command(app, name), own[start:], command)
     LINE_WARNINGS.extend(command.warnings)
     _say(name, command, flags, quiet="--json" in own)
@@ -49,6 +55,37 @@ def _command(app: Any, name: str) -> Any:
 
     group: Any = typer.main.get_command(app)
     return group.get_command(group.context_class(group), name)
+
+
+def _without_idle_knobs(command: Any, own: list[str], line: "EngineCommand") -> "EngineCommand":
+    """The line less the engine knobs that change nothing for this model's cache (llama.cpp's -ub
+    for a model with no sliding layer), each said in a note: kvcalc refuses such a flag of its own,
+    but an engine line that sets one is a real line, and the engine takes it."""
+    from dataclasses import replace
+
+    from kvcalc import api
+    from kvcalc.engines import every_knob
+
+    knobs = every_knob()
+    given: dict[str, int | bool] = {k: v for k, v in line.settings.items()
+                                    if k in knobs and isinstance(v, int) and v is not False}  # fmt: skip
+    context = command.make_context(command.name, list(own), resilient_parsing=True)
+    model = context.params.get("model") or line.settings.get("model")
+    if not given or not model:
+        return line
+    engine = str(line.settings.get("engine", line.engine))
+    source = context.get_parameter_source("engine")
+    if source is not None and source.name == "COMMANDLINE":
+        if not _same_engine(str(context.params["engine"]), engine):
+            return line  # refused as a conflict later
+        engine = str(context.params["engine"])
+    idle = api.idle_knobs(str(model), engine, given)
+    if not idle:
+        return line
+    notes = [f"the {line.program} line's {knobs[k].engine_flag.partition(' (')[0]} {given[k]} changes nothing "
+             f"for {model}'s cache under {engine}: not passed on" for k in idle]  # fmt: skip
+    kept = {k: v for k, v in line.settings.items() if k not in idle}
+    return replace(line, settings=kept, notes=(*line.notes, *notes))
 
 
 def _flags(command: Any, own: list[str], line: "EngineCommand") -> list[str]:

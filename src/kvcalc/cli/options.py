@@ -60,7 +60,10 @@ def complete_dtype(incomplete: str) -> list[str]:
 
 # --- shared flags --------------------------------------------------------------------------------------
 
-TOKENS_HELP = f"Tokens per sequence, prompt + generated: 2048, 32k (k = 1024), 1,000. Default {DEFAULT_TOKENS}."
+TOKENS_HELP = (
+    f"Tokens per sequence, prompt + generated: 2048, 32k (k = 1024), 1,000. Default {DEFAULT_TOKENS}, or the "
+    "engine's own (Ollama's num_ctx, LM Studio's context)."
+)
 # The formats are named by completion (complete_dtype) and the README, not listed here.
 KV_DTYPE_HELP = (
     "Cache format: fp16, bf16, fp8, int8/int4/int2 (per --quant-group), q8_0, q4_0, ... (llama.cpp "

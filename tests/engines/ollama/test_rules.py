@@ -89,3 +89,22 @@ def test_fit_without_tokens_sizes_ollamas_default_context(run_cli) -> None:
     assert result.exit_code == 0, result.stderr
     assert (result.json()["tokens"], result.json()["batch"]) == (32768, 2)
     assert "OLLAMA_CONTEXT_LENGTH=32768" in result.json()["command"]["argv"]
+
+
+def test_from_0_30_llama_cpps_rules_are_those_of_the_build_ollama_bundles() -> None:
+    from kvcalc.engines import make_engine
+
+    # ollama v0.30.0's LLAMA_CPP_VERSION file names llama.cpp b9452 (releases.LLAMA_CPP_BUILDS).
+    engine, _ = make_engine("ollama@0.30.0")
+    assert getattr(engine, "build") == 9452  # noqa: B009
+
+
+def test_before_0_30_an_mla_model_is_refused_its_cache_layout_is_not_known() -> None:
+    import pytest
+
+    from kvcalc.api import estimate
+    from kvcalc.errors import UsageError
+
+    with pytest.raises(UsageError, match="which MLA cache it keeps"):
+        estimate("deepseek-v2-lite", tokens=4096, engine="ollama@0.13")
+    assert estimate("deepseek-v2-lite", tokens=4096, engine="ollama@0.30").total_bytes > 0

@@ -138,6 +138,9 @@ class LMStudio(LlamaServer):
         return DEFAULT_CONTEXT_LENGTH, (f"LM Studio's default context length {DEFAULT_CONTEXT_LENGTH:,} tokens "
                                         "(lms load --context-length)")  # fmt: skip
 
+    def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
+        return self.default_context()
+
 
 # mlx_engine/utils/kv_cache_quantization.py (mlx-engine 08f0c07): VALID_KV_BITS, and the defaults it
 # applies once kv_bits is set (kv_group_size 64, quantized_kv_start 0: quantized from the first token,
@@ -166,6 +169,10 @@ class LMStudioMLX(MLX):
     name: str = "lmstudio-mlx"
     parallel: int = DEFAULT_PARALLEL
     options_type = LMStudioMLXOptions  # type: ignore[assignment]
+
+    def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
+        """LM Studio's default context length, as on its llama.cpp runtime (lms load --context-length)."""
+        return LMStudio.default_context()
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvcalc.dtypes import DType
 from kvcalc.engines.base import Engine, Target
 from kvcalc.engines.knobs import EngineOptions
+from kvcalc.engines.llamacpp import releases as rel
 from kvcalc.engines.llamacpp.architectures import converted
 from kvcalc.engines.llamacpp.rules import LlamaCpp
 from kvcalc.engines.ollama import DEFAULT_VERSION, OllamaOptions
@@ -61,8 +62,20 @@ class Ollama(LlamaCpp):
         fa = options.flash_attention
         server = release >= R.LLAMA_SERVER
         build = R.bundled_llama_cpp(release) or "unknown"
-        # LLAMA_CPP_RULES_AT_BUILD: where llama.cpp's rules at ``build`` are to be configured once
-        # llama.cpp@bNNNN exists; today llama.cpp 0c1e570's rules, with Ollama's streams and padding.
+        tag = _tag(release)
+        number = rel.CURRENT
+        if server:
+            # From v0.30 a llama.cpp release tag (bNNNN): llama.cpp's own rules at that build
+            # (engines/llamacpp/releases.py), with Ollama's launch line's streams.
+            number = int(build.removeprefix("b"))
+            _, build_notes = LlamaCpp.at_build(number, uses_mla=target.uses_mla)  # its checks and notes
+        elif target.uses_mla:
+            # Before v0.30 a vendored commit, not a numbered build: llama.cpp's MLA cache changed
+            # three times in the span those commits cover (per-head K and V, a V beside the latent,
+            # the latent alone: engines/llamacpp/releases.py), and which one a commit has is not known.
+            raise UsageError(f"Ollama {tag} bundles llama.cpp {build[:9]}, a commit from before Ollama ran numbered "
+                             "llama.cpp builds; which MLA cache it keeps (per-head K and V, a V beside the latent, "
+                             "or the latent alone) is not known: use ollama@0.30 or later", param="engine")  # fmt: skip
         engine = cls(
             release=release,
             flash_attention=fa,
@@ -70,18 +83,19 @@ class Ollama(LlamaCpp):
             swa_full=not server,  # llama_context_default_params(): swa_full = true
             cell_padding=256 if server or release >= R.PAD_256 or fa == 1 else 32,
             mla=target.uses_mla,
+            build=number if server else rel.CURRENT,
         )
-        tag = _tag(release)
         runner = (f"llama-server (llama.cpp {build}) -c num_ctx x OLLAMA_NUM_PARALLEL -np OLLAMA_NUM_PARALLEL"
                   if server else f"its llama.cpp runner (vendored llama.cpp {build[:9]}) with n_ctx num_ctx x "
                   "OLLAMA_NUM_PARALLEL")  # fmt: skip
         notes = [f"Ollama {tag} runs {runner}: --tokens is num_ctx, --batch OLLAMA_NUM_PARALLEL"]
-        if not server:
+        if server:
+            notes += build_notes
+        else:
             notes.append(f"Ollama {tag} runs some architectures on its own Go engine (ollamarunner, kvcache.Causal); "
                          "kvcalc sizes its llama.cpp runner's cache")  # fmt: skip
-        if build != "0c1e570":
-            notes.append(f"kvcalc applies llama.cpp 0c1e570's cache rules to the llama.cpp {build[:9]} Ollama {tag} "
-                         "bundles, with Ollama's streams and padding")  # fmt: skip
+            notes.append(f"kvcalc applies llama.cpp b{rel.CURRENT}'s cache rules to the llama.cpp {build[:9]} Ollama "
+                         f"{tag} bundles, with Ollama's streams and padding")  # fmt: skip
         return engine, notes
 
     def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
