@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ENGINES = ("theoretical", "transformers", "vllm", "vllm-cpu", "vllm@0.11", "sglang", "llama.cpp",
-           "llama-server", "mlx", "ollama")  # fmt: skip
+           "llama-server", "mlx", "ollama", "lmstudio", "lmstudio-mlx")  # fmt: skip
 SWEEP = sorted(
     {1, 2, 1000, 10**6}
     | {

@@ -186,6 +186,29 @@ def test_unknown_engine() -> None:
         make_engine("tgi")
 
 
+@pytest.mark.parametrize(("name", "gpu", "platform"), [
+    ("sglang", None, "cuda"), ("sglang", "rocm", "rocm"), ("sglang-rocm", None, "rocm"),
+    ("sglang-rocm@0.5.8", "rocm", "rocm"), ("sglang", "metal", "cuda"),
+])  # fmt: skip
+def test_the_gpu_or_the_name_picks_the_platform(name: str, gpu: str | None, platform: str) -> None:
+    # SGLang keeps "cuda" for every platform but ROCm (its rules differ on no other).
+    engine, _ = make_engine(name, platform=gpu)
+    assert isinstance(engine, SGLang) and engine.platform == platform
+
+
+def test_a_name_for_rocm_on_another_gpu_is_refused() -> None:
+    with pytest.raises(UsageError, match="runs on AMD GPUs") as caught:
+        make_engine("sglang-rocm", platform="cuda")
+    assert caught.value.params == ("engine",)
+
+
+@pytest.mark.parametrize("name", ["vllm", "vllm-cpu", "llama.cpp", "transformers", "theoretical"])
+def test_rocm_changes_nothing_for_engines_without_rocm_rules(name: str) -> None:
+    # vLLM's ROCm block sizes (vllm/platforms/rocm.py) are not modelled: it keeps its CUDA rules;
+    # vllm-cpu names its own platform, which wins over the GPU's.
+    assert make_engine(name, platform="rocm") == make_engine(name)
+
+
 # --- quantized KV with metadata -------------------------------------------------------------------
 
 

@@ -264,3 +264,24 @@ def test_memory_from_mib_is_mib_times_2_to_the_20() -> None:
     # gpus.yaml gives h200 as runtime_mib 143,156 (torch total_memory=143156MB): x 1,048,576 =
     # 143,156,000,000 + 143,156 x 48,576 (6,953,945,856) = 150,109,945,856.
     assert find_gpu("h200").runtime_bytes == 143_156 * 1_048_576 == 150_109_945_856
+
+
+# Each preset's maker, from its generation (gpus.yaml's peaks.arch; every Mac is Apple's): the
+# vendors' own naming of the architectures (NVIDIA Ampere, Ada, Hopper, Blackwell; AMD CDNA 3).
+MAKERS = {"ampere": "nvidia", "ada": "nvidia", "hopper": "nvidia", "blackwell": "nvidia", "cdna3": "amd",
+          "apple": "apple"}  # fmt: skip
+
+
+@pytest.mark.parametrize("gpu", WITH_PEAKS, ids=lambda g: g.name)
+def test_every_preset_knows_its_vendor_and_platform(gpu: GPU) -> None:
+    assert gpu.vendor == MAKERS[of(gpu).arch]
+    assert gpu.platform == {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}[gpu.vendor]
+
+
+@pytest.mark.parametrize(("name", "vendor", "platform"), [
+    ("h100-sxm", "nvidia", "cuda"), ("rtx-4090", "nvidia", "cuda"), ("mi300x", "amd", "rocm"),
+    ("mi325x", "amd", "rocm"), ("m4-max-128gb", "apple", "metal"),
+])  # fmt: skip
+def test_vendor_of_named_presets(name: str, vendor: str, platform: str) -> None:
+    found = find_gpu(name)
+    assert (found.vendor, found.platform) == (vendor, platform)

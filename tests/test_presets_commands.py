@@ -15,7 +15,7 @@ from kvcalc.errors import ConfigError, KvcalcError
 
 PRESETS = [summary.spec.name for summary in api.list_presets()]
 # The Apple engine on a Mac, the others on an H100.
-GPU = {"mlx": "m4-max-64gb"}
+GPU = {"mlx": "m4-max-64gb", "lmstudio-mlx": "m4-max-64gb"}
 
 
 def _refusal(ask: object) -> str | None:
@@ -58,6 +58,8 @@ REFUSALS: dict[str, dict[tuple[str, str], str]] = {
     "llama-server": _LLAMACPP,
     "ollama": _LLAMACPP,
     "mlx": {},
+    "lmstudio": _LLAMACPP,
+    "lmstudio-mlx": {},
 }  # fmt: skip
 
 

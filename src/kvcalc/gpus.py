@@ -69,6 +69,17 @@ class GPU:
     unified_bytes: int | None = None
 
     @property
+    def vendor(self) -> str:
+        """Who makes it, from its architecture (``VENDORS``): "nvidia", "amd" or "apple"."""
+        return VENDORS[self.peaks.arch if self.peaks is not None else ""]
+
+    @property
+    def platform(self) -> str:
+        """The software platform engines run on it: "cuda" (NVIDIA), "rocm" (AMD) or "metal" (a Mac):
+        an engine whose rules differ by platform (SGLang on ROCm) reads it as its ``Target.platform``."""
+        return _PLATFORMS[self.vendor]
+
+    @property
     def one_per_machine(self) -> bool:
         """Whether the machine holds this one GPU only (a Mac): more GPUs are more machines, so
         fit suggests no tensor parallelism on it."""
@@ -140,7 +151,13 @@ _CHIP = {
 }
 _TOP = {"cards": (_LIST, True), "macs": (_MAP, True), "ambiguous": (_MAP, True)}
 _MACS = {"working_set_measured": (_MAP, True), "chips": (_LIST, True)}  # fmt: skip
-_ARCHS = ("ampere", "ada", "hopper", "blackwell", "cdna3")
+# Each card architecture's maker: a card's vendor follows from its peaks.arch (gpus.yaml's arch must
+# be one of these), every Mac's ("apple") is Apple's; a GPU built with no peaks is taken as NVIDIA's.
+VENDORS = {"ampere": "nvidia", "ada": "nvidia", "hopper": "nvidia", "blackwell": "nvidia", "cdna3": "amd",
+           "apple": "apple", "": "nvidia"}  # fmt: skip
+_ARCHS = tuple(arch for arch in VENDORS if arch not in ("apple", ""))
+# The platform each maker's GPUs run engines on.
+_PLATFORMS = {"nvidia": "cuda", "amd": "rocm", "apple": "metal"}
 _MEMORY_KINDS = ("hbm", "gddr")
 _LINK_KINDS = ("nvlink", "pcie", "infinity-fabric")
 

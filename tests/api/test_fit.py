@@ -168,3 +168,49 @@ def test_a_fit_that_does_not_fit_reads_the_weights_once(monkeypatch: pytest.Monk
     assert report.verdict is not None and not report.verdict.fits
     assert report.verdict.remedies  # the remedies were tried, from the same weights
     assert reads == ["llama-3.1-70b"]
+
+
+def test_an_engine_may_say_the_request_length_fit_assumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Engine.default_tokens: the engine's own default context when tokens is not given, told the
+    # memory of every GPU together (here 2 x 10 GiB), with its note.
+    from kvcalc.engines.theoretical import Theoretical
+
+    told: list[int | None] = []
+
+    def one_token_a_mib(self, spec, gpu_memory):
+        told.append(gpu_memory)
+        return None if gpu_memory is None else (gpu_memory // 2**20, "a token a MiB")
+
+    monkeypatch.setattr(Theoretical, "default_tokens", one_token_a_mib)
+    report = api.fit("qwen3-8b", tp=2, capacity=api.Capacity(gpu_memory=10 * 2**30, weights=2**30))
+    assert told[0] == 20 * 2**30
+    assert report.result.tokens == 20 * 1024  # 20 GiB / 1 MiB
+    assert any("tokens not given: requests of 20,480 tokens, the engine's default: a token a MiB" in n
+               for n in report.notes)  # fmt: skip
+    # A given budget stands in for the GPUs: the engine is told None.
+    api.fit("qwen3-8b", capacity=api.Capacity(kv_budget=2**30))
+    assert told[-1] is None
+
+
+def test_an_engine_without_a_default_gets_kvcalcs() -> None:
+    report = api.fit("qwen3-8b", gpu="h100-sxm", engine="vllm")
+    assert report.result.tokens == 2048  # kvcalc.defaults.DEFAULT_TOKENS
+    assert "tokens not given: requests of 2,048 tokens assumed" in report.notes
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "engine", "tokens"),
+    [
+        # server/routes.go v0.32.15: the GPUs' total memory >= 47 GiB: 262144, >= 23 GiB: 32768, else 4096.
+        ("rtx-4090", 1, "ollama", 32768),  # 25,756,172,288 B = 23.99 GiB
+        ("l4", 1, "ollama", 4096),  # 23,612,293,120 B = 21.99 GiB
+        ("l4", 2, "ollama", 32768),  # 2 x 21.99 = 43.98 GiB
+        ("l4", 4, "ollama", 262144),  # 4 x 21.99 = 87.96 GiB
+        # Ollama 0.6.7 .. 0.15.4: 4096 whatever the memory (envconfig OLLAMA_CONTEXT_LENGTH's default).
+        ("h100-sxm", 1, "ollama@0.14", 4096),
+    ],
+)  # fmt: skip
+def test_fit_takes_ollamas_default_num_ctx_by_gpu_memory(gpu: str, tp: int, engine: str, tokens: int) -> None:
+    # qwen3-8b's trained context is 40,960 (max_position_embeddings): 262144 is capped there.
+    report = api.fit("qwen3-8b", gpu=gpu, tp=tp, engine=engine)
+    assert report.result.tokens == min(tokens, 40960)

@@ -40,6 +40,11 @@ ENGINE_FLAGS = {
     "ollama": {"OLLAMA_FLASH_ATTENTION"},
     "mlx": {"--max-kv-size", "--prefill-step-size", "--kv-bits", "--kv-group-size", "--quantized-kv-start",
             "-m, --max-tokens", "--prompt-cache-bytes (mlx_lm.server)"},
+    "lmstudio": {"Max Concurrent Predictions (lms load --parallel)", "Unified KV Cache off (useUnifiedKvCache: false)",
+                 "Evaluation Batch Size (evalBatchSize)", "physicalBatchSize"},
+    "lmstudio-mlx": {"Context Length (lms load --context-length)",
+                     "KV Cache Quantization bits (mlxKvCacheQuantization)", "KV Cache Quantization group size",
+                     "KV Cache Quantization start", "Max Concurrent Predictions (lms load --parallel)"},
 }  # fmt: skip
 # The knobs by API name, read from the engines (the test below holds them to ENGINE_FLAGS).
 KNOBS = {name: set(REGISTRY[name].options.knob_names()) for name in ENGINE_NAMES}
@@ -47,7 +52,7 @@ ALL_KNOBS = set().union(*KNOBS.values())
 SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enforce_eager": True,
           "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
           "prefill_step_size": 512, "kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 0, "max_tokens": 2,
-          "prompt_cache_bytes": 2**30, "flash_attention": 1}  # fmt: skip
+          "prompt_cache_bytes": 2**30, "flash_attention": 1, "parallel": 2, "no_kv_unified": True}  # fmt: skip
 # Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
 NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
 # Each knob's flag and a value it takes (kvcalc's own spelling, from the knob).

@@ -268,7 +268,9 @@ def compare(
         for c in candidates:
             key = (any(x.is_latent for x in c.spec.caches), uses_dsa(c.spec.caches))
             if key not in configured:
-                configured[key], engine_notes = make_engine(engine, uses_mla=key[0], uses_dsa=key[1], **options)
+                configured[key], engine_notes = make_engine(
+                    engine, uses_mla=key[0], uses_dsa=key[1], platform=None, **options
+                )
                 notes += [n for n in engine_notes if n not in notes]
 
         def chosen(spec: ModelSpec) -> Engine:

@@ -32,6 +32,7 @@ from kvcalc.api._serving import (
     _merge,
     as_layout,
     as_serving,
+    gpu_platform,
     layout_extras,
     resolve_serving,
 )
@@ -172,7 +173,10 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
     if request.kv_budget is not None:
         settings["kv_budget"] = request.kv_budget
     else:
-        share = request.share if request.share is not None else engine.default_share
+        # The share the budget used: the engine derives its own where none is given (SGLang's
+        # mem_fraction_static by GPU memory), which its default alone would not give back.
+        runtime = report.budget.runtime
+        share = request.share if request.share is not None else runtime.share if runtime else engine.default_share
         settings["utilization"] = float(share)
     for key, dtype in (("kv_dtype", serving.kv_dtype), ("k_dtype", serving.k_dtype), ("v_dtype", serving.v_dtype)):
         if dtype is not None:
@@ -180,7 +184,13 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
     for knob, value in serving.options.items():
         if value is not None and value is not False:
             settings[knob] = value
-    return found.write(settings)
+    written = found.write(settings)
+    _, at, release = name.partition("@")
+    if at:  # an engine's line names no release of it: the release is kvcalc's flag
+        note = (f"written for {engine_entry(name).name} {release}: 'kvcalc fit --engine {name.strip()} -- LINE' "
+                "reads it back as that release")  # fmt: skip
+        written = replace(written, notes=(*written.notes, note))
+    return written
 
 
 @dataclass(frozen=True)
@@ -229,13 +239,18 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
 
     spec = model.spec
     tp, pp, dp = _fit_layout(spec, request)
-    chosen = resolve_serving(spec, request.serving)
+    chosen = resolve_serving(spec, request.serving, gpu_platform(request.gpu))
     chosen.engine.check_attention_dp(request.dp_attention)  # as speed: only an engine with attention-DP groups
     notes = list(chosen.notes)
     tokens = request.tokens
     if tokens is None:
-        tokens = DEFAULT_TOKENS
-        notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
+        engine_default = chosen.engine.default_tokens(spec, _all_gpu_memory(request, tp * pp * dp))
+        if engine_default is None:
+            tokens = DEFAULT_TOKENS
+            notes.append(f"tokens not given: requests of {DEFAULT_TOKENS:,} tokens assumed")
+        else:
+            tokens, why = engine_default
+            notes.append(f"tokens not given: requests of {tokens:,} tokens, the engine's default: {why}")
     context_limit = _checked_context(spec, request, tokens, notes)
     workload = _fit_workload(spec, request, chosen, tokens, (tp, pp, dp), notes)
     budget, engine, gpu_label = _budget(model, request, chosen.engine, workload, weights, notes)
@@ -257,6 +272,20 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
     if verdict:
         report = replace(report, verdict=_verdict(report, request, weights))
     return report
+
+
+def _all_gpu_memory(request: _FitRequest, gpus: int) -> int | None:
+    """The bytes of every GPU the model runs on, together (an engine's default context may follow
+    them); None where a KV budget stands in their place."""
+    from kvcalc.gpus import find_gpu
+
+    if request.kv_budget is not None:
+        return None
+    if request.gpu_memory is not None:
+        return request.gpu_memory * gpus
+    if request.gpu is not None:
+        return find_gpu(request.gpu).runtime_bytes * gpus
+    return None
 
 
 def _fit_layout(spec: ModelSpec, request: _FitRequest) -> tuple[int, int, int]:

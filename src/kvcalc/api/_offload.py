@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alo
 
 from kvcalc.api._fit import _weights
 from kvcalc.api._models import DTypeLike, Model, ModelArg, OnFetch, open_model
-from kvcalc.api._serving import Served, Serving, _merge, as_serving, resolve_serving
+from kvcalc.api._serving import Served, Serving, _merge, as_serving, gpu_platform, resolve_serving
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def fit_offload(
         asked = replace(asked, engine=splitting[0])
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     spec = opened.spec
-    chosen = resolve_serving(spec, asked)
+    chosen = resolve_serving(spec, asked, gpu_platform(gpu))
     if not chosen.engine.splits_layers:
         raise UsageError(f"gpu_layers applies to {splitting[0]}: use engine "
                          f"{' or '.join(splitting)}", param="gpu_layers")  # fmt: skip

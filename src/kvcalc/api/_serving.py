@@ -133,10 +133,11 @@ def check_options(options: object) -> Mapping[str, KnobValue]:
     return options
 
 
-def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
+def resolve_serving(spec: ModelSpec, asked: Serving, platform: str | None = None) -> Served:
     """Resolve the engine (by registry name, with its options) and the formats for this model;
     ``None`` / ``"auto"`` formats are the engine's own default for the model, decided by the
-    estimator."""
+    estimator. ``platform``: the GPU's (``gpu_platform``), which an engine with rules by platform
+    follows (None: CUDA, or the platform the engine's name asks for)."""
     from kvcalc.engines import Engine as EngineBase
     from kvcalc.engines import check_knobs, make_engine, uses_dsa
 
@@ -159,7 +160,7 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
         chosen = engine
     else:
         chosen, engine_notes = make_engine(engine, uses_mla=any(c.is_latent for c, _ in spec.groups),
-                                            uses_dsa=uses_dsa(spec.caches), **options)  # fmt: skip
+                                            uses_dsa=uses_dsa(spec.caches), platform=platform, **options)  # fmt: skip
         notes += engine_notes
     chosen.check_serving(any(d is not None and d != "auto" for d in (kv_dtype, k_dtype, v_dtype)), quant_group,
                          residual_tokens)  # fmt: skip
@@ -206,6 +207,19 @@ def resolve_serving(spec: ModelSpec, asked: Serving) -> Served:
         residual, residual_note = chosen.default_residual_tokens(quantized)
         notes += [residual_note] if residual_note else []
     return Served(chosen, k, v if v != k else None, residual, tuple(notes))
+
+
+def gpu_platform(gpu: str | None) -> str | None:
+    """The platform of a GPU preset's maker (kvcalc.gpus.GPU.platform), or None: no preset, or a
+    name no preset has (refused where the GPU is read, in its own words)."""
+    if gpu is None:
+        return None
+    from kvcalc.gpus import find_gpu
+
+    try:
+        return find_gpu(gpu).platform
+    except UsageError:
+        return None
 
 
 def is_theoretical(engine: str | Engine) -> bool:

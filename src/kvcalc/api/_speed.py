@@ -30,6 +30,7 @@ from kvcalc.api._serving import (
     _past_limit,
     as_layout,
     as_serving,
+    gpu_platform,
     layout_extras,
     refuse_idle_knobs,
     resolve_serving,
@@ -137,7 +138,7 @@ def speed(
     peaks = _peaks(gpu, bandwidth, flops, notes)
     opened = open_model(model, revision=revision, on_fetch=on_fetch, strict=strict)
     config = _config(opened, pp)
-    chosen = resolve_serving(opened.spec, wanted)
+    chosen = resolve_serving(opened.spec, wanted, gpu_platform(gpu))
     refuse_idle_knobs(opened.spec, chosen.engine, wanted.options)
     if gpu is not None:
         from kvcalc.gpus import find_gpu

@@ -168,11 +168,13 @@ def estimate(
       kvcalc estimate llama-3.1-8b --tokens 32k --batch 8
       kvcalc estimate llama-3.1-8b --tokens 2048 --explain
       kvcalc estimate qwen3-next-80b-a3b -t 256k --engine vllm --vs-theoretical
-      kvcalc estimate llama-3.1-70b --tokens 32k --tp 8 --kv-dtype fp8 --json
       kvcalc estimate --layers 32 --kv-heads 8 --head-dim 128 --tokens 4k
+      kvcalc estimate -- vllm serve Qwen/Qwen3-32B --max-model-len 32768 -tp 2
 
     Each layer keeps what its kind needs: a sliding window at most W tokens, a chunked layer one
     chunk, Mamba and linear attention a fixed state, MLA one latent per token.
+
+    After '--', an engine's own command line (vllm serve ..., llama-server ...) stands for its flags.
     """
     from kvcalc import api
 

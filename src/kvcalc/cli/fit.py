@@ -209,11 +209,11 @@ def fit(
       kvcalc fit qwen3-32b --gpu h100 --tokens 32k --batch 8 --engine vllm
       kvcalc fit gpt-oss-120b --kv-budget 5.38GiB --engine vllm@0.19 -t 128k
       kvcalc fit llama-3.1-8b --engine llama.cpp --gpu rtx-4090 --gpu-layers auto
-      kvcalc fit qwen3-32b --engine mlx --gpu m4-max-64gb --tokens 32k
+      kvcalc fit --gpu h100 -- vllm serve Qwen/Qwen3-8B --max-model-len 8192
 
-    Budget per GPU = the engine's share of memory - weights / (tp x pp) - the engine's runtime,
-    each line with its range. The verdict says whether --batch requests of --tokens fit, and what
-    to change first.
+    Budget per GPU = the engine's share of memory - weights / (tp x pp) - its runtime, each line
+    with its range; the verdict (do --batch requests of --tokens fit, what to change first), then
+    the engine's command line for the answer. After '--', an engine's own line stands for its flags.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError

@@ -216,6 +216,8 @@ def probe(
     (torch_probe.py runs alone on a GPU box too). --engine runs that engine's own code instead, in
     its own environment where it needs one (README, "Probe: measure a real cache"). Exit status 1
     on any difference.
+
+    After '--', an engine's own command line (vllm serve ..., llama-server ...) stands for its flags.
     """
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")

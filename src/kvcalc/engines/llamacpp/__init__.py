@@ -11,6 +11,9 @@ from kvcalc.engines.knobs import EngineOptions, EnginePlugin, knob
 # The llama-cpp-python release whose vendored llama.cpp (0c1e570) the rules were read from; the
 # tests pin it (.ci/run).
 RULES_VERSION = "0.3.36"
+# The builds whose rules were read (releases.py; oldest first; default: 0c1e570's build, 11312).
+# Kept literal here so the registry reads them without loading the rules.
+BUILDS = ("b4905", "b5331", "b11312")
 
 
 def _ubatch() -> Any:
@@ -52,10 +55,13 @@ class LlamaServerOptions(EngineOptions):
 
 PLUGIN = EnginePlugin(
     name="llama.cpp",
-    summary="cells padded to 256, SWA cells",
+    summary="cells padded to 256, SWA cells; llama.cpp@b4905 etc. for a build (default b11312)",
     rules="kvcalc.engines.llamacpp.rules:LlamaCpp",
     options=LlamaCppOptions,
     aliases=("llamacpp", "llama-cpp"),
+    versions=BUILDS,
+    default_version=BUILDS[-1],
+    version_scheme="build",
     panel="llama.cpp (--engine llama.cpp, llama-server)",
 )
 SERVER_PLUGIN = EnginePlugin(
@@ -63,6 +69,9 @@ SERVER_PLUGIN = EnginePlugin(
     summary="a plain llama-server -c N: 4 slots, unified",
     rules="kvcalc.engines.llamacpp.rules:LlamaServer",
     options=LlamaServerOptions,
+    versions=BUILDS,
+    default_version=BUILDS[-1],
+    version_scheme="build",
     panel=PLUGIN.panel,
 )
 
@@ -77,6 +86,7 @@ _RULES = (
 )
 
 __all__ = [
+    "BUILDS",
     "PLUGIN",
     "RULES_VERSION",
     "SERVER_PLUGIN",

@@ -170,7 +170,18 @@ class GroupCheck:
 
 def context_request(engine: Any, tokens: int, batch: int, k_type: str, v_type: str) -> dict[str, Any]:
     """The llama_context_params of ``batch`` sequences of ``tokens`` under a LlamaCpp engine's
-    settings: n_ctx = B x T (llama.cpp pads it), n_seq_max = B."""
+    settings: n_ctx = B x T (llama.cpp pads it), n_seq_max = B. The probe runs the llama.cpp of
+    llama-cpp-python RULES_VERSION (0c1e570, b11312): an engine with another build's rules
+    (``llama.cpp@b4905``) cannot be measured by it, a one-line UsageError."""
+    from kvcalc.engines.llamacpp import RULES_VERSION
+    from kvcalc.engines.llamacpp.releases import CURRENT
+
+    if engine.build != CURRENT:
+        raise UsageError(
+            f"kvcalc probe runs llama-cpp-python {RULES_VERSION}'s llama.cpp (b{CURRENT}), not b{engine.build}: "
+            f"probe {engine.name} without '@b{engine.build}'",
+            param="engine",
+        )
     return {
         "n_ctx": tokens * batch, "n_seq_max": batch, "n_batch": engine.n_batch, "n_ubatch": engine.n_ubatch,
         "kv_unified": engine.unified, "swa_full": engine.swa_full,

@@ -11,6 +11,7 @@ from kvcalc.dtypes import BF16, FP16, FP32, DType
 from kvcalc.engines.base import Engine, Target, cdiv, pad, windowed
 from kvcalc.engines.knobs import EngineOptions
 from kvcalc.engines.llamacpp import LlamaCppOptions, LlamaServerOptions
+from kvcalc.engines.llamacpp import releases as rel
 from kvcalc.engines.llamacpp.architectures import NO_ARCHITECTURE, Window, converted
 from kvcalc.errors import UsageError
 from kvcalc.spec import (
@@ -20,6 +21,7 @@ from kvcalc.spec import (
     CompressorOverlapCache,
     IndexerCache,
     KVWindowCache,
+    LatentCache,
     LayerCache,
     ModelSpec,
     NoCache,
@@ -60,7 +62,23 @@ class LlamaCpp(Engine):
     n_batch: int = 2048
     swa_full: bool = False
     mla: bool = False
+    # The llama.cpp build (its bNNNN tag) whose rules apply: llama.cpp@bNNNN, or another engine
+    # bundling that build (Ollama, LM Studio) through ``at_build``.
+    build: int = rel.CURRENT
     options_type: ClassVar[type[EngineOptions]] = LlamaCppOptions
+
+    @classmethod
+    def at_build(cls, build: int, options: EngineOptions | None = None, *, uses_mla: bool = False
+                 ) -> tuple[Engine, list[str]]:  # fmt: skip
+        """This engine with the rules of llama.cpp build ``build`` (the number of its bNNNN tag; any
+        build from releases.OLDEST), configured by ``options`` (None: the defaults), with its notes:
+        how an engine that bundles a llama.cpp build (Ollama, LM Studio) gets that build's rules.
+        A build too old, or one between the last known before and the first known after a rule's
+        change, is a one-line UsageError."""
+        if build < rel.OLDEST:
+            raise UsageError(f"llama.cpp build b{build} is older than kvcalc models (b{rel.OLDEST} and later)",
+                             param="engine")  # fmt: skip
+        return cls.configure(options or cls.options_type(), Target(version=(build, 0, 0), uses_mla=uses_mla))
 
     def matmul_dtype(self, weight_format: str, arch: str) -> tuple[str, str]:
         """llama.cpp loads GGUFs only: every quantized type (Q4_0 .. Q8_0, K-quants, MXFP4) is
@@ -83,25 +101,73 @@ class LlamaCpp(Engine):
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
         assert isinstance(options, LlamaCppOptions | LlamaServerOptions)
-        return cls(
+        build = target.version[0] if target.version is not None else rel.CURRENT
+        engine = cls(
             n_ubatch=options.ubatch or 512,
             unified=getattr(options, "kv_unified", False) or cls.unified,
             n_batch=options.n_batch or 2048,
             swa_full=bool(options.swa_full),
             mla=target.uses_mla,
-        ), []
+            build=build,
+        )
+        if build == rel.CURRENT:
+            return engine, []
+        return engine._at_old_build(options)
+
+    def _at_old_build(self, options: LlamaCppOptions | LlamaServerOptions) -> tuple[Engine, list[str]]:
+        """The rules of an older build (releases.py: which changed where, each citing its PR)."""
+        build, notes = self.build, []
+        if build > rel.CURRENT:
+            notes.append(f"kvcalc's llama.cpp rules were read at b{rel.CURRENT}; b{build}'s later changes are not "
+                         "modelled")  # fmt: skip
+        if rel.unknown(build, rel.PAD_32_UNTIL, rel.PAD_256_FROM):
+            raise UsageError(
+                f"kvcalc does not know llama.cpp b{build}'s cell padding (32 without flash attention through "
+                f"b{rel.PAD_32_UNTIL}; PRs #16812 and #17046 made it 256 by b{rel.PAD_256_FROM}): not modelled",
+                param="engine",
+            )
+        if rel.unknown(build, rel.UNIFIED_UNTIL, rel.STREAMS_FROM):
+            raise UsageError(f"kvcalc does not know whether llama.cpp b{build} keeps one KV stream per sequence "
+                             f"(one cache through b{rel.UNIFIED_UNTIL}, streams by b{rel.STREAMS_FROM}): not modelled",
+                             param="engine")  # fmt: skip
+        engine = self
+        if build <= rel.PAD_32_UNTIL:
+            # src/llama-kv-cache.cpp llama_kv_cache_get_padding (b4905) / llama_kv_cache_unified::get_padding
+            # (b5602): flash_attn ? 256u : 32u; common/common.h flash_attn = false.
+            engine = replace(engine, cell_padding=32)
+            notes.append(f"llama.cpp b{build} pads cells to 32 without flash attention (its default; -fa pads "
+                         "to 256, not modelled)")  # fmt: skip
+        if build <= rel.UNIFIED_UNTIL:
+            if getattr(options, "kv_unified", False):
+                raise UsageError(f"llama.cpp b{build} has no --kv-unified: every sequence shares its one cache",
+                                 param="kv_unified")  # fmt: skip
+            engine = replace(engine, unified=True)
+        if build <= rel.SWA_FULL_UNTIL:
+            if options.swa_full:
+                raise UsageError(f"llama.cpp b{build} has no --swa-full: sliding layers already keep n_ctx cells",
+                                 param="swa_full")  # fmt: skip
+            engine = replace(engine, swa_full=True)
+        return engine, notes
 
     def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
         """The model as llama.cpp builds it: windows only where its architecture has one, Llama 4's
         chunk fixed at 8192; and the K/V types it accepts for it."""
-        if self.mla and k_dtype != v_dtype:
-            # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v.
+        spec, notes = self._old_build_layout(spec)
+        if self.build <= rel.PAD_32_UNTIL and not v_dtype.is_plain:
+            # src/llama-context.cpp llama_init_from_model (b4905..b5602): "V cache quantization requires
+            # flash_attn", and -fa pads cells to 256, which kvcalc does not model at these builds.
+            raise UsageError(
+                f"llama.cpp b{self.build} quantizes V ({v_dtype.name}) only with flash attention (-fa), whose "
+                "256-cell padding kvcalc does not model at this build: give an unquantized V type"
+            )
+        if self.mla and k_dtype != v_dtype and self.build >= rel.MLA_V_LESS_FROM:
+            # src/llama-context.cpp llama_init_from_model: hparams.is_mla() && type_k != type_v (is_mla()
+            # came with the V-less cache, PR #19067; before it the latent V row had its own type_v).
             raise UsageError(
                 f"llama.cpp refuses different K ({k_dtype.name}) and V ({v_dtype.name}) cache types for an MLA model "
                 "('model does not support different K and V cache types'): give one --kv-dtype"
             )
         _check_blocks(spec, k_dtype, v_dtype)
-        notes: list[str] = []
         mt = spec.model_type
         caches = _msa_indexers(spec.caches)
         if any(c.is_compressed_attention for c in caches):
@@ -143,9 +209,51 @@ class LlamaCpp(Engine):
                     "llama.cpp 0c1e570 aborts a T5 context of more than one sequence without --kv-unified "
                     "(GGML_ASSERT(ggml_can_repeat(b, a)) in ggml.c): batch 1 or --kv-unified runs"
                 )
-        if self.swa_full and any(c.token_bound is not None and c.tokens == "decoder" for c in caches):
+        if self.build <= rel.SWA_FULL_UNTIL and any(c.token_bound is not None for c in caches):
+            notes.append(f"llama.cpp b{self.build} has no sliding-window cache (PR #13194 came later): sliding "
+                         "and chunked layers keep n_ctx cells")  # fmt: skip
+        elif self.swa_full and any(c.token_bound is not None and c.tokens == "decoder" for c in caches):
             notes.append("--swa-full: llama.cpp gives sliding and chunked layers full-size caches (n_ctx cells)")
         return (replace(spec, caches=caches) if caches != spec.caches else spec), notes
+
+    def _old_build_layout(self, spec: ModelSpec) -> tuple[ModelSpec, list[str]]:
+        """An MLA model's layers as an older build caches them (releases.py), and the refusals of
+        builds kvcalc cannot place (between the last known before a change and the first after)."""
+        build = self.build
+        if any(_windowed(c) or _chunk(c) is not None for c in spec.caches) and rel.unknown(
+            build, rel.SWA_FULL_UNTIL, rel.SWA_CACHE_FROM
+        ):
+            raise UsageError(f"kvcalc does not know llama.cpp b{build}'s sliding-window cache (PR #13194, resized by "
+                             f"#17046: none at b{rel.SWA_FULL_UNTIL}, today's by b{rel.SWA_CACHE_FROM}): not modelled",
+                             param="engine")  # fmt: skip
+        if build >= rel.MLA_V_LESS_FROM or not any(isinstance(c, LatentCache) for c in spec.caches):
+            return spec, []
+        for last, first, pr in ((rel.MLA_FULL_UNTIL, rel.MLA_LATENT_FROM, "#12801"),
+                                (rel.MLA_V_UNTIL, rel.MLA_V_LESS_FROM, "#19067")):  # fmt: skip
+            if rel.unknown(build, last, first):
+                raise UsageError(f"kvcalc does not know llama.cpp b{build}'s MLA cache (PR {pr} changed it "
+                                 f"between b{last} and b{first}): not modelled", param="engine")  # fmt: skip
+        caches: tuple[LayerCache, ...]
+        if build <= rel.MLA_FULL_UNTIL:
+            heads = spec.query_heads
+            if not heads or any(isinstance(c, LatentCache) and not (c.k_head_dim and c.v_head_dim)
+                                for c in spec.caches):  # fmt: skip
+                raise UsageError(f"llama.cpp b{build} caches MLA layers as per-head K and V: this model does not "
+                                 "give its heads and per-head dims")  # fmt: skip
+            caches = tuple(
+                AttentionCache(kv_heads=heads, k_head_dim=c.k_head_dim or 0, v_head_dim=c.v_head_dim or 0)
+                if isinstance(c, LatentCache) else c
+                for c in spec.caches
+            )  # fmt: skip
+            note = (f"llama.cpp b{build} has no MLA cache (PR #12801 came later): it caches {heads} heads of "
+                    "K and V per token")  # fmt: skip
+        else:
+            caches = tuple(_LatentWithV(latent_dim=c.latent_dim, rope_dim=c.rope_dim, k_head_dim=c.k_head_dim,
+                                        v_head_dim=c.v_head_dim) if isinstance(c, LatentCache) else c
+                           for c in spec.caches)  # fmt: skip
+            note = (f"llama.cpp b{build} caches the MLA latent as K and again as V (V-less cache: PR #19067, "
+                    "later)")  # fmt: skip
+        return replace(spec, caches=caches), [note]
 
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in _GGML_KV:
@@ -313,11 +421,41 @@ class LlamaServer(LlamaCpp):
     unified: bool = True
     options_type = LlamaServerOptions
 
+    def _at_old_build(self, options: LlamaCppOptions | LlamaServerOptions) -> tuple[Engine, list[str]]:
+        engine, notes = super()._at_old_build(options)
+        if self.build <= rel.UNIFIED_UNTIL:
+            # The b5331 log (tests/fixtures/logs/llamacpp): a plain llama-server -c 16384 has n_seq_max = 1.
+            notes.append(f"llama-server b{self.build} starts one slot without -np (not 4): --batch is its -np")
+        return engine, notes
+
     def step_overhead(self) -> StepOverhead:
         """llama.cpp's, plus the server's HTTP request handling before the first token (2 ms,
         assumed: no llama-server measurement is in the benchmark)."""
         base = super().step_overhead()
         return replace(base, request_s=2e-3, source=base.source + "; the server's request handling assumed")
+
+
+@dataclass(frozen=True)
+class _LatentWithV(LatentCache):
+    """An MLA layer as llama.cpp caches it from PR #12801 until the V-less cache (PR #19067): K rows
+    of kv_lora_rank + qk_rope (n_embd_head_k = 576 for DeepSeek-V3) and V rows of kv_lora_rank
+    (n_embd_head_v = 512), one head each (src/llama-kv-cache.cpp: n_embd_v_gqa rows in type_v)."""
+
+    @property
+    def elements_per_token(self) -> int:
+        return 2 * self.latent_dim + self.rope_dim
+
+    def rows(self, tp: int, heads: int | None = None) -> tuple[int, int, int | None]:
+        return self.latent_dim + self.rope_dim, self.latent_dim, None
+
+    def describe(self) -> tuple[str, str]:
+        return "latent", f"{self.latent_dim}+{self.rope_dim} + V {self.latent_dim}"
+
+    def seed_product(self, layers: int, batch: int, kept: int, s: int) -> str | None:
+        return f"{layers} x {batch:,} x {kept:,} x ({self.latent_dim} + {self.rope_dim} + {self.latent_dim}) x {s}"
+
+    def explain(self) -> str:
+        return "llama.cpp (before its V-less cache) keeps the MLA latent as K and the latent again as V"
 
 
 @dataclass(frozen=True)

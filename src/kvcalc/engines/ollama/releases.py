@@ -73,6 +73,9 @@ FA_MODELS_0_24 = frozenset({
 # v0.15.5 it is 0 and server/routes.go picks num_ctx by the GPUs' total memory (less
 # OLLAMA_GPU_OVERHEAD): 262144 from 47 GiB, 32768 from 23 GiB, else 4096.
 CONTEXT_4096 = (0, 6, 7)
+# llm/server.go NewLlamaServer caps num_ctx at the model's trained context from v0.9.3 ("avoid context
+# overflow", ollama/ollama #11175): ``if opts.NumCtx > int(trainCtx) && trainCtx > 0``.
+CAP_TRAINED = (0, 9, 3)
 VRAM_TIERS = (0, 15, 5)
 GIB = 1 << 30
 TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))

@@ -84,6 +84,20 @@ class Ollama(LlamaCpp):
                          "bundles, with Ollama's streams and padding")  # fmt: skip
         return engine, notes
 
+    def default_tokens(self, spec: ModelSpec, gpu_memory: int | None) -> tuple[int, str] | None:
+        """num_ctx when neither a request, a Modelfile nor OLLAMA_CONTEXT_LENGTH names one: by
+        release, from v0.15.5 by the GPUs' total memory (releases.default_num_ctx), per slot: the
+        tier is not divided by OLLAMA_NUM_PARALLEL (ollama/ollama PR #14120, which would have, was
+        closed unmerged). From v0.9.3 capped at the model's trained context (llm/server.go
+        NewLlamaServer, v0.9.3 .. v0.32.15: ``opts.NumCtx = int(trainCtx)``)."""
+        tokens, note = R.default_num_ctx(self.release, gpu_memory)
+        if tokens is None:
+            return None
+        trained = spec.max_context
+        if self.release >= R.CAP_TRAINED and trained is not None and tokens > trained:
+            return trained, f"{note}, capped at the model's trained context ({spec.max_context_key}; llm/server.go)"
+        return tokens, f"{note}, per slot (--batch slots of it)"
+
     def auto_kv_dtype(self, config_dtype: DType | None, model_type: str) -> tuple[DType, str | None]:
         """f16 unless OLLAMA_KV_CACHE_TYPE says otherwise (docs/faq.md; llama.cpp's default type)."""
         dtype, note = super().auto_kv_dtype(config_dtype, model_type)

@@ -21,9 +21,11 @@ class SGLangOptions(EngineOptions):
 
 PLUGIN = EnginePlugin(
     name="sglang",
-    summary="token pools in pages, SWA and state pools; sglang@0.5.23 (default)",
+    summary="token pools in pages, SWA and state pools; sglang@0.5.8 etc. for a release (default 0.5.23); "
+    "sglang-rocm (or an AMD --gpu): ROCm's rules",
     rules="kvcalc.engines.sglang.rules:SGLang",
     options=SGLangOptions,
+    aliases=("sglang-rocm",),
     versions=("0.5",),
     default_version="0.5.23",
     panel="SGLang (--engine sglang)",

@@ -18,6 +18,7 @@ from kvcalc.calc.fit import SEARCH_LIMIT, Fit, largest
 from kvcalc.calc.pages import pad
 from kvcalc.engines.sglang.releases import (
     MAMBA_SLOTS_PER_REQUEST,
+    MM_RESERVATION,
     REQUESTS_HIGH,
     REQUESTS_LOW,
     REQUESTS_PER_CONTEXT,
@@ -142,7 +143,10 @@ def plan_of(fit: Fit) -> SGLangPlan:
 def sglang_plan(spec: ModelSpec, workload: Workload, engine: SGLang, budget: int, context_len: int) -> SGLangPlan:
     """Size SGLang's pools for ``budget`` bytes on one GPU (``_profile_available_bytes`` onward)."""
     hybrid = hybrid_swa(spec.checkpoint_type)
-    multimodal = is_multimodal(spec.checkpoint_type, spec.top_model_type is not None)
+    # mm_runtime_reservation_gb: only from 0.5.18 (releases.py).
+    multimodal = engine.version >= MM_RESERVATION and is_multimodal(
+        spec.checkpoint_type, spec.top_model_type is not None
+    )
     one = estimate(spec, replace(workload, tokens=1, batch=1, dp=1, pp=1, shared_prefix=0), engine=engine)
     full = swa = state = 0
     for g in one.groups:

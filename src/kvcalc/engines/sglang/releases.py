@@ -14,6 +14,28 @@ beside every run) and confirmed by building SGLang's own pools on the CPU
 - srt/model_executor/pool_configurator.py (4e1ca3e4871c5107): ``DefaultPoolConfigurator``,
   ``HybridSWAPoolConfigurator`` and ``validate_swa_pool_size``;
 - srt/arg_groups/model_overrides/deepseek_v2.py: the page size forced for DSA models.
+
+Older releases (``sglang@0.5.8`` to ``sglang@0.5.22``) were read in their own PyPI wheels, and
+differ from 0.5.23 in the cache where these say (every other rule is 0.5.23's, said in a note):
+
+- the multimodal reservation (``mm_runtime_reservation_gb`` off the KV budget) first ships in
+  0.5.18 (mem_cache/kv_cache_configurator.py; 0.5.17's mem_cache/kv_cache_builder.py and 0.5.8's
+  managers/scheduler.py size the embedding cache after the pools, out of the runtime's share);
+- DSA pages on ROCm: 0.5.8 to 0.5.11 force 1-token pages (server_args.py
+  ``_handle_model_specific_adjustments``: ``if is_hip(): self.page_size = 1``, "Setting page size
+  to 1 for DeepSeek DSA on ROCm"); from 0.5.12 (server_args.py, later arg_groups/overrides.py and
+  model_overrides/deepseek_v2.py) 64 where aiter's preshuffle paged-MQA kernel runs
+  (``aiter_can_use_preshuffle_paged_mqa``: SGLANG_USE_AITER=1 and Triton >= 3.5.0 or
+  AITER_ENABLE_AOT_GLUON_PA_MQA_LOGITS=1), 1 on the legacy path otherwise. CUDA forces 64 in
+  every one of them;
+- a DSA model's fp8 latent on ROCm: the plain fp8 row in every release read
+  (``calculate_mla_kv_cache_dim``: the scaled layout only for ``torch.float8_e4m3fn``, while HIP's
+  fp8 on CDNA 3 (MI300X, MI325X) is float8_e4m3fnuz; from 0.5.10 the HIP DSA backends are also
+  named as raw-layout ones).
+
+ROCm otherwise sizes the cache as CUDA does (0.5.23): page_size 1 by default (the aiter attention
+backend forces none), mem_fraction_static by the same arithmetic (arg_groups/memory_hook.py; the
+memory from rocminfo's pool, gpus.yaml's smi_mib), fp8 formats of one byte (e4m3fnuz).
 """
 
 from __future__ import annotations
@@ -21,6 +43,12 @@ from __future__ import annotations
 # The release a plain ``--engine sglang`` models, and the ones ``sglang@X.Y[.Z]`` accepts.
 CURRENT = (0, 5, 23)
 VERSIONS = ("0.5",)
+# The oldest release whose rules were read (older 0.5 releases are modelled as it, said in a note).
+OLDEST_READ = (0, 5, 8)
+# The first release reserving the multimodal embedding cache out of the KV budget.
+MM_RESERVATION = (0, 5, 18)
+# The first release paging DSA models by 64 on ROCm (where aiter's preshuffle kernel runs).
+ROCM_DSA_PRESHUFFLE = (0, 5, 12)
 
 # model_config.py is_hybrid_swa_model, as model types (scripts/sglang_tables.py prints this table
 # from SGLang's own function for every model type transformers registers): only these get the

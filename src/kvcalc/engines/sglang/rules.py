@@ -17,6 +17,9 @@ from kvcalc.engines.sglang.releases import (
     CURRENT,
     DSA_PAGE_SIZE,
     MAMBA_FULL_MEMORY_RATIO,
+    MM_RESERVATION,
+    OLDEST_READ,
+    ROCM_DSA_PRESHUFFLE,
     SWA_FULL_TOKENS_RATIO,
     hybrid_swa,
     version_text,
@@ -48,6 +51,8 @@ class SGLang(Engine):
     name: str = "sglang"
     page_size: int = 1
     version: tuple[int, int, int] = CURRENT
+    # "cuda", or "rocm" (an AMD GPU preset, sglang-rocm): DSA pages and fp8 latent rows differ.
+    platform: str = "cuda"
     swa_ratio: float = SWA_FULL_TOKENS_RATIO
     mamba_ratio: float = MAMBA_FULL_MEMORY_RATIO
     options_type = SGLangOptions
@@ -68,11 +73,16 @@ class SGLang(Engine):
         assert isinstance(options, SGLangOptions)
         notes = []
         version = target.version or CURRENT
+        if version == (*CURRENT[:2], 0):  # sglang@0.5: the line's newest release read (no 0.5.0 was released)
+            version = CURRENT
         if version != CURRENT:
-            notes.append(f"kvcalc's SGLang rules are read in {version_text(CURRENT)}; {version_text(version)} "
-                         "is modelled with them")  # fmt: skip
+            notes.append(_version_note(version))
+        rocm = target.platform == "rocm"
         page = options.block_size or 1
-        if target.uses_dsa and page != DSA_PAGE_SIZE:
+        if target.uses_dsa and rocm:
+            page, note = _rocm_dsa_page(version, options.block_size)
+            notes.append(note)
+        elif target.uses_dsa and page != DSA_PAGE_SIZE:
             # arg_groups/model_overrides/deepseek_v2.py: page_size = 64 x index_kpool on CUDA.
             notes.append(f"SGLang runs DSA models with {DSA_PAGE_SIZE}-token pages on CUDA"
                          f"{f', not --page-size {page}' if options.block_size else ''}")  # fmt: skip
@@ -80,6 +90,7 @@ class SGLang(Engine):
         engine = cls(
             page_size=page,
             version=version,
+            platform="rocm" if rocm else "cuda",
         )
         return engine, notes
 
@@ -90,7 +101,10 @@ class SGLang(Engine):
         layers, with the chunk as the window (load_model_utils.py resolve_sliding_window_size)."""
         spec, notes = _own_kv_for_shared_layers(spec)
         if k_dtype.bits == 8 and k_dtype.block == 1 and uses_dsa(spec.caches):
-            spec, notes = _dsa_fp8_rows(spec), [*notes, _DSA_FP8_NOTE]
+            if self.platform == "rocm":
+                notes = [*notes, _DSA_FP8_ROCM_NOTE]
+            else:
+                spec, notes = _dsa_fp8_rows(spec), [*notes, _DSA_FP8_NOTE]
         windowed = [c for c in spec.caches if isinstance(c, AttentionCache) and c.tokens == "decoder"
                     and (c.window is not None or c.chunk is not None)]  # fmt: skip
         if not windowed:
@@ -201,6 +215,37 @@ class SGLang(Engine):
         return sglang_fit(spec, workload, self, budget, context_limit)
 
 
+def _version_note(version: tuple[int, int, int]) -> str:
+    """What ``sglang@VERSION`` models: that release's cache rules where they changed (releases.py), the
+    rest as 0.5.23's."""
+    asked, current = version_text(version), version_text(CURRENT)
+    if version > CURRENT:
+        return f"kvcalc's SGLang rules are read in {current}; {asked} is modelled with them"
+    older = (
+        f"; {version_text(OLDEST_READ)} is the oldest read, {asked} is modelled as it" if version < OLDEST_READ else ""
+    )
+    reservation, pages = version_text(MM_RESERVATION), version_text(ROCM_DSA_PRESHUFFLE)
+    return (f"SGLang {asked}: its own cache rules where they changed (the multimodal reservation from {reservation}, "
+            f"ROCm's 64-token DSA pages from {pages}), the rest as {current}'s{older}")  # fmt: skip
+
+
+def _rocm_dsa_page(version: tuple[int, int, int], given: int | None) -> tuple[int, str]:
+    """The page a DSA model gets on ROCm (releases.py): 1 before 0.5.12; from 0.5.12, 64 where
+    aiter's preshuffle paged-MQA kernel runs, else 1 (``--page-size 1`` here: the legacy path)."""
+    instead = f", not --page-size {given}" if given is not None and given != 1 else ""
+    if version < ROCM_DSA_PRESHUFFLE:
+        return 1, (f"SGLang {version_text(version)} runs DSA models with 1-token pages on ROCm (server_args.py, "
+                   f"before {version_text(ROCM_DSA_PRESHUFFLE)}){instead}")  # fmt: skip
+    if given == 1:
+        return 1, ("SGLang runs DSA models on ROCm with 1-token pages on its legacy path (aiter's preshuffle "
+                   "paged-MQA kernel unavailable), as --page-size 1 asks")  # fmt: skip
+    instead = f", not --page-size {given}" if given is not None and given != DSA_PAGE_SIZE else ""
+    return DSA_PAGE_SIZE, (
+        f"SGLang runs DSA models on ROCm with {DSA_PAGE_SIZE}-token pages where aiter's preshuffle paged-MQA "
+        f"kernel runs (Triton >= 3.5, SGLANG_USE_AITER=1){instead}; 1-token pages without it: --block-size 1"
+    )
+
+
 def _own_kv_for_shared_layers(spec: ModelSpec) -> tuple[ModelSpec, list[str]]:
     """SGLang's token pool gives every attention layer its own K and V buffer
     (MHATokenToKVPool: one per layer_num), so a layer that reads an earlier layer's K and V
@@ -230,6 +275,10 @@ _DSA_QUANT_BLOCK = 128
 _DSA_FP8_NOTE = ("SGLang stores a DSA model's fp8 latent as kv_lora_rank fp8 + a 4-byte scale per 128 + the rope "
                  "part in bf16 (its Hopper default, flashmla_kv; Blackwell's trtllm backend stores the plain fp8 row, "
                  "not modelled)")  # fmt: skip
+
+
+_DSA_FP8_ROCM_NOTE = ("SGLang on ROCm stores a DSA model's fp8 latent as the plain fp8 row (kv_lora_rank + rope, "
+                      "no scales: its HIP DSA backends, and CDNA 3's fp8 is e4m3fnuz)")  # fmt: skip
 
 
 def _dsa_fp8_rows(spec: ModelSpec) -> ModelSpec:
