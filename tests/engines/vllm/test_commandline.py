@@ -173,6 +173,9 @@ def test_a_config_file_read_through_the_callers_reader() -> None:
                                 "engine": "vllm"}  # fmt: skip
     with pytest.raises(UsageError, match=r"Config file must be of a yaml/yml type\. json supplied"):
         read("vllm serve X --config c.json", files.__getitem__)
+    # vLLM's docs: "vllm serve SOME_MODEL --config config.yaml, SOME_MODEL takes precedence over model
+    # in config file".
+    assert read("vllm serve Qwen/Qwen3-32B --config c.yaml", files.__getitem__).settings["model"] == "Qwen/Qwen3-32B"
     with pytest.raises(UsageError, match="No model specified"):
         read("vllm serve --config c.yaml", {"c.yaml": "port: 8000\n"}.__getitem__)
 
@@ -203,7 +206,7 @@ def test_a_gpu_line_is_plain_vllm_and_an_empty_cpu_space_is_not_read() -> None:
 @pytest.mark.parametrize(
     ("line", "error"),
     [
-        # https://github.com/vllm-project/vllm/issues/15469: --swap-space left vLLM with V0 (not in 0.33.0).
+        # https://github.com/vllm-project/vllm/issues/15469 (vLLM 0.7.2): --swap-space is not in 0.33.0's parser.
         (
             "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.9 --swap-space 16 --max-model-len 4096",
             "unrecognized arguments: --swap-space",
@@ -214,8 +217,8 @@ def test_a_gpu_line_is_plain_vllm_and_an_empty_cpu_space_is_not_read() -> None:
             "vllm serve Qwen/Qwen3-8B --device cuda",
             "ambiguous option: --device could match --device-ids, --device-memory-utilization",
         ),
-        # https://github.com/vllm-project/vllm/issues/12256: --enable-reasoning is gone; --num-speculative-tokens
-        # went with V0's speculative flags.
+        # https://github.com/vllm-project/vllm/issues/12256 (vLLM 0.7): --enable-reasoning is not in 0.33.0's
+        # parser.
         (
             "vllm serve Qwen/Qwen3-8B --enable-reasoning --reasoning-parser deepseek_r1",
             "unrecognized arguments: --enable-reasoning",

@@ -604,6 +604,14 @@ class VllmServe(CommandLine):
     def _negations(self) -> list[str]:
         return [f"--no-{s[2:]}" for a in self.args if a.negatable for s in a.spellings if s.startswith("--")]
 
+    def positional_settings(self, reading: Reading) -> None:
+        """``vllm serve MODEL``: the positional model wins over ``--model`` (a config file's ``model:``
+        among them): serve.py's cmd sets args.model = args.model_tag when one is given."""
+        words = [w for w in reading.positionals if w != "--"]
+        if self.positional == "model" and words and "model" in reading.values:
+            reading.values["model"] = words[0]
+        super().positional_settings(reading)
+
     def read_config(self, path: str, reading: Reading, read_text: ReadText) -> None:
         """``--config=FILE`` (one word): vLLM 0.33 pulls a config file in only for the word ``--config``
         (FlexibleArgumentParser.parse_args), so this one is stored and never read."""
