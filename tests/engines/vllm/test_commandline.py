@@ -257,7 +257,8 @@ def test_max_model_len_auto_leaves_the_context_to_fit() -> None:
 def test_quiet_flags_are_quiet_and_prefix_caching_changes_nothing() -> None:
     command = read("vllm serve Qwen/Qwen3-8B --enable-prefix-caching --disable-prefix-caching "
                    "--no-enable-prefix-caching --enable-chunked-prefill --disable-log-stats --uvicorn-log-level "
-                   "debug --enable-custom-all-reduce --no-enable-lora --runner generate -q None")  # fmt: skip
+                   "debug --enable-custom-all-reduce --no-enable-lora --runner generate -q None -O2 "
+                   "--cpu-offload-gb 0 --performance-mode balanced --kv-offloading-size None")  # fmt: skip
     assert command.warnings == ()
     assert command.settings == {"model": "Qwen/Qwen3-8B", "engine": "vllm"}
 

@@ -451,6 +451,23 @@ ENV: tuple[Arg, ...] = (
     *(quiet(name) for name in _ENV_NAMES.split() if not name.startswith("VLLM_CPU_")),
 )
 
+# The values of the memory flags above that leave vLLM 0.33.0 as it is (their defaults, from its
+# parser; "None" and "" are optional_type's None): given so, they change nothing and are not named.
+_UNCHANGED = {"--quantization-config": ("None", ""), "--hf-overrides": ("{}",), "--hf-config-path": ("None", ""),
+              "--num-gpu-blocks-override": ("None", ""), "--cpu-offload-gb": ("0", "0.0"),
+              "--offload-group-size": ("0",), "--offload-num-in-group": ("1",), "--offload-prefetch-step": ("1",),
+              "--kv-offloading-size": ("None", ""), "--kv-transfer-config": ("None", ""),
+              "--mamba-cache-dtype": ("auto",), "--mamba-ssm-cache-dtype": ("auto",),
+              "--mamba-block-size": ("None", ""), "--mamba-cache-mode": ("none",), "--replayssm-buffer-len": ("16",),
+              "--decode-context-parallel-size": ("1",), "--prefill-context-parallel-size": ("1",),
+              "--all2all-backend": ("allgather_reducescatter",), "--ubatch-size": ("0",),
+              "--attention-backend": ("None", ""), "--max-cudagraph-capture-size": ("None", ""),
+              "--optimization-level": ("2",), "--performance-mode": ("balanced",), "--limit-mm-per-prompt": ("{}",),
+              "--mm-processor-kwargs": ("None", ""), "--mm-encoder-tp-mode": ("weights",),
+              "--mm-encoder-attn-dtype": ("None", ""), "--mm-ipc-gpu-memory-gb": ("0", "0.0"),
+              "--mm-processor-device": ("auto",), "--max-loras": ("1",), "--max-lora-rank": ("16",),
+              "--lora-dtype": ("auto",)}  # fmt: skip
+
 # The short spellings a written line uses, as vLLM's docs write them.
 _SHORT = {"--tensor-parallel-size": "-tp", "--pipeline-parallel-size": "-pp", "--data-parallel-size": "-dp"}
 
@@ -603,6 +620,12 @@ class VllmServe(CommandLine):
 
     def _negations(self) -> list[str]:
         return [f"--no-{s[2:]}" for a in self.args if a.negatable for s in a.spellings if s.startswith("--")]
+
+    def _take(self, arg: Arg, spelling: str, text: str | None, reading: Reading, *, negated: bool = False) -> None:
+        """A memory flag given its default value changes nothing: read quietly."""
+        if arg.memory and text is not None and text.strip() in _UNCHANGED.get(arg.name, ()):
+            arg = replace(arg, memory="")
+        super()._take(arg, spelling, text, reading, negated=negated)
 
     def positional_settings(self, reading: Reading) -> None:
         """``vllm serve MODEL``: the positional model wins over ``--model`` (a config file's ``model:``
