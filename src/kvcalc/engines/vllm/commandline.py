@@ -671,7 +671,7 @@ class VllmServe(CommandLine):
 
     def _dtypes(self, values: Mapping[str, SettingValue], settings: Settings, reading: Reading) -> None:
         """--kv-cache-dtype, and an auto one following --dtype (CacheConfig.cache_dtype "auto": the
-        model's dtype, vllm/v1/worker/gpu_model_runner.py 0.33.0)."""
+        model's dtype, kv_cache_dtype_str_to_dtype, vllm/utils/torch_utils.py 0.33.0)."""
         kv = values.get("kv_dtype")
         model = _MODEL_DTYPES.get(str(values.get("dtype", "auto")), "")
         if model and kv in (None, "auto"):
