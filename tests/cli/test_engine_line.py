@@ -89,3 +89,10 @@ def test_an_engine_knob_idle_for_the_model_is_dropped_with_a_note(run_cli) -> No
     flags = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--json", "--engine", "llama-server", "--batch", "4",
                     "--ubatch", "1024")  # fmt: skip
     assert fit.json()["kv_budget_bytes"] == flags.json()["kv_budget_bytes"]
+
+
+def test_fit_writes_no_line_when_nothing_fits(run_cli) -> None:
+    # 8 x 80 GB of H100 cannot hold DeepSeek-V3's 671 GB of fp8 weights: vLLM would not start.
+    result = run_cli("fit", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "8", "--engine", "vllm", "--json")
+    assert result.json()["fits"] is False
+    assert result.json()["command"] is None

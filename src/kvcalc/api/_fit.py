@@ -142,7 +142,7 @@ def fit(
 def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> WrittenCommand | None:
     """The engine's own command line for this answer (engines.commandline: each engine writes its
     line from these settings, in kvcalc's names): the model as the engine finds it (a preset: the
-    Hub repository it was taken from), the request length and the concurrency found (at least one),
+    Hub repository it was taken from), the request length and the concurrency found (none when nothing fits),
     the layout and every setting the user gave; the share of memory the budget used."""
     import os
 
@@ -151,8 +151,8 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
 
     serving, engine = request.serving, report.engine
     name = serving.engine if isinstance(serving.engine, str) else (engine.name if engine else "")
-    if engine is None or not name:
-        return None
+    if engine is None or not name or not report.result.fits:
+        return None  # nothing fits: the engine would refuse to start (the verdict says what to change)
     found = writer(engine_entry(name).name)
     if found is None:
         return None
@@ -164,7 +164,7 @@ def _command_line(model: ModelArg, report: FitReport, request: _FitRequest) -> W
     else:
         ref = report.model.name
     result = report.result
-    settings: dict[str, SettingValue] = {"model": ref, "tokens": result.tokens, "batch": max(1, result.max_concurrency)}
+    settings: dict[str, SettingValue] = {"model": ref, "tokens": result.tokens, "batch": result.max_concurrency}
     layout = {"tp": report.workload.tp * report.dp_attention, "pp": report.workload.pp,
               "dp": report.workload.dp // report.dp_attention, "dp_attention": report.dp_attention}  # fmt: skip
     settings.update({key: value for key, value in layout.items() if value > 1})  # 1: every engine's default

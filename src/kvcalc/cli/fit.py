@@ -205,15 +205,13 @@ def fit(
 
     \b
     Examples:
-      kvcalc fit llama-3.1-8b --gpu h100 --tokens 32k --batch 8
       kvcalc fit qwen3-32b --gpu h100 --tokens 32k --batch 8 --engine vllm
       kvcalc fit gpt-oss-120b --kv-budget 5.38GiB --engine vllm@0.19 -t 128k
       kvcalc fit llama-3.1-8b --engine llama.cpp --gpu rtx-4090 --gpu-layers auto
       kvcalc fit --gpu h100 -- vllm serve Qwen/Qwen3-8B --max-model-len 8192
 
-    Budget per GPU = the engine's share of memory - weights / (tp x pp) - its runtime, each line
-    with its range; the verdict (do --batch requests of --tokens fit, what to change first), then
-    the engine's command line for the answer. After '--', an engine's own line stands for its flags.
+    Budget per GPU = share of memory - weights / (tp x pp) - runtime; the verdict on --batch x
+    --tokens, then the engine's command line for it. After '--', an engine's line stands for its flags.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError

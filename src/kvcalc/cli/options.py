@@ -61,8 +61,7 @@ def complete_dtype(incomplete: str) -> list[str]:
 # --- shared flags --------------------------------------------------------------------------------------
 
 TOKENS_HELP = (
-    f"Tokens per sequence, prompt + generated: 2048, 32k (k = 1024), 1,000. Default {DEFAULT_TOKENS}, or the "
-    "engine's own (Ollama's num_ctx, LM Studio's context)."
+    f"Tokens per sequence, prompt + generated: 2048, 32k (k = 1024). Default {DEFAULT_TOKENS} or the engine's."
 )
 # The formats are named by completion (complete_dtype) and the README, not listed here.
 KV_DTYPE_HELP = (

@@ -296,15 +296,29 @@ FIT_ANSWER = ("kv_budget_bytes", "tokens", "max_tokens", "max_concurrency", "fit
     [
         ["qwen3-32b", "--tokens", "32k", "--tp", "2", "--kv-dtype", "fp8_e4m3", "--utilization", "0.9"],
         ["qwen3-8b", "--tokens", "8k", "--utilization", "0.85", "--block-size", "16"],
-        ["deepseek-v3", "--tokens", "16k", "--tp", "8", "--dp-attention", "8", "--utilization", "0.85"],
+        # DeepSeek-V3's 671 GB of fp8 weights fit on 8 H200s (141 GB each), not on 8 H100s
+        [
+            "deepseek-v3",
+            "--tokens",
+            "16k",
+            "--tp",
+            "8",
+            "--dp-attention",
+            "8",
+            "--utilization",
+            "0.85",
+            "--gpu",
+            "h200",
+        ],
     ],
 )
 def test_fit_writes_the_sglang_line_that_gives_its_answer_back(run_cli, flags: list[str]) -> None:
-    asked = run_cli("fit", *flags, "--engine", "sglang", "--gpu", "h100-sxm", "--json")
+    gpu = [] if "--gpu" in flags else ["--gpu", "h100-sxm"]
+    asked = run_cli("fit", *flags, *gpu, "--engine", "sglang", "--json")
     assert asked.exit_code == 0, asked.stderr
     argv = asked.json()["command"]["argv"]
     assert argv[:2] == ["sglang", "serve"]
-    again = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", *argv)
+    again = run_cli("fit", "--gpu", flags[flags.index("--gpu") + 1] if not gpu else "h100-sxm", "--json", "--", *argv)
     assert again.exit_code == 0, again.stderr
     assert {k: again.json()[k] for k in FIT_ANSWER} == {k: asked.json()[k] for k in FIT_ANSWER}
 

@@ -321,7 +321,7 @@ def test_fits_answer_is_written_as_a_vllm_serve_line() -> None:
     assert written.argv == ("vllm", "serve", "Qwen/Qwen3-32B", "--max-model-len", "32768", "-tp", "2",
                             "--gpu-memory-utilization", "0.92", "--kv-cache-dtype", "fp8",
                             "--max-num-seqs", "64")  # fmt: skip
-    assert written.notes[0].startswith("vLLM fixes no concurrency: its KV pool holds 13 requests of 32,768 tokens")
+    assert written.notes[0].startswith("vLLM fixes no concurrency: its KV pool holds 13 request(s) of 32,768 tokens")
     assert "--max-num-seqs caps it" in written.notes[0]
 
 

@@ -747,7 +747,7 @@ class VllmServe(CommandLine):
         if batch is not None and tokens is not None:
             dp = int(settings.get("dp", 1))
             pools = f"its {dp} data-parallel replicas' KV pools hold" if dp > 1 else "its KV pool holds"
-            notes.append(f"vLLM fixes no concurrency: {pools} {batch} requests of {tokens:,} tokens "
+            notes.append(f"vLLM fixes no concurrency: {pools} {batch} request(s) of {tokens:,} tokens "
                          "(--max-model-len) at once, more while they are shorter"
                          + ("; --max-num-seqs caps it" if "max_num_seqs" in settings else ""))  # fmt: skip
         longest = settings.get("max_model_len")
