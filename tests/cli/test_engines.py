@@ -41,3 +41,12 @@ def test_an_unknown_engine_is_one_line(run_cli) -> None:
     result = run_cli("engines", "tensorrt")
     assert result.exit_code == 2
     assert_one_line_error(result, "unknown engine 'tensorrt'", "vllm")
+
+
+def test_an_engine_names_the_command_lines_kvcalc_reads_and_writes_for_it(run_cli) -> None:
+    vllm = run_cli("engines", "vllm", "--json").json()["command_lines"]
+    assert vllm == {"reads": ["vllm serve", "python -m vllm.entrypoints.openai.api_server"], "writes": "vllm serve"}
+    # transformers is a library: no command line of its own
+    assert run_cli("engines", "transformers", "--json").json()["command_lines"] == {"reads": [], "writes": None}
+    shown = run_cli("engines", "ollama").stdout
+    assert "reads after '--': ollama serve, ollama run, ollama create" in shown

@@ -21,6 +21,7 @@ _EXPORTS = {
     "list_engines": "_engines",
     "show_engine": "_engines",
     "read_engine_command": "_engines",
+    "engine_command_lines": "_engines",
     "idle_knobs": "_engines",
     "write_engine_command": "_engines",
     "FitReport": "_fit",
@@ -79,6 +80,7 @@ __all__ = [
     "SpeedReport",
     "cdiv_int",
     "compare",
+    "engine_command_lines",
     "estimate",
     "estimate_requests",
     "fit",
@@ -124,6 +126,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from kvcalc.api._engines import (
+        engine_command_lines,
         idle_knobs,
         list_engines,
         read_engine_command,

@@ -32,6 +32,17 @@ def show_engine(name: str) -> EnginePlugin:
         raise UsageError(str(exc), param="name") from None
 
 
+def engine_command_lines(name: str) -> tuple[tuple[str, ...], str | None]:
+    """The programs whose command lines kvcalc reads as this engine (after ``--``), and the one
+    fit writes for it (None: none); an unknown name is a one-line UsageError."""
+    from kvcalc.engines.commandline import readers, writer
+
+    plugin = show_engine(name)
+    reads = [r.program for r in readers() if plugin.name in (r.engine.partition("@")[0], *r.writes)]
+    written = writer(plugin.name)
+    return tuple(dict.fromkeys(reads)), None if written is None else written.program
+
+
 def read_engine_command(words: Sequence[str]) -> EngineCommand:
     """What an engine's own command line stands for in kvcalc's terms (``vllm serve MODEL -tp 2
     ...``, ``OLLAMA_NUM_PARALLEL=4 ollama serve``; one string is split as a shell would): the engine,

@@ -28,8 +28,8 @@ def engines(
       kvcalc engines llama.cpp --json
 
     Without NAME: each engine's name, aliases, the releases it models and what it keeps. With
-    NAME: its knobs, kvcalc's flag beside the engine's own spelling, the default and what each
-    sets (every command that takes them shows them in the engine's own help panel).
+    NAME: the engine command lines kvcalc reads as it (after '--') and writes for fit, and its
+    knobs: kvcalc's flag beside the engine's own spelling, the default and what each sets.
     """
     from kvcalc import api
     from kvcalc.views.json import engine_row, knob_row
@@ -44,9 +44,11 @@ def engines(
         print_view(engines_view(plugins))
         return
     plugin = api.show_engine(name)
+    reads, writes = api.engine_command_lines(name)
     if as_json:
-        print_json({**engine_row(plugin), "knobs": [knob_row(k) for k in plugin.options.knobs()]})
+        print_json({**engine_row(plugin), "knobs": [knob_row(k) for k in plugin.options.knobs()],
+                    "command_lines": {"reads": list(reads), "writes": writes}})  # fmt: skip
         return
     from kvcalc.views.engines import engine_view
 
-    print_view(engine_view(plugin))
+    print_view(engine_view(plugin, (reads, writes)))

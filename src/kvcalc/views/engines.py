@@ -28,13 +28,19 @@ def engines_view(plugins: list[EnginePlugin]) -> list[Block]:
     return [Grid("Engines (--engine NAME[@VERSION]; 'kvcalc engines NAME' lists its knobs)", columns, body)]
 
 
-def engine_view(plugin: EnginePlugin) -> list[Block]:
-    """One engine's knobs: kvcalc's flag, the engine's own, the default and what it does."""
+def engine_view(plugin: EnginePlugin, lines: tuple[tuple[str, ...], str | None] = ((), None)) -> list[Block]:
+    """One engine's knobs: kvcalc's flag, the engine's own, the default and what it does; the
+    command lines kvcalc reads as it (after '--') and writes for fit's answer."""
     blocks: list[Block] = [f"{plugin.name}: {plugin.summary}"]
     if plugin.aliases:
         blocks.append(f"aliases: {', '.join(plugin.aliases)}")
     if plugin.versions:
         blocks.append(f"releases: {_releases(plugin)}")
+    reads, writes = lines
+    if reads:
+        blocks.append(f"reads after '--': {', '.join(reads)}")
+    if writes:
+        blocks.append(f"fit writes: {writes} ...")
     knobs = plugin.options.knobs()
     if not knobs:
         blocks.append("no knobs: the engine has none kvcalc models")
