@@ -214,3 +214,27 @@ def test_fit_takes_ollamas_default_num_ctx_by_gpu_memory(gpu: str, tp: int, engi
     # qwen3-8b's trained context is 40,960 (max_position_embeddings): 262144 is capped there.
     report = api.fit("qwen3-8b", gpu=gpu, tp=tp, engine=engine)
     assert report.result.tokens == min(tokens, 40960)
+
+
+def test_llama_cpps_max_requests_fit_beside_their_own_compute_buffer() -> None:
+    # llama.cpp's compute buffer holds a KQ mask of every cell, so N requests leave less budget than
+    # the one asked: the answer N must fit when asked for itself, and N + 1 must not.
+    from kvcalc.api import fit
+
+    asked = fit("llama-3.1-8b", gpu="h100-sxm", tokens=32768, batch=2, engine="llama-server")
+    n = asked.result.max_concurrency
+    assert n > 2
+    assert fit("llama-3.1-8b", gpu="h100-sxm", tokens=32768, batch=n, engine="llama-server").verdict.fits
+    assert not fit("llama-3.1-8b", gpu="h100-sxm", tokens=32768, batch=n + 1, engine="llama-server").verdict.fits
+
+
+def test_max_requests_below_what_the_asked_budget_holds_is_said() -> None:
+    # gpt-oss-20b at 16k: the budget for one request holds more 16k requests than fit beside the
+    # compute buffer so many need; the answer is the smaller, with a note saying why.
+    from kvcalc.api import fit
+
+    asked = fit("gpt-oss-20b", gpu="h100-sxm", tokens=16384, engine="llama-server")
+    n = asked.result.max_concurrency
+    assert any(note.startswith(f"max requests: {n:,}, not the") for note in asked.notes)
+    assert fit("gpt-oss-20b", gpu="h100-sxm", tokens=16384, batch=n, engine="llama-server").verdict.fits
+    assert not fit("gpt-oss-20b", gpu="h100-sxm", tokens=16384, batch=n + 1, engine="llama-server").verdict.fits

@@ -259,6 +259,7 @@ def _fit(model: Model, request: _FitRequest, weights: _WeightsOnce, *, verdict: 
         result = Fit(budget.kv_bytes, tokens, batch, 0, 0, 0, engine.name)
     else:
         result = run_fit(spec, workload, engine, budget.kv_bytes, context_limit=context_limit)
+        result = _at_own_runtime(model, request, chosen.engine, workload, weights, result, notes)
     result = replace(result, batch=batch)
     if context_limit is not None and request.max_model_len is None and result.max_context == context_limit:
         notes.append(
@@ -286,6 +287,41 @@ def _all_gpu_memory(request: _FitRequest, gpus: int) -> int | None:
     if request.gpu is not None:
         return find_gpu(request.gpu).runtime_bytes * gpus
     return None
+
+
+def _at_own_runtime(
+    model: Model, request: _FitRequest, engine: Engine, workload: Workload, weights: _WeightsOnce, result: Fit,
+    notes: list[str],
+) -> Fit:  # fmt: skip
+    """The most requests that fit beside the runtime they themselves need. An engine whose runtime
+    grows with the requests it serves (llama.cpp's compute buffer holds a KQ mask of every cell)
+    has less budget for N requests than for the --batch asked: the answer is the largest N whose
+    own budget holds N, so the engine line written for it starts and holds them. A budget that does
+    not depend on the requests (given, or vLLM's) leaves the answer as it is."""
+    from kvcalc.calc.fit import fit as run_fit
+
+    asked = request.batch
+    found = result.max_concurrency
+    if request.kv_budget is not None or request.overhead is not None or found <= asked:
+        return result
+    spec, dp = model.spec, workload.dp
+
+    def held(n: int) -> int:
+        # the budget with n requests per replica in flight, and how many of them it holds
+        budget, engine_n, _ = _budget(model, replace(request, batch=n * dp), engine, workload, weights, [])
+        if budget.leaves_nothing:
+            return 0
+        return run_fit(spec, workload, engine_n, budget.kv_bytes).max_concurrency
+
+    if held(found) >= found:
+        return result
+    low, high = asked, found  # held(low) >= low (the budget shown); held(high) < high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if held(middle) >= middle else (low, middle)
+    notes.append(f"max requests: {low:,}, not the {found:,} the budget above holds: the runtime grows with the "
+                 f"requests served ({engine.name}'s compute buffer), leaving room for {low:,}")  # fmt: skip
+    return replace(result, max_concurrency=low, max_concurrency_exact=None)
 
 
 def _fit_layout(spec: ModelSpec, request: _FitRequest) -> tuple[int, int, int]:
