@@ -316,6 +316,69 @@ def _check_drafting(values: Mapping[str, SettingValue], program: str) -> None:
         raise UsageError(f"{program}: error: {refusal}")
 
 
+class LmsLoadMLX(LmsLoad):
+    """``lms load`` for LM Studio's MLX runtime (``lmstudio-mlx``): each prediction its own cache,
+    the context length mlx-engine's max_kv_size (mlx_engine/generate.py load_model). ``read_command``
+    reads an ``lms load`` line as the llama.cpp runtime (the first reader); this one writes fit's
+    answer for lmstudio-mlx and reads where the caller names the MLX runtime."""
+
+    def interpret(self, reading: Reading) -> Settings:
+        values, notes = reading.values, reading.notes
+        _check_drafting(values, self.program)
+        settings: Settings = {}
+        model = values.get("model")
+        if isinstance(model, str):
+            settings["model"] = model
+        else:
+            notes.append(f"{self.program} without a model key asks for one (-y: the last loaded): give MODEL before "
+                         "'--'")  # fmt: skip
+        settings["engine"] = self.engine
+        parallel = values.get("parallel")
+        if isinstance(parallel, int):
+            settings["parallel"] = parallel
+        else:
+            notes.append(f"LM Studio's default Max Concurrent Predictions {DEFAULT_PARALLEL} applied "
+                         "(lmstudio-ai/docs parallel-requests.md)")  # fmt: skip
+        settings["batch"] = parallel if isinstance(parallel, int) else DEFAULT_PARALLEL
+        context = values.get("context")
+        if not isinstance(context, int):
+            context = DEFAULT_CONTEXT_LENGTH
+            notes.append(f"LM Studio's default context length {DEFAULT_CONTEXT_LENGTH:,} applied (mlx-engine "
+                         "load_model's max_kv_size), unless the model's own load settings say otherwise")  # fmt: skip
+        settings["tokens"] = context
+        settings["max_kv_size"] = context
+        notes.append("https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/2318 reports LM Studio 0.4.21's MLX "
+                     "runtime (1.11.0) loading a context of its own whatever -c says")  # fmt: skip
+        self._gpu(values.get("gpu_ratio"), reading)
+        return settings
+
+    def express(self, settings: Mapping[str, SettingValue]) -> tuple[dict[str, SettingValue], list[str]]:
+        """fit's answer for the MLX runtime: --context-length each prediction's tokens (max_kv_size
+        where given), --parallel the concurrency found."""
+        values: dict[str, SettingValue] = {}
+        notes: list[str] = []
+        model = settings.get("model")
+        if model is not None:
+            values["model"] = model
+            notes.append(f"{model}: give lms load the model key LM Studio lists for its MLX folder (lms ls)")
+        context = settings.get("max_kv_size", settings.get("tokens"))
+        if isinstance(context, int) and context > 0:
+            values["context"] = context
+        batch = settings.get("batch", 1)
+        knob = settings.get("parallel")
+        values["parallel"] = max(batch, knob) if isinstance(batch, int) and isinstance(knob, int) else batch
+        said = [f"{key} {settings[key]}" for key in ("kv_bits", "kv_group_size", "quantized_kv_start", "kv_dtype")
+                if key in settings]  # fmt: skip
+        if said:
+            notes.append(f"lms load has no flag for the MLX runtime's KV Cache Quantization ({', '.join(said)}): set "
+                         "it in the model's load settings in LM Studio (lmstudio-js LLMLoadModelConfig "
+                         "mlxKvCacheQuantization), and give the same before '--' to read the line back")  # fmt: skip
+        notes += [n for n in _unsaid(settings) if "cache-type" not in n]
+        notes.append("kvcalc reads an lms load line as the llama.cpp runtime (lmstudio): this one is for the MLX "
+                     "runtime")  # fmt: skip
+        return values, notes
+
+
 class LmsServerStart(CommandLine):
     """``lms server start``: the HTTP server, which loads no model (``lms load`` does, or a request
     by JIT loading); its flags are quiet."""
@@ -329,6 +392,8 @@ class LmsServerStart(CommandLine):
 _LMS = ("lms",)
 READERS = (
     LmsLoad(engine="lmstudio", programs=((*_LMS, "load"),), args=LOAD_ARGS, source=LOAD_SOURCE, positional="model"),
+    LmsLoadMLX(engine="lmstudio-mlx", programs=((*_LMS, "load"),), args=LOAD_ARGS, source=LOAD_SOURCE,
+               positional="model"),
     LmsServerStart(engine="lmstudio", programs=((*_LMS, "server", "start"),), args=SERVER_ARGS, source=SERVER_SOURCE,
                    writes=()),
 )  # fmt: skip
