@@ -203,3 +203,47 @@ def test_swa_builds_between_the_known_ones_are_refused(build: int) -> None:
     # resized to today's rule by PR #17046 (there by b8390): neither build can be placed for Gemma 2.
     with pytest.raises(UsageError, match="sliding-window cache"):
         total("gemma-2-9b", f"llama.cpp@b{build}", 8192)
+
+
+# --- gpt-oss's sliding-window cache in published logs of b8164 and b8193 -------------------------------
+
+
+def swa_log_mib(name: str) -> list[tuple[float, int, int]]:
+    """(MiB, cells, layers) of each 'llama_kv_cache: size =' line of a log, non-SWA cache first."""
+    text = (LOGS / name).read_text()
+    assert text.startswith("# source: https://github.com/")
+    found = re.findall(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers", text)
+    return [(float(m), int(c), int(n)) for m, c, n in found]
+
+
+def test_b8164_log_gpt_oss_sliding_window_cache_of_one_sequence() -> None:
+    # tests/fixtures/logs/llamacpp/b8164-gpt-oss-20b-swa-one-seq.log: llama-completion, n_ctx 131,072, one
+    # sequence, n_ubatch 512. gpt-oss-20b: 24 layers alternating sliding (window 128) and full, 8 KV heads
+    # x 64, f16: 8 x 64 x 2 (K, V) x 2 B = 2,048 B a layer and cell. Full layers: 12 x 131,072 x 2,048 =
+    # 3,072 MiB; sliding: pad(min(131,072, 128 x 1 + 512), 256) = 768 cells, 12 x 768 x 2,048 = 18 MiB.
+    assert swa_log_mib("b8164-gpt-oss-20b-swa-one-seq.log") == [(3072.0, 131_072, 12), (18.0, 768, 12)]
+    assert (3072 + 18) * MIB == 12 * 2048 * (131_072 + 768) == 3_240_099_840
+    # The build's rules as kvcalc has them from b8390 (the first build it places after the padding
+    # change) give the log's bytes.
+    assert total("gpt-oss-20b", "llama.cpp@b8390", 131_072) == 3_240_099_840
+
+
+def test_b8193_log_gpt_oss_four_auto_slots_widen_the_sliding_window_cache() -> None:
+    # tests/fixtures/logs/llamacpp/b8193-gpt-oss-20b-server-auto-np4.log: llama-server -c 32768 with no
+    # -np: 4 slots sharing one unified cache ("n_parallel = 4 and kv_unified = true"). Full layers:
+    # 12 x 32,768 x 2,048 B = 768 MiB; sliding: pad(min(32,768, 128 x 4 + 512), 256) = 1,024 cells,
+    # 12 x 1,024 x 2,048 B = 24 MiB. kvcalc's llama-server with --batch 4 --tokens 8192 is that server.
+    assert swa_log_mib("b8193-gpt-oss-20b-server-auto-np4.log") == [(768.0, 32_768, 12), (24.0, 1024, 12)]
+    assert (768 + 24) * MIB == 12 * 2048 * (32_768 + 1024) == 830_472_192
+    assert total("gpt-oss-20b", "llama-server@b8390", 8192, batch=4) == 830_472_192
+
+
+@pytest.mark.xfail(strict=True, raises=UsageError,
+                   reason="kvcalc refuses builds between b5602 and b8390 (cell padding: PRs #16812 and #17046); "
+                          "these logs show b8164 and b8193 already size the SWA cache by today's rule")  # fmt: skip
+@pytest.mark.parametrize(
+    ("engine", "tokens", "batch", "expected"),
+    [("llama.cpp@b8164", 131_072, 1, 3_240_099_840), ("llama-server@b8193", 8192, 4, 830_472_192)],
+)
+def test_gpt_oss_logs_at_their_own_builds(engine: str, tokens: int, batch: int, expected: int) -> None:
+    assert total("gpt-oss-20b", engine, tokens, batch=batch) == expected

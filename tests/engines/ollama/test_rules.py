@@ -108,3 +108,48 @@ def test_before_0_30_an_mla_model_is_refused_its_cache_layout_is_not_known() -> 
     with pytest.raises(UsageError, match="which MLA cache it keeps"):
         estimate("deepseek-v2-lite", tokens=4096, engine="ollama@0.13")
     assert estimate("deepseek-v2-lite", tokens=4096, engine="ollama@0.30").total_bytes > 0
+
+
+# --- real published Ollama logs (tests/fixtures/logs/ollama/, each citing its URL) ----------------------
+
+
+def log_text(name: str) -> str:
+    text = (LOGS / name).read_text()
+    assert text.startswith("# source: https://github.com/")
+    return text
+
+
+def test_the_v0_5_4_log_llama_3_1_8b_with_four_parallel_slots() -> None:
+    # v0.5.4-llama3.1-8b-parallel4.log: OLLAMA_NUM_PARALLEL=4, num_ctx 2048, flash_attn 0 (Ollama's runner
+    # --ctx-size 8192 --parallel 4). One unified cache before v0.11 of n_ctx = pad(4 x 2,048, 32) = 8,192
+    # cells; Llama 3.1 8B: 32 layers x 8 KV heads x 128, K and V f16: 32 x 8,192 x 2 x 1,024 x 2 B =
+    # 1,073,741,824 B = 1,024 MiB, the log's "KV self size = 1024.00 MiB, K (f16): 512.00 MiB".
+    log = log_text("v0.5.4-llama3.1-8b-parallel4.log")
+    assert "(version 0.5.4-" in log and "--ctx-size 8192" in log and "--parallel 4" in log
+    assert "KV self size  = 1024.00 MiB, K (f16):  512.00 MiB, V (f16):  512.00 MiB" in log
+    est = api.estimate("llama-3.1-8b", tokens=2048, batch=4, engine="ollama@0.5.4")
+    assert est.total_bytes == 32 * 8192 * 2 * 1024 * 2 == 1024 * 2**20
+
+
+def test_the_v0_33_2_log_two_parallel_slots_on_llama_server_streams() -> None:
+    # v0.33.2-ministral3-3b-parallel2.log: OLLAMA_NUM_PARALLEL=2, num_ctx 4096 (no VRAM: the 4,096 tier),
+    # launched as llama-server -c 8192 -np 2 (llm/llama_server.go: -c NumCtx*numParallel). Not unified:
+    # 2 streams of pad(8,192 / 2, 256) = 4,096 cells ("4096 cells, 26 layers, 2/2 seqs"); Ministral 3
+    # 3B: 26 layers x 8 KV heads x 128, f16: 26 x 2 x 4,096 x 2 x 1,024 x 2 B = 872,415,232 B = 832 MiB.
+    log = log_text("v0.33.2-ministral3-3b-parallel2.log")
+    assert "(version 0.33.2)" in log and "-c 8192 -np 2" in log
+    assert "size =  832.00 MiB (  4096 cells,  26 layers,  2/2 seqs)" in log
+    layer = AttentionCache(kv_heads=8, k_head_dim=128, v_head_dim=128)
+    engine, _ = make_engine("ollama@0.32")  # the last release kvcalc models: same launch line, same streams
+    cells = engine.batch_slots(layer, 4096, 2, 0)
+    assert cells == 2 * 4096
+    assert 26 * cells * 2 * 1024 * 2 == 832 * 2**20
+
+
+@pytest.mark.xfail(strict=True, raises=UsageError,
+                   reason="kvcalc's Ollama releases stop at 0.32 (releases.LLAMA_CPP_BUILDS): 0.33.2, the "
+                          "log's release, is refused rather than given 0.32's rules")  # fmt: skip
+def test_the_v0_33_2_log_at_its_own_release() -> None:
+    engine, _ = make_engine("ollama@0.33.2")
+    layer = AttentionCache(kv_heads=8, k_head_dim=128, v_head_dim=128)
+    assert 26 * engine.batch_slots(layer, 4096, 2, 0) * 2 * 1024 * 2 == 832 * 2**20

@@ -4,6 +4,8 @@ same rules against SGLang's own code."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import kvcalc
@@ -108,3 +110,23 @@ def test_versions() -> None:
     assert any("read in 0.5.23" in note for note in notes)
     with pytest.raises(UsageError, match=r"supported: 0\.5"):
         make_engine("sglang@0.6")
+
+
+def test_the_kimi_k2_5_log_on_rocm_its_mla_pool_with_one_padded_row() -> None:
+    # tests/fixtures/logs/sglang/rocm-0.5.8.post1-mi355x-kimi-k2.5-tp8.log: SGLang 0.5.8.post1 on MI355X,
+    # TP 8, page_size 1, KV dtype bf16: "#tokens: 2454391, KV size: 160.63 GB" (GB = 2^30 in SGLang).
+    # Kimi K2.5's text model is Kimi K2's (DeepSeek-V3 MLA: 61 layers, kv_lora_rank 512 + rope 64), one
+    # latent row per token, replicated on every rank: 61 x 576 x 2 B = 70,272 B a token. MLATokenToKVPool
+    # holds size + page_size rows: 2,454,392 x 70,272 = 172,475,034,624 B = 160.63 GiB.
+    text = (Path(__file__).parents[2] / "fixtures" / "logs" / "sglang" /
+            "rocm-0.5.8.post1-mi355x-kimi-k2.5-tp8.log").read_text()  # fmt: skip
+    assert text.startswith("# source: https://github.com/")
+    assert "#tokens: 2454391, KV size: 160.63 GB" in text and "v0.5.8.post1-rocm720" in text
+    cell = 61 * 576 * 2
+    # A budget that holds 2,454,391 tokens and not one more (SGLang's int(rest_memory / cell_size)).
+    budget = kvcalc.Capacity(kv_budget=2_454_391 * cell + cell // 2, max_model_len=4096)
+    report = kvcalc.fit("kimi-k2", tokens=4096, serving=kvcalc.Serving(engine="sglang-rocm@0.5.8"), capacity=budget)
+    plan = report.result.plan
+    assert plan is not None and (plan.page_size, plan.full_cell, plan.max_total_tokens) == (1, cell, 2_454_391)
+    assert plan.pool_bytes == 2_454_392 * 70_272 == 172_475_034_624
+    assert round(plan.pool_bytes / 2**30, 2) == 160.63

@@ -6,6 +6,8 @@ the rules cite (releases.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import kvcalc
@@ -121,3 +123,25 @@ def test_releases_select_their_rules() -> None:
     assert any("0.5.8 is the oldest read" in n for n in notes)
     _, notes = make_engine("sglang@0.5.30")
     assert any("read in 0.5.23" in n for n in notes)
+
+
+# --- real published SGLang logs on ROCm (tests/fixtures/logs/sglang/, each citing its URL) --------------
+
+LOGS = Path(__file__).parents[2] / "fixtures" / "logs" / "sglang"
+
+
+def test_the_glm_5_log_one_token_pages_for_a_dsa_model_on_rocm_0_5_8_and_0_5_9() -> None:
+    # rocm-0.5.8-0.5.9-mi355x-glm-5-dsa-page-1.log: GLM-5-FP8 (DSA) on the 0.5.8.post1 and 0.5.9 ROCm
+    # images, --kv-cache-dtype fp8_e4m3: both print server_args.py's "Setting page size to 1 for
+    # DeepSeek DSA on ROCm". On CUDA the same release pages DSA models by 64.
+    log = (LOGS / "rocm-0.5.8-0.5.9-mi355x-glm-5-dsa-page-1.log").read_text()
+    assert log.startswith("# source: https://github.com/")
+    assert log.count("Setting page size to 1 for DeepSeek DSA on ROCm.") == 2
+    assert "v0.5.8.post1-rocm720" in log and "v0.5.9-rocm720" in log
+    for engine in ("sglang-rocm@0.5.8", "sglang-rocm@0.5.9"):
+        est = kvcalc.fit("glm-5", tokens=4096, serving=kvcalc.Serving(engine=engine, kv_dtype="fp8_e4m3"),
+                         capacity=kvcalc.Capacity(kv_budget=BUDGET, max_model_len=4096))  # fmt: skip
+        assert est.result.plan is not None and est.result.plan.page_size == 1
+    cuda = kvcalc.fit("glm-5", tokens=4096, serving=kvcalc.Serving(engine="sglang@0.5.9", kv_dtype="fp8_e4m3"),
+                      capacity=kvcalc.Capacity(kv_budget=BUDGET, max_model_len=4096))  # fmt: skip
+    assert cuda.result.plan is not None and cuda.result.plan.page_size == 64
