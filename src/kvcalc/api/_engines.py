@@ -43,16 +43,17 @@ def engine_command_lines(name: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(dict.fromkeys(reads)), None if written is None else written.program
 
 
-def read_engine_command(words: Sequence[str]) -> EngineCommand:
+def read_engine_command(words: Sequence[str], engine: str | None = None) -> EngineCommand:
     """What an engine's own command line stands for in kvcalc's terms (``vllm serve MODEL -tp 2
     ...``, ``OLLAMA_NUM_PARALLEL=4 ollama serve``; one string is split as a shell would): the engine,
     the settings by API parameter name (``model``, ``tokens``, ``tp``, ``kv_dtype``, knobs), the
     memory flags kvcalc does not model (warnings) and its readings (notes). A file the line names
     (vLLM's ``--config``, a Modelfile) is read here, bounded. A flag the engine does not have, or a
-    program kvcalc does not read, is a one-line UsageError."""
+    program kvcalc does not read, is a one-line UsageError. ``engine``: the engine named beside the
+    line, which picks among readers of the same program (``lms load`` as LM Studio's MLX runtime)."""
     from kvcalc.engines.commandline import read_command
 
-    command = read_command(list(words), _read_text)
+    command = read_command(list(words), _read_text, engine)
     return _model_as_preset(command)
 
 

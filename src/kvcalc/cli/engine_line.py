@@ -37,9 +37,9 @@ def translate(argv: list[str], app: Any) -> list[str]:
                          "(vllm serve MODEL ..., llama-server -m FILE ...)")  # fmt: skip
     from kvcalc import api
 
-    command = api.read_engine_command(words)
     own = argv[:end]
     start = own.index(name) + 1
+    command = api.read_engine_command(words, _engine_given(_command(app, name), own[start:]))
     if name in REFUSING_IDLE_KNOBS:
         command = _without_idle_knobs(_command(app, name), own[start:], command)
     flags = _flags(_command(app, name), own[start:], command)
@@ -55,6 +55,14 @@ def _command(app: Any, name: str) -> Any:
 
     group: Any = typer.main.get_command(app)
     return group.get_command(group.context_class(group), name)
+
+
+def _engine_given(command: Any, own: list[str]) -> str | None:
+    """The --engine given before '--', if any: it picks the reader of a program several engines
+    share (``--engine lmstudio-mlx -- lms load ...``) and refines the release."""
+    context = command.make_context(command.name, list(own), resilient_parsing=True)
+    source = context.get_parameter_source("engine")
+    return str(context.params["engine"]) if source is not None and source.name == "COMMANDLINE" else None
 
 
 def _without_idle_knobs(command: Any, own: list[str], line: "EngineCommand") -> "EngineCommand":

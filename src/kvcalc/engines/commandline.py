@@ -367,22 +367,34 @@ def split_environment(words: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return env, list(words[index:])
 
 
-def read_command(words: Sequence[str], read_text: ReadText) -> EngineCommand:
+def read_command(words: Sequence[str], read_text: ReadText, engine: str | None = None) -> EngineCommand:
     """What an engine's command line (its words, as a shell splits them; one string is split as a
-    shell would) stands for, found by the program it starts. An unknown program is a one-line
-    UsageError naming those kvcalc reads."""
+    shell would) stands for, found by the program it starts. ``engine``: the engine the user named
+    beside the line (``--engine lmstudio-mlx -- lms load ...``), which picks among the readers of
+    the same program the one for that engine (LM Studio's MLX runtime); by default the first. An
+    unknown program is a one-line UsageError naming those kvcalc reads."""
     if len(words) == 1 and " " in words[0].strip():
         words = shlex.split(words[0])
     env, rest = split_environment(words)
     if not rest:
         raise UsageError("the engine command line after '--' names no program (vllm serve MODEL, llama-server ...)")
     every = readers()
-    for reader in every:
-        used = reader.matches(rest)
-        if used:
-            return reader.read(rest[used:], env, read_text)
+    found = [(r, used) for r in every if (used := r.matches(rest))]
+    if found:
+        wanted = _engine_name(engine) if engine else None
+        reader, used = next(((r, u) for r, u in found if wanted in (r.engine.partition("@")[0], *r.writes)), found[0])
+        return reader.read(rest[used:], env, read_text)
     known = ", ".join(dict.fromkeys(r.program for r in every))
     raise UsageError(f"kvcalc reads no {rest[0]!r} command line; it reads {known}")
+
+
+def _engine_name(engine: str) -> str | None:
+    from kvcalc.engines import engine_entry
+
+    try:
+        return engine_entry(engine).name
+    except UsageError:
+        return None  # refused where the engine flag is read
 
 
 def writer(engine: str) -> CommandLine | None:

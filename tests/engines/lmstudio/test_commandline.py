@@ -209,7 +209,6 @@ def test_the_mlx_runtimes_line_is_written_and_read_back(run_cli) -> None:
     assert "KV Cache Quantization (kv_bits 4)" in notes and "mlxKvCacheQuantization" in notes
 
 
-@pytest.mark.xfail(strict=True, reason="cli/engine_line.py _same_engine refuses another plugin of the line's family")
 def test_engine_before_the_separator_names_the_mlx_runtime(run_cli) -> None:
     read = run_cli("estimate", "--engine", "lmstudio-mlx", "--json", "--", "lms", "load", "qwen3-8b", "-c", "8192",
                    "--parallel", "1")  # fmt: skip
