@@ -34,26 +34,28 @@ MLA_V_LESS_FROM = 8390
 # Cell padding: llama_kv_cache_unified::get_padding returned ``flash_attn ? 256 : 32`` from PR #7257
 # (2024-05-13) until PR #16812 (2025-10-28) removed the padding and PR #17046 (2025-11-06) made it
 # 256 always. Flash attention was off unless -fa was given in those early builds (common/common.h
-# flash_attn = false), so 32 is their default. 32 known through b5602 (2025-06-07), 256 from b8390
-# (2026-03-17).
+# flash_attn = false), so 32 is their default. 32 known through b5602 (2025-06-07), 256 by b8164: a
+# published b8164 log (tests/fixtures/logs/llamacpp/b8164-gpt-oss-20b-swa-one-seq.log) keeps 768
+# sliding cells for gpt-oss-20b, pad(128 + 512, 256); 32-cell padding would give 640.
 PAD_32_UNTIL = 5602
-PAD_256_FROM = 8390
+PAD_256_FROM = 8164
 
 # The sliding-window cache (PR #13194, "kv-cache : add SWA support", merged 2025-05, with
 # --swa-full): before it sliding layers held n_ctx cells like full ones (b4905). Its first sizing,
 # min(size_base, GGML_PAD(n_swa x n_seq_max + n_batch, n_pad)) (src/llama-kv-cache-unified.cpp of
 # that time), later took n_ubatch, then (PR #17046) GGML_PAD(min(size_base, n_swa x (unified ?
-# n_seq_max : 1) + n_ubatch), 256), today's rule, there by b8390. Builds between are refused.
+# n_seq_max : 1) + n_ubatch), 256), today's rule, there by b8164 (the same log's 768 cells). Builds
+# between are refused.
 SWA_FULL_UNTIL = 4905
-SWA_CACHE_FROM = 8390
+SWA_CACHE_FROM = 8164
 
 # One KV stream per sequence (llama_kv_cache's n_stream, with -kvu / --kv-unified to share one):
 # before it one unified cache of n_ctx cells for all sequences, as at b5602. The streams
 # (seq_to_stream) arrived in b5913 (github.com/ggml-org/llama.cpp/issues/14847: "Regression in unified
 # KV cache appears after llama.cpp release b5912 in b5913"); one stream per sequence is the default by
-# b8390.
+# b8164 (its log prints "kv_unified = false" and "1/1 seqs", sequences over streams).
 UNIFIED_UNTIL = 5602
-STREAMS_FROM = 8390
+STREAMS_FROM = 8164
 
 
 def unknown(build: int, last_before: int, first_after: int) -> bool:
