@@ -96,3 +96,19 @@ def test_fit_writes_no_line_when_nothing_fits(run_cli) -> None:
     result = run_cli("fit", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "8", "--engine", "vllm", "--json")
     assert result.json()["fits"] is False
     assert result.json()["command"] is None
+
+
+def test_probe_runs_the_engine_the_line_names(run_cli) -> None:
+    # llama.cpp itself measures lfm2-1.2b's cache for -c 9000 -np 3: 3 slots of 3,000 tokens, the
+    # same run as kvcalc's own flags for it (the real probe, here, in seconds).
+    import pytest
+
+    from tests.helpers.llama_cpp import needs_llama_cpp
+
+    if needs_llama_cpp.args[0]:
+        pytest.skip(needs_llama_cpp.kwargs["reason"])
+    line = run_cli("probe", "lfm2-1.2b", "--json", "--", "llama-server", "-c", "9000", "-np", "3")
+    flags = run_cli("probe", "lfm2-1.2b", "--engine", "llama.cpp", "--tokens", "3000", "--batch", "3", "--json")
+    assert line.exit_code == 0, line.stderr
+    assert line.json() == flags.json()
+    assert line.json()["match"]
