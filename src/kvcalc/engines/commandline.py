@@ -260,12 +260,12 @@ class CommandLine:
             words = self._with_config(words, read_text, reading)
         self._read_env(reading)
         self._read_words(self._normalized(words), reading, read_text)
-        self.after_words(reading, read_text)
-        settings = self.interpret(reading)
         if self.env_elsewhere is not None:
             where, names = self.env_elsewhere
             reading.warnings += [f"{name}: {self.program} passes it to no server ({where} reads it when it starts); "
                                  "not read" for name in env if name in names]  # fmt: skip
+        self.after_words(reading, read_text)
+        settings = self.interpret(reading)
         return EngineCommand(self.engine, self.program, settings, tuple(reading.warnings), tuple(reading.notes),
                              frozenset(reading.soft))  # fmt: skip
 
