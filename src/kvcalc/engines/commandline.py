@@ -10,6 +10,14 @@ kvcalc models gives a setting, one that changes memory kvcalc does not model is 
 it, one that does not touch memory passes quietly, and one the engine does not have is an error,
 as the engine itself would refuse it.
 
+How a program's words are read is declared, not re-implemented by each engine: argparse's rules
+(``parser="argparse"``: a long flag's unique prefix, ``Arg.nargs``, "-" as a value), vLLM's
+underscores, a YAML ``--config`` file (``YamlConfig``), a memory flag quiet at its ``Arg.default``,
+Go's ``--flag=false`` (``flag_value``), the environment a program reads (``env_text``,
+``env_elsewhere``), and the hooks ``rewrite`` (words as the engine's own code hands them to its
+parser) and ``after_words`` (a file the words name, or the program's default one). A reader may
+mark a setting ``soft`` (its default, not the line's word): the user's own kvcalc flag wins over it.
+
 Settings are keyed by the API's parameter names (``tokens``, ``batch``, ``tp``, ``utilization``,
 ``kv_dtype``, a knob's name...), with ``model`` and ``engine`` besides; the CLI turns them into
 its flags. Pure: a file the line names (vLLM's ``--config``, a Modelfile) is read through the
