@@ -28,6 +28,20 @@ def test_a_flag_given_twice_is_refused(run_cli) -> None:
     assert_one_line_error(result, "--tp is given both before '--' and by the vllm serve line")
 
 
+def test_a_users_batch_wins_over_the_one_a_dp_line_is_read_as(run_cli) -> None:
+    # vLLM's -dp 2 reads as --batch 2 (one request per replica: the reader's default, a soft
+    # setting); the user's own --batch 16 takes its place instead of being refused as given twice.
+    line = run_cli("fit", "--batch", "16", "--gpu", "h100-sxm", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B",
+                   "--max-model-len", "8192", "-tp", "2", "-dp", "2")  # fmt: skip
+    flags = run_cli("fit", "qwen3-32b", "--batch", "16", "--gpu", "h100-sxm", "--json", "--engine", "vllm", "--tokens",
+                    "8192", "--max-model-len", "8192", "--tp", "2", "--dp", "2")  # fmt: skip
+    assert line.exit_code == 0, line.stderr
+    assert line.json() == flags.json()
+    # A setting the line itself says (-tp) is still refused when given twice.
+    twice = run_cli("fit", "--tp", "4", "--gpu", "h100-sxm", "--", "vllm", "serve", "Qwen/Qwen3-32B", "-tp", "2")
+    assert_one_line_error(twice, "--tp is given both before '--' and by the vllm serve line")
+
+
 def test_a_model_given_twice_must_agree(run_cli) -> None:
     result = run_cli("estimate", "qwen3-8b", "--", "vllm", "serve", "Qwen/Qwen3-32B")
     assert_one_line_error(result, "MODEL qwen3-8b and the vllm serve line's model differ")

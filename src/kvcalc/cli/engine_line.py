@@ -97,7 +97,8 @@ def _without_idle_knobs(command: Any, own: list[str], line: "EngineCommand") -> 
 
 
 def _flags(command: Any, own: list[str], line: "EngineCommand") -> list[str]:
-    """The line's settings as this command's flags, each checked against the user's own."""
+    """The line's settings as this command's flags, each checked against the user's own (a soft
+    setting, the reader's default, gives way to it)."""
     context = command.make_context(command.name, list(own), resilient_parsing=True)
     params = {p.name: p for p in command.params if p.name}
     flags: list[str] = []
@@ -118,6 +119,8 @@ def _flags(command: Any, own: list[str], line: "EngineCommand") -> list[str]:
         flag = max(param.opts, key=len)
         if given and key == "engine" and _same_engine(str(context.params.get(key)), str(value)):
             continue  # --engine vllm@0.19 -- vllm serve ...: the release (or platform) the line cannot say
+        if given and key in line.soft:
+            continue  # the reader's default (vLLM's -dp N read as --batch N): the user's own flag wins
         if given:
             raise UsageError(f"{flag} is given both before '--' and by the {line.program} line: give it once")
         flags += _spelt(param, flag, value)

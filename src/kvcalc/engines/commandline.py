@@ -10,6 +10,14 @@ kvcalc models gives a setting, one that changes memory kvcalc does not model is 
 it, one that does not touch memory passes quietly, and one the engine does not have is an error,
 as the engine itself would refuse it.
 
+How a program's words are read is declared, not re-implemented by each engine: argparse's rules
+(``parser="argparse"``: a long flag's unique prefix, ``Arg.nargs``, "-" as a value), vLLM's
+underscores, a YAML ``--config`` file (``YamlConfig``), a memory flag quiet at its ``Arg.default``,
+Go's ``--flag=false`` (``flag_value``), the environment a program reads (``env_text``,
+``env_elsewhere``), and the hooks ``rewrite`` (words as the engine's own code hands them to its
+parser) and ``after_words`` (a file the words name, or the program's default one). A reader may
+mark a setting ``soft`` (its default, not the line's word): the user's own kvcalc flag wins over it.
+
 Settings are keyed by the API's parameter names (``tokens``, ``batch``, ``tp``, ``utilization``,
 ``kv_dtype``, a knob's name...), with ``model`` and ``engine`` besides; the CLI turns them into
 its flags. Pure: a file the line names (vLLM's ``--config``, a Modelfile) is read through the
@@ -35,6 +43,12 @@ Settings = dict[str, SettingValue]
 # Reads a file the command line names (a YAML config, a Modelfile): path -> its text.
 ReadText = Callable[[str], str]
 Takes = Literal["value", "flag", "optional"]
+# argparse's nargs for a flag taking several words: "+" one or more, "*" any number ("": one value).
+Nargs = Literal["", "+", "*"]
+# How a program's words are read: "plain" (each flag one value: llama.cpp's own parser, Go's pflag)
+# or "argparse" (Python's: a long flag's unique prefix stands for it, an ambiguous one is an error,
+# nargs flags take the words up to the next flag, "-" is a value).
+Parser = Literal["plain", "argparse"]
 
 # The settings fit's answer hands a writer, in the order a written line puts them.
 WRITTEN_ORDER = ("model", "tokens", "batch", "max_model_len", "tp", "pp", "dp", "utilization", "kv_budget",
@@ -60,7 +74,11 @@ class Arg:
     means to kvcalc -- ``key`` the setting it gives (None: none), ``parse`` how the engine reads its
     value, ``memory`` (non-empty: it changes memory kvcalc does not model; the warning's reason).
     A flag with no key and no memory reason passes quietly. ``negatable``: argparse's
-    BooleanOptionalAction, ``--no-X`` turns it off. ``constant``: the value a flag (no value) sets."""
+    BooleanOptionalAction, ``--no-X`` turns it off. ``constant``: the value a flag (no value) sets.
+    ``nargs``: argparse's "+"/"*" (its words are joined into one value, space-separated).
+    ``default``: the values (as written) that leave the engine as it is: a memory flag given one
+    of them changes nothing and passes quietly. ``exact``: argparse abbreviates it to no prefix
+    (a word the program takes out before its parser sees the line)."""
 
     spellings: tuple[str, ...]
     key: str | None = None
@@ -69,6 +87,9 @@ class Arg:
     memory: str = ""
     negatable: bool = False
     constant: SettingValue = True
+    nargs: Nargs = ""
+    default: tuple[str, ...] = ()
+    exact: bool = False
 
     @property
     def name(self) -> str:
@@ -76,14 +97,16 @@ class Arg:
         return next((s for s in self.spellings if s.startswith("--")), self.spellings[0])
 
 
-def quiet(*spellings: str, takes: Takes = "value", negatable: bool = False) -> Arg:
+def quiet(*spellings: str, takes: Takes = "value", negatable: bool = False, nargs: Nargs = "") -> Arg:
     """A flag that does not touch memory: read and passed over."""
-    return Arg(spellings, takes=takes, negatable=negatable)
+    return Arg(spellings, takes=takes, negatable=negatable, nargs=nargs)
 
 
-def unmodelled(*spellings: str, why: str, takes: Takes = "value", negatable: bool = False) -> Arg:
-    """A flag that changes memory in a way kvcalc does not model: named in a warning."""
-    return Arg(spellings, takes=takes, memory=why, negatable=negatable)
+def unmodelled(*spellings: str, why: str, takes: Takes = "value", negatable: bool = False, nargs: Nargs = "",
+               default: tuple[str, ...] = ()) -> Arg:  # fmt: skip
+    """A flag that changes memory in a way kvcalc does not model: named in a warning (unless given
+    one of its ``default`` values)."""
+    return Arg(spellings, takes=takes, memory=why, negatable=negatable, nargs=nargs, default=default)
 
 
 def knob_args(options: type[EngineOptions], parse_int: Callable[[str], int] = plain_int) -> tuple[Arg, ...]:
@@ -103,13 +126,16 @@ def knob_arg(knob: Knob, parse_int: Callable[[str], int] = plain_int) -> Arg:
 class EngineCommand:
     """What an engine's command line says, in kvcalc's terms: the engine (``NAME[@VERSION]``), the
     program as written, the settings (by API parameter name, ``model`` too), the memory flags kvcalc
-    does not model (warnings) and the readings it made (notes)."""
+    does not model (warnings) and the readings it made (notes). ``soft``: the settings that are the
+    reader's default rather than the line's word (vLLM's -dp N read as --batch N): the user's own
+    kvcalc flag for one wins over it instead of conflicting."""
 
     engine: str
     program: str
     settings: Settings
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    soft: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -135,21 +161,63 @@ class Reading:
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    soft: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class YamlConfig:
+    """A ``--config FILE`` whose YAML mapping the program splices into its words, read through the
+    caller's ``read_text``: each key a flag (true: the switch, false: its --no- form where it has
+    one, a list: its items, a mapping: its JSON, else the value's text). ``first``: the file's flags
+    go before every word (SGLang's ConfigArgumentMerger), else after a positional model (vLLM's
+    FlexibleArgumentParser); the line's own flags come later either way, and win. The messages are
+    the engine's own (formatted with program, path, extension, error, key); ``no_model`` (when set)
+    refuses a line and file that name no model; ``negatable`` (when set) refuses a key whose flag is
+    a BooleanOptionalAction; ``bool_text``: a true/false for a flag that takes a value is written as
+    its text, not as the bare flag; ``note``: a note says the words the file was read as."""
+
+    many: str
+    missing: str
+    extension: str
+    not_yaml: str
+    no_mapping: str
+    no_model: str = ""
+    negatable: str = ""
+    bool_text: bool = False
+    first: bool = True
+    empty_is_mapping: bool = False
+    ignore_case: bool = False
+    note: bool = False
 
 
 class CommandLine:
     """One program's command line (``vllm serve``): the words that start it, its flags (knobs' flags
     first, from the engine's options), the environment variables it reads, the source the table
-    was read from, and the engine it runs. Subclasses override ``interpret`` (the values -> kvcalc
-    settings, where the engine's terms are not kvcalc's: llama.cpp's -c is every slot's tokens) and
-    ``express`` (the reverse, for a written line), and ``read_file`` handling where the line names
-    a file."""
+    was read from, and the engine it runs. How its words are read is declared: ``parser``
+    ("argparse": abbreviations, nargs, "-" as a value), ``underscores`` (``--max_model_len`` is
+    ``--max-model-len``: vLLM's FlexibleArgumentParser), ``config`` (a YAML ``--config`` file),
+    ``positional_wins`` (a positional model over ``--model``), ``flag_value`` (a switch's
+    ``--flag=VALUE``, as Go's pflag reads it), the environment's ``env_text`` (each value as the
+    engine cleans it; an empty one is unset) and ``env_elsewhere`` (the variables another program
+    reads: a client given a server's variable). Subclasses override ``interpret`` (the values ->
+    kvcalc settings, where the engine's terms are not kvcalc's: llama.cpp's -c is every slot's
+    tokens) and ``express`` (the reverse, for a written line), and the hooks ``rewrite`` (the words
+    before they are parsed) and ``after_words`` (a file the words name, read once they are
+    parsed)."""
 
     def __init__(self, *, engine: str, programs: tuple[tuple[str, ...], ...], args: tuple[Arg, ...], source: str,
                  env: tuple[Arg, ...] = (), env_prefix: str = "", positional: str | None = None,
-                 writes: tuple[str, ...] | None = None) -> None:  # fmt: skip
+                 writes: tuple[str, ...] | None = None, parser: Parser = "plain", underscores: bool = False,
+                 config: YamlConfig | None = None, positional_wins: bool = False,
+                 flag_value: Callable[[str, str], bool] | None = None, env_text: Callable[[str], str] | None = None,
+                 env_elsewhere: tuple[str, frozenset[str]] | None = None) -> None:  # fmt: skip
         self.engine, self.programs, self.args, self.source = engine, programs, args, source
         self.env, self.env_prefix, self.positional = env, env_prefix, positional
+        self.parser, self.underscores, self.config, self.positional_wins = parser, underscores, config, positional_wins
+        # env_text: each variable's value as the engine cleans it; an empty result is an unset one.
+        self.flag_value, self.env_text = flag_value, env_text
+        # (the program that reads them, their names): said as not read when given to this one.
+        self.env_elsewhere = env_elsewhere
         # The engines whose fit answer this program's line is written for (default: its own).
         self.writes = writes if writes is not None else (engine.partition("@")[0],)
         self._by_spelling = {s: a for a in args for s in a.spellings}
@@ -158,6 +226,8 @@ class CommandLine:
                 for s in arg.spellings:
                     if s.startswith("--"):
                         self._by_spelling.setdefault("--no-" + s[2:], arg)
+        # The long spellings argparse abbreviates (negations too), sorted as its error lists them.
+        self._longs = sorted(s for s, a in self._by_spelling.items() if s.startswith("--") and not a.exact)
         self._env = {s: a for a in env for s in a.spellings}
 
     def __repr__(self) -> str:
@@ -178,13 +248,147 @@ class CommandLine:
     def arg(self, spelling: str) -> Arg | None:
         return self._by_spelling.get(spelling)
 
+    def spelt(self, spelling: str) -> str | None:
+        """The spelling a word's flag stands for: itself, or (argparse) the one long spelling it is a
+        prefix of; an ambiguous prefix is argparse's error; None: no flag of this program."""
+        if spelling in self._by_spelling:
+            return spelling
+        if self.parser != "argparse" or not spelling.startswith("--") or len(spelling) <= 2:
+            return None
+        matches = [s for s in self._longs if s.startswith(spelling)]
+        if len(matches) > 1:
+            raise UsageError(f"{self.program}: error: ambiguous option: {spelling} could match {', '.join(matches)}")
+        return matches[0] if matches else None
+
     def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
         """The settings this program's words (after the program's own) stand for."""
-        reading = Reading(self.program, env=dict(env))
+        reading = Reading(self.program, env=self._cleaned(env))
+        words = list(words)
+        if self.config is not None and "--config" in words:
+            words = self._with_config(words, read_text, reading)
         self._read_env(reading)
-        self._read_words(list(words), reading, read_text)
+        self._read_words(self._normalized(words), reading, read_text)
+        if self.env_elsewhere is not None:
+            where, names = self.env_elsewhere
+            reading.warnings += [f"{name}: {self.program} passes it to no server ({where} reads it when it starts); "
+                                 "not read" for name in env if name in names]  # fmt: skip
+        self.after_words(reading, read_text)
         settings = self.interpret(reading)
-        return EngineCommand(self.engine, self.program, settings, tuple(reading.warnings), tuple(reading.notes))
+        return EngineCommand(self.engine, self.program, settings, tuple(reading.warnings), tuple(reading.notes),
+                             frozenset(reading.soft))  # fmt: skip
+
+    def _cleaned(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The environment this program reads: none where another program reads it (``env_elsewhere``);
+        with ``env_text``, each value as the engine cleans it, and one cleaned to nothing unset."""
+        if self.env_elsewhere is not None:
+            return {}
+        if self.env_text is None:
+            return dict(env)
+        cleaned = {name: self.env_text(text) for name, text in env.items()}
+        return {name: text for name, text in cleaned.items() if text}
+
+    def rewrite(self, words: list[str]) -> list[str]:
+        """The words as the engine's own code hands them to its parser (vLLM's ``-O3``): as given."""
+        return words
+
+    def after_words(self, reading: Reading, read_text: ReadText) -> None:
+        """Once the words are read: a file they name (or the one the program reads by default) read
+        into ``reading``; by default none."""
+
+    def _normalized(self, words: list[str]) -> list[str]:
+        """The words with the declared rules applied: underscores in a long flag's name are dashes,
+        the engine's ``rewrite``, then argparse's reading (``_argparse_words``)."""
+        if self.underscores:
+            words = [_dashed(w) if w.startswith("--") else w for w in words]
+        words = self.rewrite(words)
+        return self._argparse_words(words) if self.parser == "argparse" else words
+
+    def _argparse_words(self, words: list[str]) -> list[str]:
+        """argparse's reading, one word a flag: an abbreviation as its flag, an nargs flag's words
+        (up to the next flag; "-" and negative numbers are words) joined into ``--flag=a b``, a
+        value "-" attached (``--prompt -`` reads stdin)."""
+        out: list[str] = []
+        index = 0
+        while index < len(words):
+            word = words[index]
+            index += 1
+            spelling, equals, attached = word.partition("=")
+            found = self.spelt(spelling) if word.startswith("-") and word != "--" else None
+            arg = self.arg(found) if found is not None else None
+            if found is None or arg is None or arg.takes == "flag" or equals:
+                out.append((found or spelling) + equals + attached)
+                continue
+            if arg.nargs:
+                values: list[str] = []
+                while index < len(words) and _is_value(words[index]):
+                    values.append(words[index])
+                    index += 1
+                if not values and arg.nargs == "+":
+                    raise UsageError(f"{self.program}: error: argument {found}: expected at least one argument")
+                out.append(f"{found}={' '.join(values)}")
+            elif index < len(words) and words[index] == "-":
+                out.append(f"{found}=-")
+                index += 1
+            else:
+                out.append(found)
+        return out
+
+    def _with_config(self, words: list[str], read_text: ReadText, reading: Reading) -> list[str]:
+        """``--config FILE`` (two words) spliced in as the program's ``config`` declares."""
+        import json
+
+        import yaml
+
+        config = self.config
+        assert config is not None
+        say = {"program": self.program}
+        if words.count("--config") > 1:
+            raise UsageError(config.many.format(**say))
+        index = words.index("--config")
+        if index == len(words) - 1:
+            raise UsageError(config.missing.format(**say))
+        path = say["path"] = words[index + 1]
+        say["extension"] = path.split(".")[-1]
+        if (say["extension"].lower() if config.ignore_case else say["extension"]) not in ("yaml", "yml") or (
+            config.ignore_case and "." not in path
+        ):
+            raise UsageError(config.extension.format(**say))
+        try:
+            data = yaml.safe_load(read_text(path))
+        except yaml.YAMLError as exc:
+            raise UsageError(config.not_yaml.format(**say, error=str(exc).splitlines()[0])) from None
+        if data is None and config.empty_is_mapping:
+            data = {}
+        if not isinstance(data, dict):
+            raise UsageError(config.no_mapping.format(**say))
+        found: list[str] = []
+        for key, value in data.items():
+            flag = f"--{key}"
+            arg = self.arg(_dashed(flag) if self.underscores else flag)
+            if config.negatable and arg is not None and arg.negatable:
+                raise UsageError(config.negatable.format(**say, key=str(key).replace("-", "_")))
+            switch = arg is not None and arg.takes == "flag"
+            if isinstance(value, bool) and (switch or not config.bool_text):
+                negation = f"--no-{key}"
+                found += [flag] if value else [negation] if self.arg(_dashed(negation)) is not None else []
+            elif isinstance(value, bool):
+                found += [flag, str(value).lower()]
+            elif isinstance(value, list):
+                found += [flag, *(str(item) for item in value)] if value else []
+            elif isinstance(value, dict):
+                found += [flag, json.dumps(value)]
+            else:
+                found += [flag, str(value)]
+        if config.note:
+            reading.notes.append(f"read {path} (--config) as: {' '.join(found)}")
+        rest = words[:index] + words[index + 2 :]
+        if config.first:
+            return [*found, *rest]
+        if rest and not rest[0].startswith("-") and self.positional == "model":
+            return [rest[0], *found, *rest[1:]]
+        if config.no_model and self.positional == "model" and "--model" not in found and "--model" not in rest:
+            raise UsageError(config.no_model.format(**say))
+        return [*found, *rest]
 
     def _read_env(self, reading: Reading) -> None:
         for name, text in reading.env.items():
@@ -210,6 +414,12 @@ class CommandLine:
                 raise UsageError(f"{self.program}: error: unrecognized arguments: {spelling} (its flags as read from "
                                  f"{self.source})")  # fmt: skip
             negated = arg.negatable and spelling.startswith("--no-") and spelling not in arg.spellings
+            if arg.takes == "flag" and equals and self.flag_value is not None:
+                if self.flag_value(spelling, attached):
+                    self._take(arg, spelling, None, reading)
+                elif arg.key is not None:
+                    reading.values[arg.key] = False
+                continue
             if arg.takes == "flag" or negated:
                 if equals:
                     raise UsageError(f"{self.program}: error: argument {spelling}: ignored explicit argument "
@@ -231,7 +441,8 @@ class CommandLine:
         self.positional_settings(reading)
 
     def _take(self, arg: Arg, spelling: str, text: str | None, reading: Reading, *, negated: bool = False) -> None:
-        if arg.memory:
+        unchanged = text is not None and text.strip() in arg.default
+        if arg.memory and not unchanged:
             shown = spelling if text is None else f"{spelling} {text}"
             reading.warnings.append(f"{self.program} {shown}: {arg.memory}; kvcalc does not model it")
         if arg.key is None:
@@ -249,16 +460,20 @@ class CommandLine:
             raise UsageError(f"{self.program}: error: argument {spelling}: invalid value {text!r}{detail}") from None
 
     def positional_settings(self, reading: Reading) -> None:
-        """The positional words: the model where the program takes it so (``vllm serve MODEL``);
-        any other is an error, as argparse says it."""
+        """The positional words: the model where the program takes it so (``vllm serve MODEL``;
+        ``positional_wins``: over ``--model``); any other is an error, as argparse says it."""
         words = [w for w in reading.positionals if w != "--"]
         if self.positional is not None and words:
-            reading.values.setdefault(self.positional, words.pop(0))
+            if self.positional_wins:
+                reading.values[self.positional] = words.pop(0)
+            else:
+                reading.values.setdefault(self.positional, words.pop(0))
         if words:
             raise UsageError(f"{self.program}: error: unrecognized arguments: {' '.join(words)}")
 
     def read_config(self, path: str, reading: Reading, read_text: ReadText) -> None:
-        """A config file the line names (``--config``): this program has none."""
+        """A config file the line names as ``--config=FILE`` (the two-word form is ``config``'s):
+        this program reads none."""
         raise UsageError(f"{self.program}: error: kvcalc cannot read its --config files")
 
     def interpret(self, reading: Reading) -> Settings:
@@ -311,6 +526,18 @@ def _written(value: SettingValue) -> str:
     if isinstance(value, float):
         return f"{value:g}" if float(f"{value:g}") == value else repr(value)
     return str(value)
+
+
+def _dashed(word: str) -> str:
+    """A long flag's name with its underscores as dashes (before any '=' value or '.' key)."""
+    name, equals, value = word.partition("=")
+    head, dot, tail = name.partition(".")
+    return head.replace("_", "-") + dot + tail + equals + value
+
+
+def _is_value(word: str) -> bool:
+    """A word argparse takes as a value, not a flag: no leading dash, "-" alone, or a number."""
+    return not word.startswith("-") or word == "-" or _is_number(word)
 
 
 def _is_number(word: str) -> bool:

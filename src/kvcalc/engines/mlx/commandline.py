@@ -12,15 +12,13 @@ serve one request at a time, and generate's ``-m`` defaults to 100 generated tok
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from kvcalc.engines.commandline import (
     Arg,
     CommandLine,
-    EngineCommand,
     Reading,
-    ReadText,
     Settings,
     SettingValue,
     knob_args,
@@ -87,12 +85,12 @@ GENERATE_ARGS: tuple[Arg, ...] = (
     Arg(("--model",), "model"),
     quiet("--trust-remote-code", takes="flag"),  # the tokenizer's remote code
     unmodelled("--adapter-path", why=_WEIGHTS_ADAPTER),
-    quiet("--extra-eos-token"),  # nargs="+": stop tokens
+    quiet("--extra-eos-token", nargs="+"),  # stop tokens
     # The prompt's words: their tokens are in the context, which kvcalc cannot count (a note).
     Arg(("--prompt", "-p"), "prompt"),
     quiet("--system-prompt"),
     quiet("--prefill-response"),
-    unmodelled("--image", why=_IMAGES),
+    unmodelled("--image", why=_IMAGES, nargs="+"),
     quiet("--temp"),
     quiet("--top-p"),
     quiet("--min-p"),
@@ -147,52 +145,8 @@ SERVER_ARGS: tuple[Arg, ...] = (
     quiet("--pipeline", takes="flag"),
 )
 
-# argparse nargs="+": the words up to the next flag are its values.
-_MANY = ("--extra-eos-token", "--image")
 
-
-class MlxLine(CommandLine):
-    """An mlx-lm program's line, read as argparse reads it: a unique prefix of a long flag stands for
-    it (allow_abbrev), ``-`` is a value (``--prompt -`` reads stdin), nargs="+" flags take every
-    word up to the next flag."""
-
-    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
-        return super().read(self._argparse_words(list(words)), env, read_text)
-
-    def _argparse_words(self, words: list[str]) -> list[str]:
-        longs = sorted({s for a in self.args for s in a.spellings if s.startswith("--")})
-        out: list[str] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            index += 1
-            spelling, equals, attached = word.partition("=")
-            if spelling.startswith("--") and len(spelling) > 2 and self.arg(spelling) is None:
-                matches = [s for s in longs if s.startswith(spelling)]
-                if len(matches) > 1:
-                    raise UsageError(f"{self.program}: error: ambiguous option: {spelling} could match "
-                                     f"{', '.join(matches)}")  # fmt: skip
-                if matches:
-                    spelling = matches[0]
-            arg = self.arg(spelling)
-            if arg is None or arg.takes == "flag" or equals:
-                out.append(spelling + equals + attached)
-                continue
-            if spelling in _MANY:
-                values = []
-                while index < len(words) and not words[index].startswith("-"):
-                    values.append(words[index])
-                    index += 1
-                out.append(f"{spelling}={' '.join(values)}" if values else spelling)
-            elif index < len(words) and words[index] == "-":
-                out.append(f"{spelling}=-")
-                index += 1
-            else:
-                out.append(spelling)
-        return out
-
-
-class MlxGenerate(MlxLine):
+class MlxGenerate(CommandLine):
     """``mlx_lm.generate``: one prompt, then up to ``-m`` tokens (default 100). Its prompt is text, so
     the context kvcalc sizes is ``--tokens`` given before ``--`` (the prompt's tokens + ``-m``)."""
 
@@ -216,7 +170,7 @@ class MlxGenerate(MlxLine):
         return settings
 
 
-class MlxServer(MlxLine):
+class MlxServer(CommandLine):
     """``mlx_lm.server``: no context flag (each request brings its prompt and max_tokens), up to
     ``--decode-concurrency`` requests decoded at once (32) unless ``--kv-bits`` or ``--draft-model``
     makes it serve one at a time (server.py _is_batchable, ModelProvider.is_batchable)."""
@@ -310,8 +264,17 @@ GENERATE_PROGRAMS = (("mlx_lm.generate",), ("mlx_lm", "generate"), ("python", "-
 SERVER_PROGRAMS = (("mlx_lm.server",), ("mlx_lm", "server"), ("python", "-m", "mlx_lm", "server"),
                    ("python", "-m", "mlx_lm.server"))  # fmt: skip
 
-# The server first: fit's answer is written as an mlx_lm.server line.
+# The server first: fit's answer is written as an mlx_lm.server line. Both read their words as
+# argparse does: a unique prefix of a long flag stands for it (allow_abbrev), ``-`` is a value
+# (``--prompt -`` reads stdin), nargs="+" flags take every word up to the next flag.
 READERS = (
-    MlxServer(engine="mlx", programs=SERVER_PROGRAMS, args=SERVER_ARGS, source=SERVER_SOURCE),
-    MlxGenerate(engine="mlx", programs=GENERATE_PROGRAMS, args=GENERATE_ARGS, source=GENERATE_SOURCE, writes=()),
+    MlxServer(engine="mlx", programs=SERVER_PROGRAMS, args=SERVER_ARGS, source=SERVER_SOURCE, parser="argparse"),
+    MlxGenerate(
+        engine="mlx",
+        programs=GENERATE_PROGRAMS,
+        args=GENERATE_ARGS,
+        source=GENERATE_SOURCE,
+        writes=(),
+        parser="argparse",
+    ),
 )

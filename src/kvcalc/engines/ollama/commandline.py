@@ -13,12 +13,11 @@ read no memory setting from their environment (the server does).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from kvcalc.engines.commandline import (
     Arg,
     CommandLine,
-    EngineCommand,
     Reading,
     ReadText,
     Settings,
@@ -120,12 +119,8 @@ _HELP = quiet("-h", "--help", takes="flag")
 
 class OllamaServe(CommandLine):
     """``ollama serve``: no flags but -h; OLLAMA_NUM_PARALLEL is --batch (the slots), num_ctx
-    (OLLAMA_CONTEXT_LENGTH) --tokens per slot, OLLAMA_KV_CACHE_TYPE --kv-dtype."""
-
-    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
-        # envconfig.Var strips spaces and quotes; an empty variable is an unset one.
-        cleaned = {name: _var(text) for name, text in env.items()}
-        return super().read(words, {name: text for name, text in cleaned.items() if text}, read_text)
+    (OLLAMA_CONTEXT_LENGTH) --tokens per slot, OLLAMA_KV_CACHE_TYPE --kv-dtype. envconfig.Var
+    strips spaces and quotes; an empty variable is an unset one (``env_text``)."""
 
     def interpret(self, reading: Reading) -> Settings:
         values = reading.values
@@ -203,32 +198,13 @@ def _uint(text: SettingValue | None, name: str, default: int, reading: Reading) 
     return None
 
 
-class _OllamaClient(CommandLine):
-    """A client command (run, create): pflag's flags (``--flag=false`` too), and the server's
-    variables given to it said for what they are: read by no server."""
-
-    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
-        kept: list[str] = []
-        for word in words:
-            spelling, equals, value = word.partition("=")
-            arg = self.arg(spelling) if equals and word.startswith("-") else None
-            if arg is not None and arg.takes == "flag":
-                parsed = go_bool(value)
-                if parsed is None:
-                    raise UsageError(f'invalid argument "{value}" for "{spelling}" flag: strconv.ParseBool: parsing '
-                                     f'"{value}": invalid syntax')  # fmt: skip
-                if parsed:
-                    kept.append(spelling)
-                continue
-            kept.append(word)
-        command = super().read(kept, {}, read_text)
-        server = [name for name in env if name in _SERVER_ONLY]
-        if not server:
-            return command
-        said = (f"{name}: {self.program} passes it to no server (ollama serve reads it when it starts); not read"
-                for name in server)  # fmt: skip
-        return EngineCommand(command.engine, command.program, command.settings, (*command.warnings, *said),
-                             command.notes)  # fmt: skip
+def pflag_bool(spelling: str, text: str) -> bool:
+    """A switch's ``--flag=VALUE`` as pflag reads it (strconv.ParseBool), its error word for word."""
+    parsed = go_bool(text)
+    if parsed is None:
+        raise UsageError(f'invalid argument "{text}" for "{spelling}" flag: strconv.ParseBool: parsing "{text}": '
+                         "invalid syntax")  # fmt: skip
+    return parsed
 
 
 def _name_note(program: str, name: str) -> str:
@@ -236,7 +212,7 @@ def _name_note(program: str, name: str) -> str:
             "preset or GGUF as MODEL before '--'")  # fmt: skip
 
 
-class OllamaRun(_OllamaClient):
+class OllamaRun(CommandLine):
     """``ollama run MODEL [PROMPT]``: the model by its Ollama name (kvcalc cannot open it), then
     the prompt's words; every flag quiet (none sets memory)."""
 
@@ -269,7 +245,7 @@ CREATE_ARGS: tuple[Arg, ...] = (
 )
 
 
-class OllamaCreate(_OllamaClient):
+class OllamaCreate(CommandLine):
     """``ollama create NAME [-f Modelfile]``: the Modelfile (default ./Modelfile) read through
     ``read_text``: FROM a local GGUF file or model folder is the model (relative to the
     Modelfile's folder), FROM an Ollama name is a note; PARAMETER num_ctx is --tokens."""
@@ -279,15 +255,11 @@ class OllamaCreate(_OllamaClient):
         if len(words) != 1:
             raise UsageError(f"{self.program}: error: accepts 1 arg(s), received {len(words)}")
 
-    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
-        command = super().read(words, env, read_text)
-        settings = dict(command.settings)
-        given = settings.pop("file", None)
+    def after_words(self, reading: Reading, read_text: ReadText) -> None:
+        """The Modelfile -f names, or ./Modelfile (cmd/cmd.go CreateHandler's default)."""
+        given = reading.values.pop("file", None)
         path = given if isinstance(given, str) and given else "Modelfile"
-        modelfile = Reading(self.program)
-        settings.update(read_modelfile(read_text(path), path, modelfile))
-        return EngineCommand(command.engine, command.program, settings, (*command.warnings, *modelfile.warnings),
-                             (*command.notes, *modelfile.notes))  # fmt: skip
+        reading.values.update(read_modelfile(read_text(path), path, reading))
 
 
 # api/types.go Options and Runner (v0.32.15), by their json names: what PARAMETER may name.
@@ -417,11 +389,15 @@ def _instructions(text: str) -> list[tuple[int, str, str]]:
     return found
 
 
+# The client commands (run, create): pflag's switches take ``--flag=false`` too, and the server's
+# variables given to them are said for what they are: read by no server.
+_ELSEWHERE = ("ollama serve", _SERVER_ONLY)
 READERS = (
     OllamaServe(engine="ollama", programs=(("ollama", "serve"), ("ollama", "start")), args=(_HELP,), env=ENV,
-                env_prefix="OLLAMA_", source=SOURCE),
+                env_prefix="OLLAMA_", source=SOURCE, env_text=_var),
     OllamaRun(engine="ollama", programs=(("ollama", "run"),), args=RUN_ARGS, source=f"ollama {TAG} cmd/cmd.go",
-              writes=()),
+              writes=(), flag_value=pflag_bool, env_elsewhere=_ELSEWHERE),
     OllamaCreate(engine="ollama", programs=(("ollama", "create"),), args=CREATE_ARGS,
-                 source=f"ollama {TAG} cmd/cmd.go, parser/parser.go", writes=()),
+                 source=f"ollama {TAG} cmd/cmd.go, parser/parser.go", writes=(), flag_value=pflag_bool,
+                 env_elsewhere=_ELSEWHERE),
 )  # fmt: skip

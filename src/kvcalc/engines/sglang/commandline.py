@@ -29,11 +29,13 @@ from kvcalc.engines.commandline import (
     Arg,
     CommandLine,
     EngineCommand,
+    Nargs,
     Reading,
     ReadText,
     Settings,
     SettingValue,
     Takes,
+    YamlConfig,
     knob_args,
     plain_float,
     plain_int,
@@ -94,11 +96,11 @@ _BACKEND = "_backend:"  # + which: attention, decode, prefill, draft
 _SHARE = "_share:"  # + the flag: SGLang's default mem_fraction_static is derived from it
 
 
-def _share_input(*spellings: str, takes: Takes = "value") -> Arg:
+def _share_input(*spellings: str, takes: Takes = "value", nargs: Nargs = "") -> Arg:
     """A flag SGLang's default mem_fraction_static is derived from (memory_hook.py
     _handle_gpu_memory_settings: activations by chunked_prefill_size, CUDA graphs by their batch
     sizes): warned about in interpret when the line leaves that default to SGLang."""
-    return Arg(spellings, _SHARE + spellings[0], takes=takes)
+    return Arg(spellings, _SHARE + spellings[0], takes=takes, nargs=nargs)
 
 
 _WEIGHTS = "changes the weights' size on the GPU from the checkpoint's, which kvcalc counts"
@@ -132,12 +134,12 @@ _SETTINGS: tuple[Arg, ...] = (
     _share_input("--cuda-graph-config"),
     _share_input("--cuda-graph-backend-decode"),
     _share_input("--cuda-graph-max-bs-decode"),
-    _share_input("--cuda-graph-bs-decode"),  # nargs "+": joined by read()
+    _share_input("--cuda-graph-bs-decode", nargs="+"),
     _share_input("--disable-decode-cuda-graph", takes="flag"),
     _share_input("--disable-cuda-graph", takes="flag"),
     _share_input("--cuda-graph-backend-prefill"),
     _share_input("--cuda-graph-max-bs-prefill"),
-    _share_input("--cuda-graph-bs-prefill"),  # nargs "+"
+    _share_input("--cuda-graph-bs-prefill", nargs="+"),
     _share_input("--disable-prefill-cuda-graph", takes="flag"),
     _share_input("--moe-a2a-backend"),
     _share_input("--disaggregation-mode"),
@@ -178,7 +180,7 @@ _MEMORY: tuple[Arg, ...] = (
     unmodelled("--speculative-draft-model-path", "--speculative-draft-model", why=_DRAFT),
     unmodelled("--uno-lora-path", why="loads a draft LoRA for speculative decoding"),
     unmodelled("--enable-lora", takes="flag", why=_LORA),
-    unmodelled("--lora-paths", why=_LORA),  # nargs "*": joined by read()
+    unmodelled("--lora-paths", why=_LORA, nargs="*"),
     unmodelled("--max-loras-per-batch", why=_LORA),
     unmodelled("--max-lora-rank", why=_LORA),
     unmodelled("--max-total-tokens", why="caps the token pool at that many tokens, below what the budget holds"),
@@ -380,15 +382,10 @@ _QUIET_OPTIONAL = """
 """
 
 
-def _quiet(block: str, takes: Takes, *, negatable: bool = False) -> tuple[Arg, ...]:
+def _quiet(block: str, takes: Takes, *, negatable: bool = False, nargs: Nargs = "") -> tuple[Arg, ...]:
     """One quiet flag per word (``--a,--b``: one flag's spellings)."""
-    return tuple(quiet(*word.split(","), takes=takes, negatable=negatable) for word in block.split())
+    return tuple(quiet(*word.split(","), takes=takes, negatable=negatable, nargs=nargs) for word in block.split())
 
-
-# argparse's nargs "+" and "*": read() joins the values that follow into one word.
-_LISTS = frozenset((*_QUIET_LISTS.split(), *_QUIET_OPTIONAL_LISTS.split(), "--lora-paths", "--cuda-graph-bs-decode",
-                    "--cuda-graph-bs-prefill"))  # fmt: skip
-_EMPTY_LISTS = frozenset((*_QUIET_OPTIONAL_LISTS.split(), "--lora-paths"))
 
 ARGS: tuple[Arg, ...] = (
     *_SETTINGS,
@@ -396,12 +393,13 @@ ARGS: tuple[Arg, ...] = (
     *_quiet(_QUIET_VALUES, "value"),
     *_quiet(_QUIET_SWITCHES, "flag"),
     *_quiet(_QUIET_NEGATABLE, "flag", negatable=True),
-    *_quiet(_QUIET_LISTS, "value"),
-    *_quiet(_QUIET_OPTIONAL_LISTS, "value"),
+    *_quiet(_QUIET_LISTS, "value", nargs="+"),
+    *_quiet(_QUIET_OPTIONAL_LISTS, "value", nargs="*"),
     *_quiet(_QUIET_OPTIONAL, "optional"),
 )
 # sglang/cli/serve.py _extract_model_type_override: `sglang serve`'s own backend selector.
-_SERVE_ARGS = (*ARGS, Arg(("--model-type",), "_model_type", parse=_choice("auto", "llm", "diffusion")))
+# Taken out by its exact spelling only (argparse never abbreviates it).
+_SERVE_ARGS = (*ARGS, Arg(("--model-type",), "_model_type", parse=_choice("auto", "llm", "diffusion"), exact=True))
 
 # Environment variables SGLang reads that change memory (srt/environ.py); any other SGLANG_* is
 # named as unread.
@@ -426,33 +424,30 @@ _BACKEND_PAGES: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = (
 )
 _MOVED_PAGE = 64
 
+# server_args_config_parser.py ConfigArgumentMerger: the YAML file's keys as flags (a switch true
+# -> ``--key``, false -> nothing; another flag's true/false its text) before every other word, so
+# the line's own win; its messages.
+CONFIG = YamlConfig(
+    many="{program}: Multiple config files specified! Only one allowed.",
+    missing="{program}: No config file specified after --config flag!",
+    extension="{program}: Config file must be YAML format, got: {path}",
+    not_yaml="{program} --config {path}: not YAML ({error})",
+    no_mapping="{program} --config {path}: Config file must contain a dictionary at root level",
+    negatable="{program} --config {path}: Unsupported config option '{key}' with action 'BooleanOptionalAction'",
+    bool_text=True,
+    empty_is_mapping=True,
+    ignore_case=True,
+)
+
 
 class SGLangServer(CommandLine):
     """SGLang's server line: argparse's prefix abbreviations and multi-value flags, SGLang's terms
     in kvcalc's (module docstring), and fit's answer written back (``express``)."""
 
     def __init__(self, *, programs: tuple[tuple[str, ...], ...], args: tuple[Arg, ...], serve: bool) -> None:
-        super().__init__(engine="sglang", programs=programs, args=args, source=SOURCE, env=ENV, env_prefix="SGLANG_")
+        super().__init__(engine="sglang", programs=programs, args=args, source=SOURCE, env=ENV, env_prefix="SGLANG_",
+                         parser="argparse", config=CONFIG)  # fmt: skip
         self.serve = serve
-        self._longs = sorted({s for a in args for s in self._spellings(a)})
-
-    @staticmethod
-    def _spellings(arg: Arg) -> list[str]:
-        found = list(arg.spellings)
-        if arg.negatable:
-            found += ["--no-" + s[2:] for s in arg.spellings]
-        return found
-
-    def arg(self, spelling: str) -> Arg | None:
-        """A flag by its spelling, or by a prefix only it has (argparse's allow_abbrev); a prefix
-        several flags have is SGLang's own error."""
-        found = super().arg(spelling)
-        if found is not None or not spelling.startswith("--") or spelling == "--model-type":
-            return found
-        matches = [s for s in self._longs if s.startswith(spelling) and s != "--model-type"]
-        if len(matches) > 1:
-            raise UsageError(f"{self.program}: error: ambiguous option: {spelling} could match {', '.join(matches)}")
-        return super().arg(matches[0]) if matches else None
 
     def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
         words = list(words)
@@ -475,74 +470,7 @@ class SGLangServer(CommandLine):
             if rest and not rest[0].startswith("-"):
                 rest = ["--model-path", rest[0], *rest[1:]]
             words = [*rest, *chosen]
-        if "--config" in words:
-            words = self._with_config(words, read_text)
-        return super().read(self._joined(words), env, read_text)
-
-    def _with_config(self, words: list[str], read_text: ReadText) -> list[str]:
-        """server_args_config_parser.py ConfigArgumentMerger: the YAML file's keys as flags
-        (``key: value`` -> ``--key value``; a switch true -> ``--key``, false -> nothing; a list ->
-        ``--key a b``; a mapping -> its JSON) before every other word, so the line's own win."""
-        import json
-
-        import yaml
-
-        if words.count("--config") > 1:
-            raise UsageError(f"{self.program}: Multiple config files specified! Only one allowed.")
-        index = words.index("--config")
-        if index == len(words) - 1:
-            raise UsageError(f"{self.program}: No config file specified after --config flag!")
-        path = words[index + 1]
-        if not path.lower().endswith((".yaml", ".yml")):
-            raise UsageError(f"{self.program}: Config file must be YAML format, got: {path}")
-        try:
-            data = yaml.safe_load(read_text(path))
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{self.program} --config {path}: not YAML ({str(exc).splitlines()[0]})") from None
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise UsageError(f"{self.program} --config {path}: Config file must contain a dictionary at root level")
-        config: list[str] = []
-        for key, value in data.items():
-            flag = f"--{key}"
-            arg = super().arg(flag)
-            if arg is not None and arg.negatable:
-                raise UsageError(f"{self.program} --config {path}: Unsupported config option "
-                                 f"'{str(key).replace('-', '_')}' with action 'BooleanOptionalAction'")  # fmt: skip
-            if isinstance(value, bool):
-                if arg is not None and arg.takes == "flag":
-                    config += [flag] if value else []
-                else:
-                    config += [flag, str(value).lower()]
-            elif isinstance(value, list):
-                config += [flag, *(str(item) for item in value)] if value else []
-            elif isinstance(value, dict):
-                config += [flag, json.dumps(value)]
-            else:
-                config += [flag, str(value)]
-        return [*config, *words[:index], *words[index + 2 :]]
-
-    def _joined(self, words: list[str]) -> list[str]:
-        """argparse's lists (nargs "+" and "*") as one word each, ``--flag=a b``."""
-        out: list[str] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            index += 1
-            spelling = word.partition("=")[0]
-            arg = self.arg(spelling) if word.startswith("--") else None
-            if arg is None or arg.spellings[0] not in _LISTS or "=" in word:
-                out.append(word)
-                continue
-            values: list[str] = []
-            while index < len(words) and (not words[index].startswith("-") or _number(words[index])):
-                values.append(words[index])
-                index += 1
-            if not values and arg.spellings[0] not in _EMPTY_LISTS:
-                raise UsageError(f"{self.program}: error: argument {spelling}: expected at least one argument")
-            out.append(f"{spelling}={' '.join(values)}")
-        return out
+        return super().read(words, env, read_text)
 
     def interpret(self, reading: Reading) -> Settings:
         values = dict(reading.values)
@@ -694,14 +622,6 @@ class SGLangServer(CommandLine):
         values[_KV_CACHE_DTYPE] = written
         if kv == "fp8":
             notes.append("kvcalc's fp8 written as SGLang's fp8_e4m3 (one byte an element either way)")
-
-
-def _number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
 
 
 PROGRAMS = (("python", "-m", "sglang.launch_server"),)

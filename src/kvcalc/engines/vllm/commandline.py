@@ -20,19 +20,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from kvcalc.engines.commandline import (
     Arg,
     CommandLine,
-    EngineCommand,
+    Nargs,
     Reading,
     ReadText,
     Settings,
     SettingValue,
     Takes,
+    YamlConfig,
     knob_args,
     plain_float,
     plain_int,
@@ -391,15 +392,36 @@ VLLM_XPU_INC_WNA16_BACKEND VLLM_XPU_PP_MICROBATCH VLLM_XPU_USE_SAMPLER_KERNEL VL
 # fmt: on
 
 
-def _args(text: str, *, takes: Takes = "value", why: str = "") -> tuple[Arg, ...]:
-    """One Arg per word of a block: a flag's spellings joined by '/'."""
-    return tuple(Arg(tuple(word.split("/")), takes=takes, memory=why) for word in text.split())
+# The values of the memory flags above that leave vLLM 0.33.0 as it is (their defaults, from its
+# parser; "None" and "" are optional_type's None): given so, they change nothing and are not named.
+_UNCHANGED = {"--quantization-config": ("None", ""), "--hf-overrides": ("{}",), "--hf-config-path": ("None", ""),
+              "--num-gpu-blocks-override": ("None", ""), "--cpu-offload-gb": ("0", "0.0"),
+              "--offload-group-size": ("0",), "--offload-num-in-group": ("1",), "--offload-prefetch-step": ("1",),
+              "--kv-offloading-size": ("None", ""), "--kv-transfer-config": ("None", ""),
+              "--mamba-cache-dtype": ("auto",), "--mamba-ssm-cache-dtype": ("auto",),
+              "--mamba-block-size": ("None", ""), "--mamba-cache-mode": ("none",), "--replayssm-buffer-len": ("16",),
+              "--decode-context-parallel-size": ("1",), "--prefill-context-parallel-size": ("1",),
+              "--all2all-backend": ("allgather_reducescatter",), "--ubatch-size": ("0",),
+              "--attention-backend": ("None", ""), "--max-cudagraph-capture-size": ("None", ""),
+              "--optimization-level": ("2",), "--performance-mode": ("balanced",), "--limit-mm-per-prompt": ("{}",),
+              "--mm-processor-kwargs": ("None", ""), "--mm-encoder-tp-mode": ("weights",),
+              "--mm-encoder-attn-dtype": ("None", ""), "--mm-ipc-gpu-memory-gb": ("0", "0.0"),
+              "--mm-processor-device": ("auto",), "--max-loras": ("1",), "--max-lora-rank": ("16",),
+              "--lora-dtype": ("auto",)}  # fmt: skip
+
+
+def _args(text: str, *, takes: Takes = "value", why: str = "", nargs: Nargs = "") -> tuple[Arg, ...]:
+    """One Arg per word of a block: a flag's spellings joined by '/' (a memory flag given its
+    default value, _UNCHANGED, passes quietly)."""
+    found = (Arg(tuple(word.split("/")), takes=takes, memory=why, nargs=nargs) for word in text.split())
+    return tuple(replace(a, default=_UNCHANGED.get(a.name, ())) if why else a for a in found)
 
 
 def _unmodelled() -> tuple[Arg, ...]:
     found: list[Arg] = []
     for why, takes, text in _UNMODELLED:
-        found += _args(text, takes="flag" if takes == "flag" else "value", why=why)
+        nargs: Nargs = "+" if takes == "many" else ""
+        found += _args(text, takes="flag" if takes == "flag" else "value", why=why, nargs=nargs)
     return tuple(found)
 
 
@@ -436,12 +458,8 @@ ARGS: tuple[Arg, ...] = (
     quiet("--hf-token", takes="optional"),
     *_args(_QUIET_VALUES),
     *_args(_QUIET_SWITCHES, takes="flag"),
-    *_args(_QUIET_LISTS),
+    *_args(_QUIET_LISTS, nargs="+"),
     *_unmodelled(),
-)
-# The flags taking one or more words (nargs="+"): their words are joined into one value.
-_LISTS = frozenset(
-    " ".join((_QUIET_LISTS, *(text for _, takes, text in _UNMODELLED if takes == "many"))).replace("/", " ").split()
 )
 
 ENV: tuple[Arg, ...] = (
@@ -450,23 +468,6 @@ ENV: tuple[Arg, ...] = (
     unmodelled("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", why="whether CUDA graphs' memory is set aside"),
     *(quiet(name) for name in _ENV_NAMES.split() if not name.startswith("VLLM_CPU_")),
 )
-
-# The values of the memory flags above that leave vLLM 0.33.0 as it is (their defaults, from its
-# parser; "None" and "" are optional_type's None): given so, they change nothing and are not named.
-_UNCHANGED = {"--quantization-config": ("None", ""), "--hf-overrides": ("{}",), "--hf-config-path": ("None", ""),
-              "--num-gpu-blocks-override": ("None", ""), "--cpu-offload-gb": ("0", "0.0"),
-              "--offload-group-size": ("0",), "--offload-num-in-group": ("1",), "--offload-prefetch-step": ("1",),
-              "--kv-offloading-size": ("None", ""), "--kv-transfer-config": ("None", ""),
-              "--mamba-cache-dtype": ("auto",), "--mamba-ssm-cache-dtype": ("auto",),
-              "--mamba-block-size": ("None", ""), "--mamba-cache-mode": ("none",), "--replayssm-buffer-len": ("16",),
-              "--decode-context-parallel-size": ("1",), "--prefill-context-parallel-size": ("1",),
-              "--all2all-backend": ("allgather_reducescatter",), "--ubatch-size": ("0",),
-              "--attention-backend": ("None", ""), "--max-cudagraph-capture-size": ("None", ""),
-              "--optimization-level": ("2",), "--performance-mode": ("balanced",), "--limit-mm-per-prompt": ("{}",),
-              "--mm-processor-kwargs": ("None", ""), "--mm-encoder-tp-mode": ("weights",),
-              "--mm-encoder-attn-dtype": ("None", ""), "--mm-ipc-gpu-memory-gb": ("0", "0.0"),
-              "--mm-processor-device": ("auto",), "--max-loras": ("1",), "--max-lora-rank": ("16",),
-              "--lora-dtype": ("auto",)}  # fmt: skip
 
 # The short spellings a written line uses, as vLLM's docs write them.
 _SHORT = {"--tensor-parallel-size": "-tp", "--pipeline-parallel-size": "-pp", "--data-parallel-size": "-dp"}
@@ -477,85 +478,22 @@ class VllmServe(CommandLine):
     longest request fit considers (--max-model-len); --dtype sets an auto KV cache's format; the
     ``VLLM_CPU_*`` variables say the CPU build."""
 
-    def read(self, words: Sequence[str], env: Mapping[str, str], read_text: ReadText) -> EngineCommand:
-        notes: list[str] = []
-        words = self._flexible(self._with_config(list(words), read_text, notes))
-        command = super().read(words, env, read_text)
-        return replace(command, notes=(*notes, *command.notes))
-
-    def _with_config(self, words: list[str], read_text: ReadText, notes: list[str]) -> list[str]:
-        """``--config FILE`` spliced in as FlexibleArgumentParser._pull_args_from_config does: the
-        file's flags after the model, before the line's other flags (which win)."""
-        if "--config" not in words:
-            return words
-        if words.count("--config") > 1:
-            raise UsageError(f"{self.program}: error: More than one config file specified!")
-        index = words.index("--config")
-        if index == len(words) - 1:
-            raise UsageError(f"{self.program}: error: No config file specified!")
-        path = words[index + 1]
-        extension = path.split(".")[-1]
-        if extension not in ("yaml", "yml"):
-            raise UsageError(f"{self.program}: error: Config file must be of a yaml/yml type. {extension} supplied")
-        import yaml
-
-        try:
-            loaded = yaml.safe_load(read_text(path))
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{self.program}: error: --config {path} is no YAML: {exc}".splitlines()[0]) from None
-        if not isinstance(loaded, dict):
-            raise UsageError(f"{self.program}: error: --config {path} holds no mapping of flag names to values")
-        config = self._config_args(loaded)
-        notes.append(f"read {path} (--config) as: {' '.join(config)}")
-        rest = words[:index] + words[index + 2 :]
-        model_in_line = bool(rest) and not rest[0].startswith("-") and self.positional == "model"
-        if model_in_line:
-            return [rest[0], *config, *rest[1:]]
-        if self.positional == "model" and "--model" not in config and "--model" not in rest:
-            raise UsageError(f"{self.program}: error: No model specified! Please specify model either as a positional "
-                             "argument or in a config file.")  # fmt: skip
-        return [*config, *rest]
-
-    def _config_args(self, config: dict[Any, Any]) -> list[str]:
-        """A YAML mapping's keys as flags (FlexibleArgumentParser.load_config_file): true is the flag,
-        false its --no- form where the parser has one (else nothing), a list its items, a mapping JSON."""
-        found: list[str] = []
-        for key, value in config.items():
-            flag = f"--{key}"
-            if isinstance(value, bool):
-                if value:
-                    found.append(flag)
-                elif self.arg(f"--no-{key}".replace("_", "-")) is not None:
-                    found.append(f"--no-{key}")
-            elif isinstance(value, list):
-                if value:
-                    found += [flag, *(str(item) for item in value)]
-            elif isinstance(value, dict):
-                found += [flag, json.dumps(value)]
-            else:
-                found += [flag, str(value)]
-        return found
-
-    def _flexible(self, words: list[str]) -> list[str]:
-        """The words as FlexibleArgumentParser.parse_args hands them to argparse: underscores in a
-        flag's name are dashes, -O3 is --optimization-level 3, ``--X.key value`` is a key of X's JSON;
-        then argparse's own reading: a unique prefix stands for its flag, a list flag takes words."""
+    def rewrite(self, words: list[str]) -> list[str]:
+        """The words as FlexibleArgumentParser.parse_args hands them to argparse (its underscores
+        are the ``underscores`` rule): -O3 is --optimization-level 3, ``--X.key value`` is a key of
+        X's JSON."""
         named: list[str] = []
         index = 0
         while index < len(words):
             word = words[index]
             index += 1
-            if word.startswith("--"):
-                key, equals, value = word.partition("=")
-                head, dot, tail = key.partition(".")
-                named.append(head.replace("_", "-") + dot + tail + equals + value)
-            elif word.startswith("-O") and word != "-O":
+            if word.startswith("-O") and word != "-O":
                 named += ["--optimization-level", word[3:] if word[2:3] == "=" else word[2:]]
             elif word == "-O" and index < len(words) and words[index] in ("0", "1", "2", "3"):
                 named.append("--optimization-level")
             else:
                 named.append(word)
-        return self._argparse(self._dotted(named))
+        return self._dotted(named)
 
     def _dotted(self, words: list[str]) -> list[str]:
         """``--speculative-config.model X --speculative-config.num_speculative_tokens 3`` -> one
@@ -590,51 +528,6 @@ class VllmServe(CommandLine):
             kept += [name, json.dumps(value)]
         return kept
 
-    def _argparse(self, words: list[str]) -> list[str]:
-        """A long flag's unique prefix as the flag (argparse's allow_abbrev), an ambiguous one an error
-        as argparse says it; a list flag's words (nargs="+") joined into its one value."""
-        done: list[str] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            index += 1
-            key, equals, value = word.partition("=")
-            if word.startswith("--") and len(key) > 2 and self.arg(key) is None:
-                matches = sorted({s for a in self.args for s in a.spellings if s.startswith(key)}
-                                 | {s for s in self._negations() if s.startswith(key)})  # fmt: skip
-                if len({id(self.arg(m)) for m in matches}) > 1:
-                    raise UsageError(f"{self.program}: error: ambiguous option: {key} could match "
-                                     f"{', '.join(matches)}")  # fmt: skip
-                if matches:
-                    key = matches[0]
-                    word = key + equals + value
-            done.append(word)
-            if key in _LISTS and not equals:
-                items: list[str] = []
-                while index < len(words) and not words[index].startswith("-"):
-                    items.append(words[index])
-                    index += 1
-                if items:
-                    done.append(" ".join(items))
-        return done
-
-    def _negations(self) -> list[str]:
-        return [f"--no-{s[2:]}" for a in self.args if a.negatable for s in a.spellings if s.startswith("--")]
-
-    def _take(self, arg: Arg, spelling: str, text: str | None, reading: Reading, *, negated: bool = False) -> None:
-        """A memory flag given its default value changes nothing: read quietly."""
-        if arg.memory and text is not None and text.strip() in _UNCHANGED.get(arg.name, ()):
-            arg = replace(arg, memory="")
-        super()._take(arg, spelling, text, reading, negated=negated)
-
-    def positional_settings(self, reading: Reading) -> None:
-        """``vllm serve MODEL``: the positional model wins over ``--model`` (a config file's ``model:``
-        among them): serve.py's cmd sets args.model = args.model_tag when one is given."""
-        words = [w for w in reading.positionals if w != "--"]
-        if self.positional == "model" and words and "model" in reading.values:
-            reading.values["model"] = words[0]
-        super().positional_settings(reading)
-
     def read_config(self, path: str, reading: Reading, read_text: ReadText) -> None:
         """``--config=FILE`` (one word): vLLM 0.33 pulls a config file in only for the word ``--config``
         (FlexibleArgumentParser.parse_args), so this one is stored and never read."""
@@ -659,6 +552,7 @@ class VllmServe(CommandLine):
         if dp > 1:
             # kvcalc asks for at least one request per replica; vLLM's line fixes no concurrency.
             settings["batch"] = dp
+            reading.soft.add("batch")  # a --batch of the user's own wins over it
             reading.notes.append(f"-dp {dp}: vLLM fixes no concurrency; read as --batch {dp}, one request per "
                                  "data-parallel replica")  # fmt: skip
         if values.get("kv_budget", "") != "":
@@ -805,9 +699,24 @@ def _dotted_value(text: str) -> Any:
             return text
 
 
+# FlexibleArgumentParser._pull_args_from_config (vllm/utils/argparse_utils.py 0.33.0): the file's
+# flags after the positional model, before the line's other flags (which win); its messages.
+CONFIG = YamlConfig(
+    many="{program}: error: More than one config file specified!",
+    missing="{program}: error: No config file specified!",
+    extension="{program}: error: Config file must be of a yaml/yml type. {extension} supplied",
+    not_yaml="{program}: error: --config {path} is no YAML: {error}",
+    no_mapping="{program}: error: --config {path} holds no mapping of flag names to values",
+    no_model="{program}: error: No model specified! Please specify model either as a positional argument or in a "
+    "config file.",
+    first=False,
+    note=True,
+)
+
 READERS = (
     VllmServe(engine="vllm", programs=(("vllm", "serve"),), args=ARGS, source=SOURCE, env=ENV, env_prefix="VLLM_",
-              positional="model"),
+              positional="model", parser="argparse", underscores=True, config=CONFIG, positional_wins=True),
     VllmApiServer(engine="vllm", programs=(("python", "-m", "vllm.entrypoints.openai.api_server"),), args=ARGS,
-                  source=SOURCE, env=ENV, env_prefix="VLLM_", positional="model_tag", writes=()),
+                  source=SOURCE, env=ENV, env_prefix="VLLM_", positional="model_tag", writes=(), parser="argparse",
+                  underscores=True, config=CONFIG),
 )  # fmt: skip
