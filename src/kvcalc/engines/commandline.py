@@ -564,10 +564,13 @@ def readers() -> tuple[CommandLine, ...]:
     found: list[CommandLine] = []
     seen: set[str] = set()
     for plugin in REGISTRY.values():
-        if plugin.module in seen:
+        # The package beside the rules module (kvcalc.engines.vllm.rules -> kvcalc.engines.vllm); an
+        # engine in one module (theoretical) or registered from elsewhere without a package has none.
+        package, dot, leaf = plugin.rules.partition(":")[0].rpartition(".")
+        if leaf != "rules" or not dot or package in seen:
             continue
-        seen.add(plugin.module)
-        name = f"kvcalc.engines.{plugin.module}.commandline"
+        seen.add(package)
+        name = f"{package}.commandline"
         try:
             module = import_module(name)
         except ModuleNotFoundError as exc:
