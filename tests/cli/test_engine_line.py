@@ -83,7 +83,8 @@ def test_fit_writes_no_line_for_the_theoretical_engine(run_cli) -> None:
 
 def test_engine_before_the_separator_may_name_the_lines_release(run_cli) -> None:
     release = run_cli("estimate", "--engine", "vllm@0.11", "--json", "--", "vllm", "serve", "Qwen/Qwen3-32B")
-    flags = run_cli("estimate", "qwen3-32b", "--engine", "vllm@0.11", "--json")
+    # no --max-model-len: vLLM serves the model's own context, 40,960 (max_position_embeddings)
+    flags = run_cli("estimate", "qwen3-32b", "--engine", "vllm@0.11", "--tokens", "40960", "--json")
     assert release.json() == flags.json()
     other = run_cli("estimate", "--engine", "sglang", "--", "vllm", "serve", "Qwen/Qwen3-32B")
     assert_one_line_error(other, "--engine is given both before '--' and by the vllm serve line")
@@ -126,3 +127,14 @@ def test_probe_runs_the_engine_the_line_names(run_cli) -> None:
     assert line.exit_code == 0, line.stderr
     assert line.json() == flags.json()
     assert line.json()["match"]
+
+
+def test_a_line_that_leaves_the_context_to_the_model_reads_the_models_own(run_cli) -> None:
+    # llama-server -c 0: n_ctx_train, Llama 3.1's 131,072 cells, over 4 auto slots = 32,768 each;
+    # a --tokens beside the line wins (the reading is the line's default, not the user's).
+    line = run_cli("estimate", "llama-3.1-8b", "--json", "--", "llama-server", "-c", "0")
+    flags = run_cli("estimate", "llama-3.1-8b", "--json", "--engine", "llama-server", "--batch", "4", "--tokens",
+                    "32768")  # fmt: skip
+    assert line.json() == flags.json()
+    mine = run_cli("estimate", "llama-3.1-8b", "--tokens", "1000", "--json", "--", "llama-server", "-c", "0")
+    assert mine.json()["tokens"] == 1000

@@ -43,18 +43,45 @@ def engine_command_lines(name: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(dict.fromkeys(reads)), None if written is None else written.program
 
 
-def read_engine_command(words: Sequence[str], engine: str | None = None) -> EngineCommand:
+def read_engine_command(words: Sequence[str], engine: str | None = None, model: str | None = None) -> EngineCommand:
     """What an engine's own command line stands for in kvcalc's terms (``vllm serve MODEL -tp 2
     ...``, ``OLLAMA_NUM_PARALLEL=4 ollama serve``; one string is split as a shell would): the engine,
     the settings by API parameter name (``model``, ``tokens``, ``tp``, ``kv_dtype``, knobs), the
     memory flags kvcalc does not model (warnings) and its readings (notes). A file the line names
     (vLLM's ``--config``, a Modelfile) is read here, bounded. A flag the engine does not have, or a
     program kvcalc does not read, is a one-line UsageError. ``engine``: the engine named beside the
-    line, which picks among readers of the same program (``lms load`` as LM Studio's MLX runtime)."""
+    line, which picks among readers of the same program (``lms load`` as LM Studio's MLX runtime).
+    ``model``: the model named beside the line; where the line leaves the context to the model
+    (``vllm serve`` with no --max-model-len, ``llama-server -c 0``), its own context is read from
+    it (or from the line's model), said in a note; a --tokens given beside the line wins."""
     from kvcalc.engines.commandline import read_command
 
-    command = read_command(list(words), _read_text, engine)
-    return _model_as_preset(command)
+    command = _model_as_preset(read_command(list(words), _read_text, engine))
+    return _tokens_from_model(command, model)
+
+
+def _tokens_from_model(command: EngineCommand, model: str | None) -> EngineCommand:
+    """The line's context where it leaves it to the model: the model's own, over the slots."""
+    from dataclasses import replace
+
+    from kvcalc.api._models import open_model
+    from kvcalc.engines.commandline import TOKENS_FROM_MODEL
+
+    slots = command.settings.get(TOKENS_FROM_MODEL)
+    if slots is None:
+        return command
+    settings = {k: v for k, v in command.settings.items() if k != TOKENS_FROM_MODEL}
+    ref = model or settings.get("model")
+    spec = open_model(str(ref)).spec if isinstance(ref, str) else None
+    context = spec.max_context if spec is not None else None
+    if spec is None or context is None or not isinstance(slots, int):
+        note = f"{command.program}: the line leaves the context to the model, which names none: give --tokens"
+        return replace(command, settings=settings, notes=(*command.notes, note))
+    settings["tokens"] = max(1, context // slots)
+    share = f", {settings['tokens']:,} a slot over {slots}" if slots > 1 else ""
+    note = (f"{command.program}: no context given: the model's own, {context:,} tokens ({spec.max_context_key})"
+            f"{share}, unless --tokens is given beside the line")  # fmt: skip
+    return replace(command, settings=settings, notes=(*command.notes, note), soft=command.soft | {"tokens"})
 
 
 def write_engine_command(engine: str, settings: Mapping[str, SettingValue]) -> WrittenCommand | None:

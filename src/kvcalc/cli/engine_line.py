@@ -39,12 +39,13 @@ def translate(argv: list[str], app: Any) -> list[str]:
 
     own = argv[:end]
     start = own.index(name) + 1
-    command = api.read_engine_command(words, _engine_given(_command(app, name), own[start:]))
+    engine, model = _given(_command(app, name), own[start:])
+    command = api.read_engine_command(words, engine, model)
     if name in REFUSING_IDLE_KNOBS:
         command = _without_idle_knobs(_command(app, name), own[start:], command)
     flags = _flags(_command(app, name), own[start:], command)
     LINE_WARNINGS.extend(command.warnings)
-    _say(name, command, flags, quiet="--json" in own)
+    _say(name, command, [*own[start:], *flags], quiet="--json" in own)
     return [*own, *flags]
 
 
@@ -57,12 +58,17 @@ def _command(app: Any, name: str) -> Any:
     return group.get_command(group.context_class(group), name)
 
 
-def _engine_given(command: Any, own: list[str]) -> str | None:
-    """The --engine given before '--', if any: it picks the reader of a program several engines
-    share (``--engine lmstudio-mlx -- lms load ...``) and refines the release."""
+def _given(command: Any, own: list[str]) -> tuple[str | None, str | None]:
+    """The --engine and MODEL given before '--', if any: the engine picks the reader of a program
+    several engines share (``--engine lmstudio-mlx -- lms load ...``) and refines the release; the
+    model gives the context a line leaves to it."""
     context = command.make_context(command.name, list(own), resilient_parsing=True)
-    source = context.get_parameter_source("engine")
-    return str(context.params["engine"]) if source is not None and source.name == "COMMANDLINE" else None
+    found: list[str | None] = []
+    for key in ("engine", "model"):
+        source = context.get_parameter_source(key)
+        given = source is not None and source.name == "COMMANDLINE" and context.params.get(key) is not None
+        found.append(str(context.params[key]) if given else None)
+    return found[0], found[1]
 
 
 def _without_idle_knobs(command: Any, own: list[str], line: "EngineCommand") -> "EngineCommand":

@@ -50,6 +50,11 @@ Nargs = Literal["", "+", "*"]
 # nargs flags take the words up to the next flag, "-" is a value).
 Parser = Literal["plain", "argparse"]
 
+# A setting a reader gives where the line leaves the context to the model (vllm serve with no
+# --max-model-len, llama-server -c 0): tokens are the model's own context over this many slots,
+# which the caller, who opens the model, resolves (api.read_engine_command).
+TOKENS_FROM_MODEL = "tokens_from_model"
+
 # The settings fit's answer hands a writer, in the order a written line puts them.
 WRITTEN_ORDER = ("model", "tokens", "batch", "max_model_len", "tp", "pp", "dp", "utilization", "kv_budget",
                  "kv_dtype", "k_dtype", "v_dtype")  # fmt: skip

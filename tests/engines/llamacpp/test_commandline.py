@@ -35,9 +35,10 @@ LINES = [
     (f"{DOCS}/tools/server/README.md", "llama-server -m MODEL -c 512 --host 0.0.0.0 --port 8080 --n-gpu-layers 99",
      "--engine llama-server --batch 4 --tokens 128 --gpu-layers 99 --gpu h100-sxm"),
     # docs/build.md (Vulkan; its prompt cut to one word): llama-cli is one sequence; -ngl 99 is past the
-    # 33 slots (32 layers + the output layer): every one on the GPU.
+    # 33 slots (32 layers + the output layer): every one on the GPU. No -c: the model's training
+    # context, 131,072 (Llama 3.1's max_position_embeddings).
     (f"{DOCS}/docs/build.md", "llama-cli -m MODEL -p Hi -ngl 99",
-     "--engine llama.cpp --batch 1 --gpu-layers 99 --gpu h100-sxm"),
+     "--engine llama.cpp --batch 1 --tokens 131072 --gpu-layers 99 --gpu h100-sxm"),
     # ggml-org/llama.cpp PR 17767: "--ctx-size 16384 --parallel 4: each slot gets 4096 tokens".
     ("https://github.com/ggml-org/llama.cpp/pull/17767", "llama-server -m MODEL --ctx-size 16384 --parallel 4",
      "--engine llama.cpp --batch 4 --tokens 4096"),
@@ -45,17 +46,18 @@ LINES = [
     # 1024 cells in all (the log's slots each see n_ctx = 1024, the unified stream): 256 tokens each.
     ("https://github.com/ggml-org/llama.cpp/issues/23652", "llama-server -m MODEL -c 1024",
      "--engine llama-server --batch 4 --tokens 256"),
-    # ggml-org/llama.cpp issue 9016: --n-gpu-layers 99 -np 4 and no -c: the model's context (not
-    # read from the line: kvcalc's default tokens, said in a note).
+    # ggml-org/llama.cpp issue 9016: --n-gpu-layers 99 -np 4 and no -c: the model's context, 131,072
+    # cells over 4 slots = 32,768 tokens each.
     ("https://github.com/ggml-org/llama.cpp/issues/9016", "./llama-server --model MODEL --n-gpu-layers 99 -np 4",
-     "--engine llama.cpp --batch 4 --gpu-layers 99 --gpu h100-sxm"),
+     "--engine llama.cpp --batch 4 --tokens 32768 --gpu-layers 99 --gpu h100-sxm"),
     # ggml-org/llama.cpp issue 11681 (the model swapped for a non-MLA preset): --ctx-size 0 is the
     # model's context, --parallel 6 slots, K in q5_0, V in llama.cpp's default f16.
     ("https://github.com/ggml-org/llama.cpp/issues/11681",
      "./llama-server --model MODEL --alias full --host 0.0.0.0 --port 55055 --ctx-size 0 --cache-type-k q5_0 "
      "--slot-save-path saved_slots.kvc --threads 94 --threads-http 12 --parallel 6 --mirostat 2 "
      "--mirostat-ent 5.7 --mirostat-lr 0.14",
-     "--engine llama.cpp --batch 6 --k-dtype q5_0"),
+     # 131,072 // 6 = 21,845 tokens a slot: 6 x 21,845 = 131,070, padded to the same 131,072 cells
+     "--engine llama.cpp --batch 6 --tokens 21845 --k-dtype q5_0"),
 ]  # fmt: skip
 
 

@@ -70,13 +70,13 @@ LINES: list[tuple[str, str, list[str], list[str]]] = [
     (   # docs.sglang.io "Common launch commands" (Meta-Llama-3-8B-Instruct -> Llama-3.1-8B)
         "https://docs.sglang.io/advanced_features/server_arguments.html",
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp 2",
-        ["llama-3.1-8b", "--tp", "2"], [],
+        ["llama-3.1-8b", "--tp", "2", "--tokens", "131072"], [],  # no --context-length: the model's own
     ),
     (   # SGLang's docs site for `sglang serve` (Llama-3.1-8B-Instruct -> Llama-3.1-8B)
         "https://mintlify.com/sgl-project/sglang/backend/launch-server",
         "sglang serve --model-path meta-llama/Llama-3.1-8B --host 0.0.0.0 --port 30000 --tp-size 2 "
         "--mem-fraction-static 0.8",
-        ["llama-3.1-8b", "--tp", "2", "--utilization", "0.8"], [],
+        ["llama-3.1-8b", "--tp", "2", "--utilization", "0.8", "--tokens", "131072"], [],
     ),
     (   # Agent-RL/ReCall#43 (Qwen2.5-1.5B-Instruct -> Qwen2.5-7B); --disable-overlap abbreviates
         # --disable-overlap-schedule, as SGLang's argparse allows
@@ -97,7 +97,7 @@ LINES: list[tuple[str, str, list[str], list[str]]] = [
         # attention-DP groups of the 8 TP GPUs
         "https://huggingface.co/deepseek-ai/DeepSeek-V3.2-Exp/commit/fd33dda13987c4ec2bd43d7d4318046a4f220ca9",
         "python -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention",
-        ["deepseek-v3", "--tp", "8", "--dp-attention", "8"], ["--enable-dp-attention"],
+        ["deepseek-v3", "--tp", "8", "--dp-attention", "8", "--tokens", "163840"], ["--enable-dp-attention"],
     ),
     (   # sgl-project/sglang PR #21253 (/dockerx/raid/models/gpt-oss-120b/ -> openai/gpt-oss-120b):
         # --max-running-requests 128 is 128 requests resident at once
@@ -107,7 +107,7 @@ LINES: list[tuple[str, str, list[str], list[str]]] = [
         "--prefill-attention-backend aiter --decode-attention-backend aiter --page-size 64 --disable-radix-cache "
         "--kv-cache-dtype fp8_e4m3 --port 8000",
         ["gpt-oss-120b", "--tp", "8", "--batch", "128", "--utilization", "0.85", "--block-size", "64",
-         "--kv-dtype", "fp8_e4m3"],
+         "--kv-dtype", "fp8_e4m3", "--tokens", "131072"],
         ["SGLANG_USE_AITER", "--disable-radix-cache"],
     ),
     (   # sgl-project/sglang#11751 (unsloth/gpt-oss-120b -> openai/gpt-oss-120b)
@@ -184,7 +184,8 @@ def test_flags_that_do_not_touch_memory_pass_quietly() -> None:
                    "--trust-remote-code --numa-node 0 1 --lora-target-modules --enable-tf32 "
                    "--no-enable-fused-qk-norm-rope --dist-init-addr=a:1 --model-checksum --model-type llm")  # fmt: skip
     assert command.warnings == ()
-    assert command.settings == {"model": "Qwen/Qwen3-8B", "engine": "sglang"}
+    # (no --context-length: the model's own, which the caller resolves)
+    assert command.settings == {"model": "Qwen/Qwen3-8B", "engine": "sglang", "tokens_from_model": 1}
 
 
 def test_flags_sglangs_default_share_is_derived_from_are_warned_only_without_mem_fraction_static() -> None:
@@ -235,7 +236,7 @@ def test_the_deprecated_dp_attention_spelling_is_attn_dp_size() -> None:
     old = read("sglang serve Qwen/Qwen3-8B --tp 4 --dp 4 --enable-dp-attention --mem-fraction-static 0.8").settings
     new = read("sglang serve Qwen/Qwen3-8B --tp 4 --attn-dp-size 4 --mem-fraction-static 0.8").settings
     assert old == new == {"model": "Qwen/Qwen3-8B", "tp": 4, "dp_attention": 4, "utilization": 0.8,
-                          "engine": "sglang"}  # fmt: skip
+                          "engine": "sglang", "tokens_from_model": 1}  # fmt: skip
 
 
 def test_max_running_requests_counts_each_replica_and_splits_between_attention_groups() -> None:
@@ -348,7 +349,7 @@ log-requests: true
 def test_the_docs_config_file_reads_as_its_flags() -> None:
     command = read_command(["python", "-m", "sglang.launch_server", "--config", "config.yaml"],
                            lambda path: DOCS_CONFIG)  # fmt: skip
-    assert command.settings == {"model": "meta-llama/Llama-3.1-8B", "tp": 2, "engine": "sglang"}
+    assert command.settings == {"model": "meta-llama/Llama-3.1-8B", "tp": 2, "engine": "sglang", "tokens_from_model": 1}
     assert command.warnings == ()
 
 
@@ -377,5 +378,6 @@ def test_a_config_file_is_read_from_disk_by_the_cli(run_cli, tmp_path: Path) -> 
     config = tmp_path / "config.yaml"
     config.write_text(DOCS_CONFIG)
     from_line = run_cli("fit", "--gpu", "h100-sxm", "--json", "--", "sglang", "serve", "--config", str(config))
-    by_hand = run_cli("fit", "llama-3.1-8b", "--tp", "2", "--engine", "sglang", "--gpu", "h100-sxm", "--json")
+    by_hand = run_cli("fit", "llama-3.1-8b", "--tp", "2", "--tokens", "131072", "--engine", "sglang", "--gpu",
+                      "h100-sxm", "--json")  # fmt: skip
     assert _answer(from_line) == _answer(by_hand)

@@ -57,7 +57,8 @@ TABLE = [
     (  # https://github.com/EuroEval/EuroEval/issues/1120 (vLLM 0.10.1.1, api_server with --model)
         "python3 -m vllm.entrypoints.openai.api_server --model openai/gpt-oss-120b --host 0.0.0.0 --port 8000 "
         "--tensor-parallel-size 2 --gpu-memory-utilization 0.9",
-        "gpt-oss-120b --tp 2 --utilization 0.9",
+        # no --max-model-len: vLLM serves the model's own context (max_position_embeddings 131,072)
+        "gpt-oss-120b --tp 2 --utilization 0.9 --tokens 131072",
         [],
     ),
     (  # https://github.com/vllm-project/vllm/issues/33155 (max_model_len=$((85 * 1024)) = 87040;
@@ -91,7 +92,7 @@ TABLE = [
     (  # https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/ as the CLI guide writes it
         # (https://www.mintlify.com/vllm-project/vllm/serving/cli-usage; <- meta-llama/Llama-3.2-1B-Instruct)
         "vllm serve meta-llama/Llama-3.2-1B --data-parallel-size 4 --tensor-parallel-size 2",
-        "llama-3.2-1b --dp 4 --batch 4 --tp 2",
+        "llama-3.2-1b --dp 4 --batch 4 --tp 2 --tokens 131072",  # the model's own context
         [],
     ),
     (  # https://www.mintlify.com/vllm-project/vllm/serving/cli-usage "Model configuration"
@@ -115,7 +116,7 @@ TABLE = [
         "--served-model-name Qwen/Qwen3-VL-235B-A22B-Instruct --tensor-parallel-size 8 --mm-encoder-tp-mode data "
         "--enable-expert-parallel --host 0.0.0.0 --port 22002 --dtype bfloat16 --gpu-memory-utilization 0.70 "
         "--quantization fp8 --distributed-executor-backend mp",
-        "qwen3-32b --tp 8 --kv-dtype bf16 --utilization 0.7",
+        "qwen3-32b --tp 8 --kv-dtype bf16 --utilization 0.7 --tokens 40960",  # the model's own context
         ["--mm-encoder-tp-mode data: encoder weights per GPU", "--quantization fp8: the weights are quantized"],
     ),
 ]
@@ -147,7 +148,8 @@ def test_a_deepseek_v4_line_is_read_and_its_memory_flags_named() -> None:
                    "--attention_config.use_fp4_indexer_cache=True --tokenizer-mode deepseek_v4 --tool-call-parser "
                    "deepseek_v4 --enable-auto-tool-choice --reasoning-parser deepseek_v4")  # fmt: skip
     assert command.settings == {"model": "deepseek-ai/DeepSeek-V4-Flash", "dp": 8, "utilization": 0.85,
-                                "block_size": 256, "batch": 8, "kv_dtype": "fp8", "engine": "vllm"}  # fmt: skip
+                                "block_size": 256, "batch": 8, "kv_dtype": "fp8", "engine": "vllm",
+                                "tokens_from_model": 1}  # fmt: skip
     named = ["--compilation-config", "--attention-config {\"use_fp4_indexer_cache\": \"True\"}",
              "--enable-expert-parallel with -dp 8"]  # fmt: skip
     assert [part in w for part, w in zip(named, command.warnings, strict=True)] == [True] * 3
@@ -169,8 +171,9 @@ def test_a_config_file_read_through_the_callers_reader() -> None:
     files = {"c.yaml": "model: Qwen/Qwen3-8B\ntensor_parallel_size: 4\nenforce-eager: true\nkv-cache-dtype: fp8\n"}
     command = read("vllm serve --config c.yaml -tp 2", files.__getitem__)
     # The file's flags come first, so the line's -tp 2 wins.
+    # (no --max-model-len: the model's own context, which the caller resolves)
     assert command.settings == {"model": "Qwen/Qwen3-8B", "tp": 2, "enforce_eager": True, "kv_dtype": "fp8",
-                                "engine": "vllm"}  # fmt: skip
+                                "engine": "vllm", "tokens_from_model": 1}  # fmt: skip
     with pytest.raises(UsageError, match=r"Config file must be of a yaml/yml type\. json supplied"):
         read("vllm serve X --config c.json", files.__getitem__)
     # vLLM's docs: "vllm serve SOME_MODEL --config config.yaml, SOME_MODEL takes precedence over model
@@ -186,12 +189,13 @@ def test_the_vllm_cpu_build_is_told_by_its_environment(run_cli) -> None:
     command = read("VLLM_CPU_KVCACHE_SPACE=40 VLLM_CPU_OMP_THREADS_BIND=0-29 vllm serve meta-llama/Llama-3.2-3B "
                    "--dtype=bfloat16")  # fmt: skip
     assert command.settings == {"model": "meta-llama/Llama-3.2-3B", "kv_dtype": "bf16", "engine": "vllm-cpu",
-                                "kv_budget": 42_949_672_960}  # fmt: skip
+                                "kv_budget": 42_949_672_960, "tokens_from_model": 1}  # fmt: skip
     assert any("read as --engine vllm-cpu" in n for n in command.notes)
     got = run_cli("fit", "--json", "--", "VLLM_CPU_KVCACHE_SPACE=40", "vllm", "serve",
                   "meta-llama/Llama-3.2-3B", "--dtype=bfloat16")  # fmt: skip
+    # no --max-model-len: the model's own context, 131,072 tokens (max_position_embeddings)
     hand = run_cli("fit", "llama-3.2-3b", "--engine", "vllm-cpu", "--kv-dtype", "bf16",
-                   "--kv-budget", "42949672960B", "--json")  # fmt: skip
+                   "--kv-budget", "42949672960B", "--tokens", "131072", "--json")  # fmt: skip
     assert got.exit_code == 0, got.stderr
     assert got.json() == hand.json()
 
@@ -260,7 +264,7 @@ def test_quiet_flags_are_quiet_and_prefix_caching_changes_nothing() -> None:
                    "debug --enable-custom-all-reduce --no-enable-lora --runner generate -q None -O2 "
                    "--cpu-offload-gb 0 --performance-mode balanced --kv-offloading-size None")  # fmt: skip
     assert command.warnings == ()
-    assert command.settings == {"model": "Qwen/Qwen3-8B", "engine": "vllm"}
+    assert command.settings == {"model": "Qwen/Qwen3-8B", "engine": "vllm", "tokens_from_model": 1}
 
 
 @pytest.mark.parametrize(

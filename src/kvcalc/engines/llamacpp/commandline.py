@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kvcalc.engines.base import pad
 from kvcalc.engines.commandline import (
+    TOKENS_FROM_MODEL,
     Arg,
     CommandLine,
     Reading,
@@ -559,6 +560,8 @@ class LlamaCppLine(CommandLine):
         ctx = self._context(values, batch, notes)
         if ctx:
             settings["tokens"] = _per_slot(ctx, batch, notes, reading.warnings)
+        else:  # the model's training context over the slots, resolved by the caller that opens it
+            settings[TOKENS_FROM_MODEL] = batch
         _cache_types(values, settings, self.program)
         _placement(values, settings, notes, reading.warnings, self.program)
         for knob, default in (("ubatch", 512), ("n_batch", 2048)):
@@ -597,8 +600,7 @@ class LlamaCppLine(CommandLine):
             if isinstance(ctx, int) and ctx < 0:
                 raise UsageError(f'{self.program}: error while handling argument "-c": a context of {ctx} cells')
             given = "-c 0" if ctx == 0 else "-c not given"
-            notes.append(f"{given}: llama.cpp sizes the cache to the model's training context (n_ctx_train), which "
-                         "kvcalc does not read from the line: give --tokens (per sequence) before '--'")  # fmt: skip
+            notes.append(f"{given}: llama.cpp sizes the cache to the model's training context (n_ctx_train)")
             if ctx is None and values.get("fit") != "off":
                 notes.append(f"llama.cpp's --fit (on by default) may lower an unset -c to fit device memory, not "
                              f"below {FIT_MIN_CTX:,} (--fit-ctx; common/common.h)")  # fmt: skip

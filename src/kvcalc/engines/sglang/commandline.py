@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 
 from kvcalc.engines.commandline import (
+    TOKENS_FROM_MODEL,
     Arg,
     CommandLine,
     EngineCommand,
@@ -484,6 +485,8 @@ class SGLangServer(CommandLine):
         self._pages(values, reading)
         if "max_model_len" in values:
             values["tokens"] = values["max_model_len"]
+        else:  # model_config.py: no --context-length serves the model's derived context
+            values[TOKENS_FROM_MODEL] = 1
         running = values.pop(_RUNNING, None)
         if isinstance(running, int):
             dp, groups = int(values.get("dp", 1)), int(values.get("dp_attention", 1))

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvcalc.engines.commandline import (
+    TOKENS_FROM_MODEL,
     Arg,
     CommandLine,
     Nargs,
@@ -548,6 +549,8 @@ class VllmServe(CommandLine):
                                  "max context)")  # fmt: skip
         elif tokens is not None:
             settings["tokens"] = settings["max_model_len"] = tokens
+        else:  # vllm/config/model.py: max_model_len None is the model's derived context
+            settings[TOKENS_FROM_MODEL] = 1
         dp = int(values.get("dp", 1))
         if dp > 1:
             # kvcalc asks for at least one request per replica; vLLM's line fixes no concurrency.
