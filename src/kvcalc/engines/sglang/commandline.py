@@ -603,7 +603,7 @@ class SGLangServer(CommandLine):
                     notes.append(f"--max-running-requests {per_group * groups} a replica: {per_group * groups * dp} "
                                  f"requests in all, not {batch}: SGLang splits it evenly")  # fmt: skip
             else:
-                notes.append(f"SGLang admits the {batch} requests found by itself: --max-running-requests would "
+                notes.append(f"SGLang admits the {batch} request(s) found by itself: --max-running-requests would "
                              "change its default mem_fraction_static")  # fmt: skip
         return values, notes
 
