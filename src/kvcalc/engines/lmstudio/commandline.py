@@ -157,27 +157,34 @@ class LmsLoad(CommandLine):
     shared by ``--parallel`` predictions (default 4): read as that many sequences (--batch) of
     context / parallel tokens; no context flag is LM Studio's 4,096 (lmstudio-ai/docs list.md)."""
 
-    def interpret(self, reading: Reading) -> Settings:
+    def _load(self, reading: Reading) -> tuple[Settings, int]:
+        """What every ``lms load`` says alike, for either runtime: the model key, the engine and the
+        predictions (LM Studio's default 4 where --parallel is not given, said in a note)."""
         values, notes = reading.values, reading.notes
         _check_drafting(values, self.program)
-        settings: Settings = {}
+        settings: Settings = {"engine": self.engine}
         model = values.get("model")
         if isinstance(model, str):
             settings["model"] = model
-            notes.append(f"{model} is LM Studio's model key (lms ls); kvcalc reads it as its own MODEL (a preset, a "
-                         "Hub id, a GGUF or config path)")  # fmt: skip
         else:
             notes.append(f"{self.program} without a model key asks for one (-y: the last loaded): give MODEL before "
                          "'--'")  # fmt: skip
-        settings["engine"] = self.engine
-        notes.append(_RUNTIME_NOTE)
         parallel = values.get("parallel")
-        slots = parallel if isinstance(parallel, int) else DEFAULT_PARALLEL
-        if parallel is None:
+        if isinstance(parallel, int):
+            settings["parallel"] = parallel
+        else:
             notes.append(f"LM Studio's default Max Concurrent Predictions {DEFAULT_PARALLEL} applied "
                          "(lmstudio-ai/docs parallel-requests.md)")  # fmt: skip
-        else:
-            settings["parallel"] = slots
+        return settings, parallel if isinstance(parallel, int) else DEFAULT_PARALLEL
+
+    def interpret(self, reading: Reading) -> Settings:
+        values, notes = reading.values, reading.notes
+        settings, slots = self._load(reading)
+        model = settings.get("model")
+        if isinstance(model, str):
+            notes.append(f"{model} is LM Studio's model key (lms ls); kvcalc reads it as its own MODEL (a preset, a "
+                         "Hub id, a GGUF or config path)")  # fmt: skip
+        notes.append(_RUNTIME_NOTE)
         context = values.get("context")
         if not isinstance(context, int):
             context = DEFAULT_CONTEXT_LENGTH
@@ -324,22 +331,8 @@ class LmsLoadMLX(LmsLoad):
 
     def interpret(self, reading: Reading) -> Settings:
         values, notes = reading.values, reading.notes
-        _check_drafting(values, self.program)
-        settings: Settings = {}
-        model = values.get("model")
-        if isinstance(model, str):
-            settings["model"] = model
-        else:
-            notes.append(f"{self.program} without a model key asks for one (-y: the last loaded): give MODEL before "
-                         "'--'")  # fmt: skip
-        settings["engine"] = self.engine
-        parallel = values.get("parallel")
-        if isinstance(parallel, int):
-            settings["parallel"] = parallel
-        else:
-            notes.append(f"LM Studio's default Max Concurrent Predictions {DEFAULT_PARALLEL} applied "
-                         "(lmstudio-ai/docs parallel-requests.md)")  # fmt: skip
-        settings["batch"] = parallel if isinstance(parallel, int) else DEFAULT_PARALLEL
+        settings, slots = self._load(reading)
+        settings["batch"] = slots
         context = values.get("context")
         if not isinstance(context, int):
             context = DEFAULT_CONTEXT_LENGTH
