@@ -77,6 +77,19 @@ CONTEXT_4096 = (0, 6, 7)
 # overflow", ollama/ollama #11175): ``if opts.NumCtx > int(trainCtx) && trainCtx > 0``.
 CAP_TRAINED = (0, 9, 3)
 VRAM_TIERS = (0, 15, 5)
+# server/sched.go forces one slot (``numParallel = 1``, "model architecture does not currently
+# support parallel requests", ollama/ollama #4165) whatever OLLAMA_NUM_PARALLEL says, for the GGUF
+# architectures (model.Config.ModelFamily) it lists: mllama in every release listed here, then
+# (the first release whose list has each) qwen3vl and qwen3vlmoe from v0.12.7; qwen3next, lfm2
+# and lfm2moe from v0.15.5; qwen35, qwen35moe, nemotron_h and nemotron_h_moe from v0.17.1;
+# nemotron_h_omni from v0.22.0 (unchanged through v0.32.15).
+ONE_SLOT: tuple[tuple[Release, frozenset[str]], ...] = (
+    ((0, 0, 0), frozenset({"mllama"})),
+    ((0, 12, 7), frozenset({"qwen3vl", "qwen3vlmoe"})),
+    ((0, 15, 5), frozenset({"qwen3next", "lfm2", "lfm2moe"})),
+    ((0, 17, 1), frozenset({"qwen35", "qwen35moe", "nemotron_h", "nemotron_h_moe"})),
+    ((0, 22, 0), frozenset({"nemotron_h_omni"})),
+)
 GIB = 1 << 30
 TIERS = ((47 * GIB, 262144), (23 * GIB, 32768), (0, 4096))
 
@@ -107,3 +120,8 @@ def default_num_ctx(release: Release, gpu_memory: int | None) -> tuple[int | Non
         f"Ollama {tag} defaults num_ctx to {tokens} for {gpu_memory / GIB:.3g} GiB of GPU memory "
         "(server/routes.go VRAM tiers)",
     )
+
+
+def one_slot(release: Release, architecture: str) -> bool:
+    """Whether this release runs a model of this GGUF architecture with one slot (ONE_SLOT)."""
+    return any(release >= first and architecture in names for first, names in ONE_SLOT)
