@@ -157,8 +157,8 @@ class Ollama(LlamaCpp):
         if arch is not None and R.one_slot(self.release, arch.name):
             # server/sched.go: numParallel = 1 for these architectures whatever OLLAMA_NUM_PARALLEL says.
             # prepare does not see the batch, and no engine hook sees the model with it, so a --batch
-            # above 1 is sized as asked: the warning says Ollama would not run it.
-            notes.append(f"warning: Ollama {tag} runs {arch.name} models ({spec.model_type}) with one slot "
-                         "whatever OLLAMA_NUM_PARALLEL says (server/sched.go); kvcalc sizes --batch slots: "
-                         "give --batch 1")  # fmt: skip
+            # above 1 is sized as asked: the note says Ollama would run one.
+            notes.append(f"Ollama {tag} runs {arch.name} models ({spec.model_type}) with one slot whatever "
+                         "OLLAMA_NUM_PARALLEL says (server/sched.go): a --batch above 1 is not what it "
+                         "runs")  # fmt: skip
         return spec, notes
