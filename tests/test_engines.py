@@ -202,10 +202,10 @@ def test_a_name_for_rocm_on_another_gpu_is_refused() -> None:
     assert caught.value.params == ("engine",)
 
 
-@pytest.mark.parametrize("name", ["vllm", "vllm-cpu", "llama.cpp", "transformers", "theoretical"])
+@pytest.mark.parametrize("name", ["vllm-cpu", "llama.cpp", "transformers", "theoretical"])
 def test_rocm_changes_nothing_for_engines_without_rocm_rules(name: str) -> None:
-    # vLLM's ROCm block sizes (vllm/platforms/rocm.py) are not modelled: it keeps its CUDA rules;
-    # vllm-cpu names its own platform, which wins over the GPU's.
+    # vllm-cpu names its own platform, which wins over the GPU's (vLLM's ROCm rules:
+    # tests/engines/vllm/test_rules.py).
     assert make_engine(name, platform="rocm") == make_engine(name)
 
 

@@ -21,7 +21,8 @@ class VLLMOptions(EngineOptions):
 
     # A block is at most a row's length.
     block_size: int | None = knob(
-        flag="--block-size", engine_flag="--block-size", maximum=MAX_DIMENSION, default="16 (MLA 64; vllm-cpu 128)",
+        flag="--block-size", engine_flag="--block-size", maximum=MAX_DIMENSION,
+        default="16 (MLA 64, ROCm 16; vllm-cpu 128)",
         help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
     )  # fmt: skip
     max_batched_tokens: int | None = knob(
@@ -42,10 +43,10 @@ class VLLMOptions(EngineOptions):
 PLUGIN = EnginePlugin(
     name="vllm",
     summary="16-token blocks (MLA 64), sliding reservation; vllm@0.11 etc. for a release (default 0.33); "
-    "vllm-cpu: the CPU build's defaults (default 0.32)",
+    "vllm-cpu: the CPU build's defaults (default 0.32); vllm-rocm: ROCm's (MLA 16)",
     rules="kvcalc.engines.vllm.rules:VLLM",
     options=VLLMOptions,
-    aliases=("vllm-cpu", "vllm-cpu-amx"),
+    aliases=("vllm-cpu", "vllm-cpu-amx", "vllm-rocm"),
     versions=VLLM_VERSIONS,
     default_version="0.33",
     panel="vLLM (--engine vllm)",

