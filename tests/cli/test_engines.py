@@ -13,7 +13,7 @@ def test_the_list_names_every_engine(run_cli) -> None:
     rows = run_cli("engines", "--json").json()
     assert [row["name"] for row in rows] == list(REGISTRY)
     vllm = rows[[row["name"] for row in rows].index("vllm")]
-    assert vllm["aliases"] == ["vllm-cpu", "vllm-cpu-amx"]
+    assert vllm["aliases"] == ["vllm-cpu", "vllm-cpu-amx", "vllm-rocm"]
     assert vllm["versions"][0] == "0.11" and vllm["default_version"] == "0.33"
 
 
