@@ -152,13 +152,22 @@ def _spelt(param: Any, flag: str, value: "SettingValue") -> list[str]:
 
 
 def _say(name: str, line: "EngineCommand", flags: list[str], *, quiet: bool) -> None:
-    """On stderr: how the line was read (not under --json), and every warning."""
+    """On stderr: every warning (one line each, as kvcalc's warnings are), then how the line was
+    read (not under --json), wrapped to the screen's width as notes are."""
     from kvcalc.console import clean, err
 
     for warning in dict.fromkeys(line.warnings):
         err(f"kvcalc: warning: {clean(warning)}")
     if quiet:
         return
-    for note in line.notes:
-        err(f"kvcalc: note: {clean(note)}")
-    err(f"kvcalc: read the {line.program} line as: kvcalc {name} {clean(' '.join(flags))}")
+    import textwrap
+
+    from kvcalc.views.console import screen
+
+    width = screen().width
+    said = [f"kvcalc: note: {note}" for note in line.notes]
+    said.append(f"kvcalc: read the {line.program} line as: kvcalc {name} {' '.join(flags)}")
+    for text in said:
+        for part in textwrap.wrap(clean(text), width=width, subsequent_indent=" " * 14, break_long_words=False,
+                                  break_on_hyphens=False):  # fmt: skip
+            err(part)
