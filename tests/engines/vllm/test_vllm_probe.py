@@ -202,3 +202,18 @@ def test_probe_script_refuses_a_bad_request() -> None:
         sys.path.pop(0)
     with pytest.raises(vllm_probe.ProbeError, match="max_model_len"):
         vllm_probe.check_request({"config": {"model_type": "llama"}, "kv_cache_memory_bytes": 1})
+
+
+@needs_vllm
+def test_cli_probe_of_a_vllm_serve_line(run_cli, tmp_path: Path) -> None:
+    # The same run as test_cli_probe_engine_vllm, given as the vllm serve line that asks for it:
+    # --kv-cache-memory-bytes 16M is vLLM's human_readable_int, 16 x 2^20 (capital: binary), and
+    # --max-model-len 4096 the request; the real vLLM allocates the same 64 blocks.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    result = run_cli("probe", "--engine-python", str(PYTHON), "--json", "--", "vllm", "serve", str(path),
+                     "--max-model-len", "4096", "--kv-cache-memory-bytes", "16M")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["match"] is True
+    assert {c["what"]: c["vllm"] for c in data["checks"]}["num_blocks"] == 64
