@@ -259,10 +259,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 def clean_lines(text: str) -> list[str]:
     """A log's lines without colour codes, carriage-return progress bars or trailing space."""
     lines = []
-    for raw in text.splitlines():
+    for raw in text.split("\n"):  # not splitlines(): a lone carriage return rewrites its line
         line = _ANSI.sub("", raw).rsplit("\r", 1)[-1].rstrip()
         lines.append(line)
-    return lines
+    return lines[:-1] if lines and not lines[-1] else lines
 
 
 def prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
