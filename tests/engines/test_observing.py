@@ -7,7 +7,7 @@ from kvcalc.engines.observing import Answer, clean_lines, printed_bytes, prometh
 
 
 def test_clean_lines_drop_colour_codes_and_progress_bars() -> None:
-    text = "\x1b[32mINFO\x1b[0m ready  \nLoading 10%\rLoading 100%\n"
+    text = "\x1b[32mINFO\x1b[0m ready  \nLoading 10%\rLoading 100%\r\n"
     assert clean_lines(text) == ["INFO ready", "Loading 100%"]
 
 

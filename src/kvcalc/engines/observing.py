@@ -260,7 +260,7 @@ def clean_lines(text: str) -> list[str]:
     """A log's lines without colour codes, carriage-return progress bars or trailing space."""
     lines = []
     for raw in text.split("\n"):  # not splitlines(): a lone carriage return rewrites its line
-        line = _ANSI.sub("", raw).rsplit("\r", 1)[-1].rstrip()
+        line = _ANSI.sub("", raw).rstrip().rsplit("\r", 1)[-1].rstrip()  # CRLF endings too
         lines.append(line)
     return lines[:-1] if lines and not lines[-1] else lines
 
