@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 # Each public name and its service module, imported on first use (PEP 562): `kvcalc estimate`
 # loads the estimate service alone, not fit's, probe's, speed's and offload's as well.
 _EXPORTS = {
+    "CheckReport": "_check",
+    "check": "_check",
+    "observe": "_check",
+    "watch": "_check",
     "compare": "_estimate",
     "estimate": "_estimate",
     "Capacity": "_fit",
@@ -66,6 +70,7 @@ __all__ = [
     "COMPUTE_DTYPES",
     "DEFAULT_SWEEP",
     "Capacity",
+    "CheckReport",
     "Compute",
     "FitReport",
     "KnobValue",
@@ -79,6 +84,7 @@ __all__ = [
     "Serving",
     "SpeedReport",
     "cdiv_int",
+    "check",
     "compare",
     "engine_command_lines",
     "estimate",
@@ -93,6 +99,7 @@ __all__ = [
     "load_model",
     "model_from_geometry",
     "model_from_source",
+    "observe",
     "open_model",
     "probe",
     "probe_llamacpp",
@@ -107,6 +114,7 @@ __all__ = [
     "show_gpu",
     "show_preset",
     "speed",
+    "watch",
     "write_engine_command",
 ]
 
@@ -125,6 +133,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from kvcalc.api._check import CheckReport, check, observe, watch
     from kvcalc.api._engines import (
         engine_command_lines,
         idle_knobs,

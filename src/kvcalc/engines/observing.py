@@ -81,6 +81,9 @@ class Pool:
     bytes: int | None = None
     bytes_exact: bool = False
     source: str = ""
+    # The step of a rounded figure ("12.25 MiB": 0.01 MiB): kvcalc's bytes agree when they round to
+    # it; 0 when unknown (a rounded figure is then only set beside kvcalc's, not judged).
+    bytes_step: int = 0
 
     @property
     def tokens(self) -> int:
@@ -153,12 +156,15 @@ class Observation:
 @dataclass(frozen=True)
 class Predicted:
     """kvcalc's own pool for the settings a server runs with, in the server's units: ``count`` units
-    of ``unit_bytes`` each per GPU (the comparison's figure), ``kind`` matching the server's pool."""
+    of ``unit_bytes`` each per GPU (the comparison's figure), ``kind`` matching the server's pool.
+    ``figures``: kvcalc's value of other figures the server states, by the name the reader gives
+    them (vLLM's ``kv_cache_size_tokens``), each set beside the server's."""
 
     count: int
     unit_bytes: int
     kind: str = "kv"
     unit_tokens: int = 1
+    figures: Mapping[str, int | float] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
