@@ -63,7 +63,7 @@ def test_a_typo_suggests_the_registered_names(run_cli) -> None:
 
 @pytest.mark.parametrize(
     ("words", "expected"),
-    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "presets", "gpus", "engines"]),
+    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "check", "presets", "gpus", "engines"]),
      ("kvcalc pr", ["probe", "presets"]), ("kvcalc engines v", ["vllm"]),
      ("kvcalc presets s", ["show"]), ("kvcalc estimate --eng", ["--engine"]),
      ("kvcalc estimate x --engine vl", ["vllm"]), ("kvcalc gpus h2", ["h200", "h200-141gb"])],
@@ -150,7 +150,9 @@ def test_every_option_has_a_panel_in_order(run_cli, monkeypatch, name: str) -> N
     assert lines[-1].strip().startswith("-h, --help") and lines[-2] == "Options:"
 
 
-@pytest.mark.parametrize("argv", [a for a in HELPS if a != ["probe"]], ids=lambda a: " ".join(a) or "kvcalc")
+@pytest.mark.parametrize(
+    "argv", [a for a in HELPS if a not in (["probe"], ["check"])], ids=lambda a: " ".join(a) or "kvcalc"
+)
 def test_every_example_runs(run_cli, monkeypatch, argv: list[str]) -> None:
     import shlex
 

@@ -275,6 +275,15 @@ def _settings(observation: Observation, request: _Request) -> dict[str, SettingV
     the engine line; a parameter that contradicts the server is refused, a line that does is
     overruled with a warning."""
     settings: dict[str, SettingValue] = dict(observation.settings)
+    served = settings.get("model")
+    if isinstance(served, str):
+        from kvcalc.api._engines import hub_preset
+
+        preset = hub_preset(served)
+        if preset is not None:
+            request.notes.append(f"the server's model {served}: read as kvcalc's preset {preset} (that "
+                                 "repository's config.json)")  # fmt: skip
+            settings["model"] = preset
     for key, value in request.given.items():
         known = settings.get(key)
         if known is not None and not _same(known, value):
@@ -288,10 +297,11 @@ def _settings(observation: Observation, request: _Request) -> dict[str, SettingV
 
         command = read_engine_command(request.line, request.engine, request.model)
         request.warnings.extend(command.warnings)
+        request.notes.extend(command.notes)
         for key, value in command.settings.items():
             known = settings.get(key)
-            if key == "engine":
-                continue
+            if key == "engine" or (key in command.soft and known is not None):
+                continue  # the line's own default yields to what the server runs with
             if known is not None and not _same(known, value):
                 request.warnings.append(f"{command.program}: {key} {value}, but the server runs with {known}: "
                                         "the server's is used")  # fmt: skip
@@ -562,5 +572,10 @@ def _finished(report: CheckReport, request: _Request) -> CheckReport:
 
     observation = report.observation
     notes = [*observation.notes, *request.notes]
-    return replace(report, assumed=tuple(request.assumed), notes=tuple(dict.fromkeys(notes)),
-                   warnings=tuple(dict.fromkeys(request.warnings)))  # fmt: skip
+    # What the server did not say but the user gave is no longer missing.
+    given = [flag for flag, known in (("--gpu", request.gpu), ("MODEL", report.model),
+             ("--tp", report.settings.get("tp")), ("--tokens", report.settings.get("tokens"))) if known]  # fmt: skip
+    missing = tuple(m for m in observation.missing if not any(f"give {flag}" in m or f"unless {flag}" in m
+                                                               for flag in given))  # fmt: skip
+    return replace(report, observation=replace(observation, missing=missing), assumed=tuple(request.assumed),
+                   notes=tuple(dict.fromkeys(notes)), warnings=tuple(dict.fromkeys(request.warnings)))  # fmt: skip

