@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 SERVER_LIFETIME_S = 60.0
@@ -89,3 +90,13 @@ def fake_server(routes: Mapping[str, Route | Any]) -> Iterator[FakeServer]:
         timer.cancel()
         server.shutdown()
         server.server_close()
+
+
+def recorded_routes(folder: Path, metrics: str | None = "metrics-idle.txt") -> dict[str, Route]:
+    """A real server's answers as recorded under tests/fixtures/servers/<engine>/<case>/: every path
+    in its endpoints.json ({path: {status, body}}), and /metrics from the file named."""
+    recorded = json.loads((folder / "endpoints.json").read_text())
+    routes = {path: Route(answer["body"], answer["status"], "application/json") for path, answer in recorded.items()}
+    if metrics is not None:
+        routes["/metrics"] = Route((folder / metrics).read_text())
+    return routes
