@@ -520,7 +520,8 @@ def _budget_what_ifs(
         ours = next((p for p in rules.from_fit(fitted) if p.kind == "kv"), None)
         if ours is None:
             continue
-        concurrency = float(fitted.max_concurrency_exact) if fitted.max_concurrency_exact is not None else None
+        exact = fitted.max_concurrency_exact
+        concurrency = float(exact) if exact is not None else float(fitted.max_concurrency)
         found.append(WhatIf(change, ours.count, pool.unit, ours.count * ours.unit_tokens, ours.bytes, concurrency))
     return tuple(found)
 

@@ -176,6 +176,8 @@ def usage_line(usage: dict[str, Any], unit: str | None) -> str:
     if usage["used_fraction"] is not None:
         parts.append(f"KV {usage['used_fraction']:.1%} used")
     for key, name in (("used_units", f"{unit or 'unit'}s"), ("used_tokens", "tokens")):
+        if key == "used_tokens" and unit == "token" and usage["used_units"] is not None:
+            continue  # the same figure
         if usage[key] is not None:
             mark = "~" if key in usage["derived"] else ""  # worked out from a rounded share
             parts.append(f"{mark}{usage[key]:,} {name}")
