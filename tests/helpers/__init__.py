@@ -8,6 +8,8 @@
   (the keys of each converter, tiny geometries, files with NextN blocks).
 - ``llama_cpp``: the real llama.cpp, run through the probe's child process, and what it measured
   set beside kvcalc's estimate.
+- ``vllm_server``: the real vLLM OpenAI server on 127.0.0.1 on a tiny random-weight Llama (a context
+  manager; skips without vLLM's Python), for tests that read a live server.
 - ``fake_hub``: a fake Hugging Face Hub on 127.0.0.1 (the ``hub`` and ``ranged`` fixtures).
 - ``hub_cache``: a pre-populated, offline Hugging Face cache (the ``hub_env`` fixture).
 - ``cwd``: the two ``here`` fixtures (run in tmp_path; a relative or an absolute name), imported by the
