@@ -200,3 +200,21 @@ def test_other_engines_logs_are_not_claimed() -> None:
     for path in (FIXTURES / "logs").glob("*/*.log"):
         if path.parent.name != "tgi":
             assert not claims(clean_lines(path.read_text())), path
+
+
+def test_json_output_lines_and_a_model_that_does_not_size_its_pool() -> None:
+    # --json-output (tracing-subscriber's JSON, launcher/src/main.rs) and the router's v1.4.x lines
+    # for a model without automatic sizing (router/src/main.rs: warn "Model does not support automatic
+    # max batch total tokens", then the flag's or the default 16000).
+    lines = [
+        '{"timestamp":"2024-03-04T16:38:11.273900Z","level":"WARN","message":"Model does not support automatic max '
+        'batch total tokens","target":"text_generation_router","filename":"router/src/main.rs","line_number":224}',
+        '{"timestamp":"2024-03-04T16:38:11.273926Z","level":"INFO","message":"Setting max batch total tokens to '
+        '16000","target":"text_generation_router","filename":"router/src/main.rs","line_number":246}',
+    ]
+    assert claims(lines)
+    seen = read_log(lines, "json")
+    pool = seen.pool()
+    assert pool is not None and (pool.count, pool.source) == (16000, "log line 2")
+    assert any(n.startswith("log line 1: this model does not size its pool") for n in seen.notes)
+    assert seen.unread == ()
