@@ -15,7 +15,7 @@ from kvcalc.errors import KvcalcError, SourceError, UsageError
 if TYPE_CHECKING:
     from kvcalc.api._fit import FitReport
     from kvcalc.engines.commandline import SettingValue
-    from kvcalc.engines.observing import Observation, PoolRules, Predicted, Usage
+    from kvcalc.engines.observing import Observation, Pool, PoolRules, Predicted, Usage
 
 GIB = 2**30
 # The share of GPU memory a what-if tries (vLLM's documented headroom for a dedicated GPU).
@@ -376,9 +376,16 @@ def _predict(report: CheckReport, request: _Request) -> CheckReport:
     if rules is None:
         request.notes.append(f"kvcalc cannot set a {report.engine} pool beside its own yet")
         return report
-    if rules.sizing == "budget":
-        return replace(report, **_budget_prediction(report, request, rules))
-    return replace(report, **_context_prediction(report, request, rules))
+    try:
+        if rules.sizing == "budget":
+            return replace(report, **_budget_prediction(report, request, rules))
+        return replace(report, **_context_prediction(report, request, rules))
+    except KvcalcError as exc:
+        if set(exc.params) & {*request.given, "gpu", "engine"}:
+            raise  # a value the user gave: their error to fix
+        # What the server runs, kvcalc refuses or cannot model: the server's own figures still stand.
+        request.notes.append(f"kvcalc cannot predict this pool: {exc}")
+        return report
 
 
 def _fit_at(report: CheckReport, *, kv_budget: int | None = None, gpu: str | None = None,
@@ -391,6 +398,11 @@ def _fit_at(report: CheckReport, *, kv_budget: int | None = None, gpu: str | Non
     s = report.settings
     tokens = _int(s.get("tokens")) or _int(s.get("max_model_len"))
     knobs = _knobs(s)
+    if kv_budget is not None:  # a ready budget: the knobs that only size the runtime change nothing
+        from kvcalc.engines import every_knob
+
+        sizing = every_knob()
+        knobs = {k: v for k, v in knobs.items() if k not in sizing or sizing[k].sizes_cache}
     serving = Serving(str(report.engine), kv_dtype=str(kv_dtype or s.get("kv_dtype") or "") or None, options=knobs)
     share = s.get("utilization")
     capacity = Capacity(kv_budget=kv_budget, utilization=float(share) if isinstance(share, (int, float)) and gpu
@@ -427,14 +439,20 @@ def _budget_prediction(report: CheckReport, request: _Request, rules: PoolRules)
     else:
         fitted = _fit_at(report, kv_budget=GIB).result  # only for kvcalc's bytes per unit
         basis = ""
-    predicted = {p.kind: p for p in rules.from_fit(fitted)}
-    pools = tuple(_pool_check(pool, predicted.get(pool.kind), basis) for pool in observation.pools)
-    figures = _figure_checks(observation, predicted.values()) if basis else ()
+    predicted = tuple(rules.from_fit(fitted))
+    pools = tuple(_pool_check(pool, _matching(pool.kind, pool.unit, predicted), basis) for pool in observation.pools)
+    figures = _figure_checks(observation, predicted) if basis else ()
     what_ifs = _budget_what_ifs(report, request, rules, pools)
     return {"pools": pools, "figures": figures, "gap": _gap(observation, gpu_lines, pools), "what_ifs": what_ifs}
 
 
-def _pool_check(pool: Any, predicted: Predicted | None, basis: str) -> PoolCheck:
+def _matching(kind: str, unit: str, predicted: Sequence[Predicted]) -> Predicted | None:
+    """kvcalc's pool of the same kind in the same unit (vLLM's blocks, or the tokens its log states)."""
+    same = [p for p in predicted if p.kind == kind]
+    return next((p for p in same if p.unit == unit), next((p for p in same if p.unit is None), None))
+
+
+def _pool_check(pool: Pool, predicted: Predicted | None, basis: str) -> PoolCheck:
     count = predicted.count if predicted is not None and basis else None
     return PoolCheck(
         kind=pool.kind, unit=pool.unit, unit_tokens=pool.unit_tokens, server=pool.count, kvcalc=count,
@@ -446,10 +464,10 @@ def _pool_check(pool: Any, predicted: Predicted | None, basis: str) -> PoolCheck
 
 def _figure_checks(observation: Observation, predicted: Any) -> tuple[FigureCheck, ...]:
     said = {f.name: f.value for f in observation.figures}
-    found = []
+    found: list[FigureCheck] = []
     for p in predicted:
         for name, value in p.figures.items():
-            if said.get(name) not in (None, "None", ""):
+            if said.get(name) not in (None, "None", "") and all(f.name != name for f in found):
                 server = said[name]
                 found.append(FigureCheck(name, _number(server), value))
     return tuple(found)
@@ -517,7 +535,7 @@ def _budget_what_ifs(
         except KvcalcError as exc:
             request.notes.append(f"what-if {change}: {exc}")
             continue
-        ours = next((p for p in rules.from_fit(fitted) if p.kind == "kv"), None)
+        ours = _matching("kv", pool.unit, tuple(rules.from_fit(fitted)))
         if ours is None:
             continue
         exact = fitted.max_concurrency_exact
@@ -560,9 +578,9 @@ def _context_prediction(report: CheckReport, request: _Request, rules: PoolRules
                         layout=Layout(tp=_int(s.get("tp")) or 1, pp=1, dp=1))  # fmt: skip
 
     found = at(batch)
-    predicted = {p.kind: p for p in rules.from_estimate(found)}
+    predicted = tuple(rules.from_estimate(found))
     basis = f"kvcalc's estimate at {tokens:,} tokens x {batch} slot(s)"
-    pools = tuple(_pool_check(pool, predicted.get(pool.kind), basis) for pool in report.observation.pools)
+    pools = tuple(_pool_check(p, _matching(p.kind, p.unit, predicted), basis) for p in report.observation.pools)
     more = sum(p.bytes for p in rules.from_estimate(at(batch + 1)))
     what_if = WhatIf(f"{batch + 1} slots (+1)", batch + 1, "slot", tokens * (batch + 1), more)
     return {"pools": pools, "what_ifs": (what_if,)}

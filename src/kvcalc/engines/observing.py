@@ -165,6 +165,9 @@ class Predicted:
     kind: str = "kv"
     unit_tokens: int = 1
     figures: Mapping[str, int | float] = field(default_factory=dict)
+    # The unit ``count`` is in, where a reader's pools come in several (vLLM: blocks from /metrics,
+    # the tokens a log states); None: whatever unit the server's pool of this kind is in.
+    unit: Unit | None = None
 
     @property
     def bytes(self) -> int:

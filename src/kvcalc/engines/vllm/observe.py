@@ -16,12 +16,13 @@ Not exported: the GPU and its memory, the model's dtype, tensor and pipeline par
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kvcalc.engines.observing import (
     Figure,
     Get,
+    LogReader,
     Observation,
     Pool,
     PoolRules,
@@ -209,8 +210,24 @@ def _from_fit(fit: Fit) -> tuple[Predicted, ...]:
     figures: dict[str, int | float] = {"kv_cache_size_tokens": plan.logged_tokens(fit.tokens)}
     figures["kv_cache_max_concurrency"] = float(plan.max_concurrency(fit.tokens))
     block = min(k.block_size for k in plan.kinds)
-    return (Predicted(plan.num_blocks, plan.page_bytes * plan.group_size, "kv", block, figures),)
+    block_bytes = plan.page_bytes * plan.group_size
+    # A log states tokens only (KV cache size: N tokens): the figure this release logs.
+    tokens = Predicted(plan.logged_tokens(fit.tokens), block_bytes // block, "kv", 1, figures, unit="token")
+    return (Predicted(plan.num_blocks, block_bytes, "kv", block, figures, unit="block"), tokens)
+
+
+def _claims(lines: Sequence[str]) -> bool:
+    from kvcalc.engines.vllm.startup_log import claims
+
+    return claims(lines)
+
+
+def _read_log(lines: Sequence[str], origin: str) -> Observation:
+    from kvcalc.engines.vllm.startup_log import read_log
+
+    return read_log(lines, origin)
 
 
 SERVERS = (ServerReader("vllm", ("/metrics", "/version", "/v1/models"), _identify, _read),)
+LOGS = (LogReader("vllm", claims=_claims, read=_read_log),)
 POOL_RULES = {"vllm": PoolRules("budget", from_fit=_from_fit)}
