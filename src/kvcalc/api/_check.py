@@ -31,13 +31,14 @@ _PLAIN = {"model", "tokens", "batch", "max_model_len", "tp", "pp", "dp", "utiliz
 @dataclass(frozen=True)
 class PoolCheck:
     """The server's pool of one kind beside kvcalc's for the same settings. ``kvcalc`` is None when
-    kvcalc could not predict it (no model, no GPU to size it from); ``basis`` says what kvcalc's
+    kvcalc could not predict it (no model, no GPU to size it from); ``server`` None when the server
+    does not reveal its pool (Ollama's API): kvcalc's alone is shown. ``basis`` says what kvcalc's
     figure rests on (the server's own budget, or kvcalc's budget for the GPU)."""
 
     kind: str
     unit: str
     unit_tokens: int
-    server: int
+    server: int | None
     kvcalc: int | None
     unit_bytes: int | None
     basis: str
@@ -48,11 +49,11 @@ class PoolCheck:
 
     @property
     def difference(self) -> int | None:
-        return None if self.kvcalc is None else self.kvcalc - self.server
+        return None if self.kvcalc is None or self.server is None else self.kvcalc - self.server
 
     @property
     def relative(self) -> float | None:
-        if self.kvcalc is None:
+        if self.kvcalc is None or self.server is None:
             return None
         return 0.0 if self.kvcalc == self.server else (self.kvcalc - self.server) / max(self.server, 1)
 
@@ -61,7 +62,7 @@ class PoolCheck:
         """The server's pool in bytes: as it states them, else its count x kvcalc's unit bytes."""
         if self.server_bytes is not None:
             return self.server_bytes
-        return None if self.unit_bytes is None else self.server * self.unit_bytes
+        return None if self.unit_bytes is None or self.server is None else self.server * self.unit_bytes
 
     def within(self, tolerance: float) -> bool | None:
         """Whether kvcalc's count (and bytes, where the server states them) agree within ``tolerance``
@@ -71,7 +72,7 @@ class PoolCheck:
             return None
         if abs(relative) > tolerance:
             return False
-        if self.server_bytes is None or self.kvcalc_bytes is None:
+        if self.server_bytes is None or self.kvcalc_bytes is None or self.server is None:
             return True
         if self.server_bytes_exact:
             return abs(self.kvcalc_bytes - self.server_bytes) <= tolerance * self.server_bytes
@@ -329,15 +330,13 @@ def _prediction_inputs(
         if _family(request.engine) != _family(observation.engine) and observation.modelled:
             raise UsageError(f"--engine {request.engine}: the server is {observation.engine}", param="engine")
         engine = request.engine
-    elif not observation.modelled:
-        request.notes.append(f"kvcalc has no {observation.engine} rules: its pool is set beside the theoretical "
-                             "cache")  # fmt: skip
     served = settings.get("model")
     model = request.model
     if model is None and isinstance(served, str):
         model = served
     if model is None:
-        request.notes.append("no model: kvcalc cannot predict the pool; give MODEL (a preset, config or Hub id)")
+        if not any("MODEL" in m for m in observation.missing):
+            request.notes.append("no model: kvcalc cannot predict the pool; give MODEL (a preset, config or Hub id)")
         return engine, None
     from kvcalc.api._models import open_model
 
@@ -372,6 +371,8 @@ def _predict(report: CheckReport, request: _Request) -> CheckReport:
     from kvcalc.engines.observing import pool_rules
 
     assert report.engine is not None and report.model is not None
+    if not report.observation.modelled:
+        return replace(report, pools=_theoretical_sizes(report))
     rules = pool_rules(_family(report.engine))
     if rules is None:
         request.notes.append(f"kvcalc cannot set a {report.engine} pool beside its own yet")
@@ -386,6 +387,25 @@ def _predict(report: CheckReport, request: _Request) -> CheckReport:
         # What the server runs, kvcalc refuses or cannot model: the server's own figures still stand.
         request.notes.append(f"kvcalc cannot predict this pool: {exc}")
         return report
+
+
+def _theoretical_sizes(report: CheckReport) -> tuple[PoolCheck, ...]:
+    """An engine kvcalc reads but does not model (TGI): the bytes its pool's tokens take in the
+    theoretical cache, beside its count, not judged."""
+    from kvcalc.api._estimate import estimate
+
+    found = []
+    for pool in report.observation.pools:
+        tokens = pool.count * pool.unit_tokens
+        one = estimate(str(report.model), tokens=tokens, batch=1, kv_dtype=_text(report.settings.get("kv_dtype")))
+        found.append(PoolCheck(pool.kind, pool.unit, pool.unit_tokens, pool.count, None, None,
+                               f"the theoretical cache of {tokens:,} tokens", server_bytes=one.total_bytes,
+                               server_bytes_exact=False))  # fmt: skip
+    return tuple(found)
+
+
+def _text(value: SettingValue | None) -> str | None:
+    return None if value is None else str(value)
 
 
 def _fit_at(report: CheckReport, *, kv_budget: int | None = None, gpu: str | None = None,
@@ -516,7 +536,7 @@ def _budget_what_ifs(
     plus a GiB, at 0.95 of the GPU (where its memory is known), with an fp8 cache."""
     assert rules.from_fit is not None
     pool = next((p for p in pools if p.kind == "kv"), None)
-    if pool is None or pool.unit_bytes is None:
+    if pool is None or pool.unit_bytes is None or pool.server is None:
         return ()
     anchor = pool.server * pool.unit_bytes
     changes: list[tuple[str, int, SettingValue | None]] = [("+1 GiB for the cache", anchor + GIB, None)]
@@ -569,6 +589,8 @@ def _context_prediction(report: CheckReport, request: _Request, rules: PoolRules
         request.notes.append("the context per slot: not revealed; give --tokens")
         return {}
     batch = _int(s.get("batch")) or 1
+    if _int(s.get("batch")) is None:
+        request.assumed.append("--batch 1: one slot, kvcalc's default (the server does not say how many)")
     knobs = _knobs(s)
 
     def at(slots: int, kv_dtype: SettingValue | None = None) -> Any:
@@ -581,6 +603,10 @@ def _context_prediction(report: CheckReport, request: _Request, rules: PoolRules
     predicted = tuple(rules.from_estimate(found))
     basis = f"kvcalc's estimate at {tokens:,} tokens x {batch} slot(s)"
     pools = tuple(_pool_check(p, _matching(p.kind, p.unit, predicted), basis) for p in report.observation.pools)
+    said = {p.kind for p in report.observation.pools}
+    unseen = tuple(PoolCheck(p.kind, p.unit or "cell", p.unit_tokens, None, p.count, p.unit_bytes, basis,
+                             kvcalc_bytes=p.bytes) for p in predicted if p.kind not in said)  # fmt: skip
+    pools = (*pools, *unseen)
     more = sum(p.bytes for p in rules.from_estimate(at(batch + 1)))
     what_if = WhatIf(f"{batch + 1} slots (+1)", batch + 1, "slot", tokens * (batch + 1), more)
     return {"pools": pools, "what_ifs": (what_if,)}
@@ -592,8 +618,8 @@ def _finished(report: CheckReport, request: _Request) -> CheckReport:
     observation = report.observation
     notes = [*observation.notes, *request.notes]
     # What the server did not say but the user gave is no longer missing.
-    given = [flag for flag, known in (("--gpu", request.gpu), ("MODEL", report.model),
-             ("--tp", report.settings.get("tp")), ("--tokens", report.settings.get("tokens"))) if known]  # fmt: skip
+    given = [flag for flag, known in (("--gpu", request.gpu), ("MODEL", report.model)) if known]
+    given += [flag for key, flag in SETTING_NAMES.items() if report.settings.get(key) is not None]
     missing = tuple(m for m in observation.missing if not any(f"give {flag}" in m or f"unless {flag}" in m
                                                                for flag in given))  # fmt: skip
     return replace(report, observation=replace(observation, missing=missing), assumed=tuple(request.assumed),

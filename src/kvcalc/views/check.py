@@ -74,7 +74,7 @@ def check_view(data: dict[str, Any]) -> list[Block]:
     blocks.extend(_gap(data))
     blocks.extend(_what_ifs(data))
     blocks.extend(_usage(data))
-    for key, label in (("assumed", "assumed"), ("missing", "not revealed"), ("unread", "not read")):
+    for key, label in (("assumed", "assumed"), ("missing", "missing"), ("unread", "not read")):
         for text in data[key]:
             blocks.append(Note(f"{label}: {text}"))
     for text in data["notes"]:
@@ -99,14 +99,16 @@ def _pools(data: dict[str, Any]) -> list[Block]:
         unit = p["unit"]
         per = f"{p['unit_tokens']}-token " if p["unit_tokens"] > 1 else ""
         shown = "-" if p["pool_bytes"] is None else format_binary(p["pool_bytes"])
-        rows.append((f"{p['kind']} ({per}{unit}s)", f"{p['server']:,}", _count(p["kvcalc"]), _share(p["relative"]),
-                     shown))  # fmt: skip
+        rows.append((f"{p['kind']} ({per}{unit}s)", _count(p["server"]), _count(p["kvcalc"]), _share(p["relative"]),
+                     shown if p["server"] is not None else _size(p["kvcalc_bytes"])))  # fmt: skip
     columns = (Column("pool", right=False), Column("server"), Column("kvcalc"), Column("difference"),
                Column("pool size"))  # fmt: skip
     blocks: list[Block] = [Grid("The server's KV pool beside kvcalc's", columns, tuple(rows))]
     for p in data["pools"]:
         if p["basis"]:
             blocks.append(Note(f"kvcalc's {p['kind']} pool: from {p['basis']}"))
+    if any(p["server"] is None for p in data["pools"]):
+        blocks.append(Note("server -: the server does not reveal that pool; pool size: kvcalc's then"))
     for f in data["figures"]:
         blocks.append(f"{f['name']:<26} server {_figure(f['server'])}, kvcalc {_figure(f['kvcalc'])}")
     agrees = data["agrees"]
@@ -118,6 +120,10 @@ def _pools(data: dict[str, Any]) -> list[Block]:
     elif agrees is False:
         blocks.append(Line("differs: kvcalc's figure rests on what the server does not say (see below)", "yellow"))
     return blocks
+
+
+def _size(n: int | None) -> str:
+    return "-" if n is None else format_binary(n)
 
 
 def _figure(value: Any) -> str:
@@ -156,8 +162,11 @@ def _what_ifs(data: dict[str, Any]) -> list[Block]:
         rows.append((w["change"], _count(w["count"]), f"{w['tokens']:,}", format_binary(w["bytes"]), fits))
     columns = (Column("what if", right=False), Column("units"), Column("tokens"), Column("pool"),
                Column("requests"))  # fmt: skip
-    blocks: list[Block] = [Grid("What-ifs, anchored on the server's own pool", columns, tuple(rows))]
-    blocks.append(Note("requests: of the server's max_model_len at once"))
+    anchored = any(p["server"] is not None and p["unit_bytes"] is not None for p in data["pools"])
+    title = "What-ifs, anchored on the server's own pool" if anchored else "What-ifs"
+    blocks: list[Block] = [Grid(title, columns, tuple(rows))]
+    if any(w["concurrency"] is not None for w in data["what_ifs"]):
+        blocks.append(Note("requests: of the server's max_model_len at once"))
     return blocks
 
 
