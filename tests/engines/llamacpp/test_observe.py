@@ -235,3 +235,38 @@ def test_pool_rules_predict_the_logs_cells_and_bytes(log: str, engine: str) -> N
     for pool in obs.pools:
         assert (predicted[pool.kind].count, predicted[pool.kind].bytes) == (pool.count, pool.bytes)
         assert predicted[pool.kind].unit_bytes == 12 * 2048
+
+
+# falcon-mamba-7b (tests/fixtures/falcon-mamba-7b.json): 64 layers, d_inner 8,192, d_conv 4, d_state 16, states f32.
+# Per layer and sequence: R (d_conv - 1) x d_inner = 24,576 x 4 B = 96 KiB, S d_state x d_inner = 131,072 x 4 B
+# = 512 KiB; 64 layers: 6 MiB + 32 MiB = 38 MiB a cell. Two sequences: 2 cells, R 12.00, S 64.00, 76.00 MiB. The
+# lines are written in each spelling's format (src/llama-memory-recurrent.cpp line 133 at 0c1e570; the older
+# llama_kv_cache_recurrent's without rs_seq and P).
+RECURRENT_LINES = {
+    "0c1e570": "llama_memory_recurrent: size =   76.00 MiB (     2 cells,  64 layers,  2 seqs  0 rs_seq), "
+    "R (f32):   12.00 MiB, S (f32):   64.00 MiB, P (f32):    0.00 MiB",
+    "2025": "llama_kv_cache_recurrent: size =   76.00 MiB (     2 cells,  64 layers,  2 seqs), R (f32):   12.00 MiB, "
+    "S (f32):   64.00 MiB",
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(RECURRENT_LINES))
+def test_recurrent_pool_beside_kvcalcs_prediction(spelling: str) -> None:
+    lines = ["build: 11312 (0c1e57098) with cc for x86_64-linux-gnu", "llama_context: n_seq_max     = 2",
+             "llama_context: n_ctx         = 4096", RECURRENT_LINES[spelling]]  # fmt: skip
+    obs = observe.LOGS[0].read(lines, "-")
+    pool = obs.pool("recurrent")
+    assert pool is not None and (pool.count, pool.bytes) == (2, 76 * MIB)
+    assert (obs.settings["batch"], obs.settings["tokens"]) == (2, 2048)
+    rules = observing.pool_rules("llama.cpp")
+    assert rules is not None and rules.from_estimate is not None
+    est = estimate(str(FIXTURES / "falcon-mamba-7b.json"), tokens=2048, batch=2, engine=obs.engine)
+    (predicted,) = rules.from_estimate(est)
+    assert (predicted.kind, predicted.count, predicted.unit_bytes) == ("recurrent", 2, 38 * MIB)
+    assert predicted.bytes == pool.bytes
+
+
+def test_rollback_snapshots_are_noted() -> None:
+    line = RECURRENT_LINES["0c1e570"].replace(" 0 rs_seq", " 3 rs_seq")
+    obs = observe.LOGS[0].read([line], "-")
+    assert any(n.startswith("n_rs_seq 3:") for n in obs.notes)

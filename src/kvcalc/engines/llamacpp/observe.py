@@ -84,9 +84,10 @@ _KV_SIZE = re.compile(r"\bllama_kv_cache(?:_unified)?: size =\s*([\d.]+) MiB \(\
 _ISWA = re.compile(r"\bllama_kv_cache(?:_unified)?_iswa: creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
 # "llama_kv_cache_recurrent: size = X MiB (N cells, L layers, S seqs), R (f32): ..., S (f32): ..." (2025), and
 # llama_memory_recurrent's (src/llama-memory-recurrent.cpp line 133 at 0c1e570: "S seqs R rs_seq", a P part).
-_RECURRENT = re.compile(r"\bllama_(?:memory_recurrent|kv_cache_recurrent): size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*"
-                        r"(\d+) layers,\s*(\d+) seqs(?:\s+\d+ rs_seq)?\)(?:, R \((\w+)\):\s*([\d.]+) MiB, S \((\w+)\):"
-                        r"\s*([\d.]+) MiB)?")  # fmt: skip
+_RECURRENT = re.compile(
+    r"\bllama_(?:memory_recurrent|kv_cache_recurrent): size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*"
+    r"(\d+) layers,\s*(\d+) seqs(?:\s+(\d+) rs_seq)?\)"
+)
 # "load_tensors:        CUDA0 model buffer size =  1234.56 MiB" (src/llama-model.cpp line 1930), "llama_context:
 # CUDA0 compute buffer size = ..." (src/llama-context.cpp line 740; llama_new_context_with_model before).
 _MODEL_BUFFER = re.compile(r"\s(\S+) model buffer size =\s*([\d.]+) MiB")
@@ -167,6 +168,9 @@ def _read_line(log: _Log, index: int, line: str) -> bool:
         log.figure("recurrent cells", cells, index)
         log.figure("recurrent layers", int(m.group(3)), index)
         log.notes.append(f"recurrent state: {cells:,} cells, one per sequence (llama_memory_recurrent's mem_size)")
+        if int(m.group(5) or 0):
+            log.notes.append(f"n_rs_seq {m.group(5)}: each recurrent cell keeps 1 + {m.group(5)} states (rollback "
+                             "snapshots, src/llama-memory-recurrent.cpp line 101); kvcalc models one")  # fmt: skip
         return True
     if m := _KV_INIT.search(line):
         log.kv_init = (int(m.group(1)), index)
