@@ -138,7 +138,14 @@ class _Log:
 _BARE_COLOUR = re.compile(r"\[[0-9;]{1,8}m")
 
 
+# Ollama's own log lines (Go's slog: "time=... level=INFO source=server.go:123 msg=..."): its runner prints
+# llama.cpp's lines too, but the log is Ollama's, read by its own reader (Ollama's rules apply).
+_OLLAMA = re.compile(r"\blevel=\w+ source=\S+\.go:\d+ ")
+
+
 def _claims(lines: Sequence[str]) -> bool:
+    if any(_OLLAMA.search(line) for line in lines):
+        return False
     return any(_BANNER.search(_BARE_COLOUR.sub("", line)) for line in lines)
 
 
