@@ -197,7 +197,9 @@ def test_timestamped_log_with_a_cut_size_line_names_it_unread() -> None:
     assert kv is not None and (kv.count, kv.bytes) == (64_000, 0)
     # SWA: "creating SWA KV cache, size = 4352 cells", its size line cut off: cells, no bytes; the cut line unread.
     assert swa is not None and (swa.count, swa.bytes) == (4352, None)
-    assert len(obs.unread) == 1 and obs.unread[0].startswith("log line 16: ")
+    # And "creating DSV4 raw KV cache", a cache with no size kvcalc reads, named too.
+    assert [u.split(":")[0] for u in obs.unread] == ["log line 9", "log line 16"]
+    assert "creating DSV4 raw KV cache" in obs.unread[0]
     assert _figure(obs, "CUDA0 KV buffer MiB").value == 182.75
 
 
@@ -269,5 +271,8 @@ def test_recurrent_pool_beside_kvcalcs_prediction(spelling: str) -> None:
 
 def test_rollback_snapshots_are_noted() -> None:
     line = RECURRENT_LINES["0c1e570"].replace(" 0 rs_seq", " 3 rs_seq")
-    obs = observe.LOGS[0].read([line], "-")
+    buffer = "llama_memory_recurrent:      CUDA0 RS buffer size =    76.00 MiB"
+    obs = observe.LOGS[0].read([buffer, line], "-")
     assert any(n.startswith("n_rs_seq 3:") for n in obs.notes)
+    assert _figure(obs, "CUDA0 RS buffer MiB").value == 76.0
+    assert obs.unread == ()

@@ -69,7 +69,9 @@ _CTX = re.compile(r"\bllama_(?:context|new_context_with_model):\s+(n_seq_max|n_c
 # kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61, ..." (b5331).
 _KV_INIT = re.compile(r"\bkv_size = (\d+),.*?type_k = '(\w+)', type_v = '(\w+)', n_layer = (\d+)")
 # "llama_kv_cache_init:      CUDA0 KV buffer size =   510.00 MiB" (every build; per device).
-_KV_BUFFER = re.compile(r"\s(\S+) KV buffer size =\s*([\d.]+) MiB")
+# "llama_memory_recurrent:  CUDA0 RS buffer size" (src/llama-memory-recurrent.cpp line 124), "llama_context:
+# CUDA_Host  output buffer size" (src/llama-context.cpp line 381): read as figures.
+_KV_BUFFER = re.compile(r"\s(\S+)\s+(KV|RS|output) buffer size =\s*([\d.]+) MiB")
 # "llama_new_context_with_model: KV self size  = 9760.00 MiB, K (f16): 5856.00 MiB, V (f16): 3904.00 MiB"
 # (before 2025-05: llama_context / llama_kv_cache_unified printed it too, b4905 and b5331).
 _KV_SELF = re.compile(r"KV self size\s*=\s*([\d.]+) MiB, K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")
@@ -101,7 +103,7 @@ _NEW_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (\d+)")
 _AUTO = re.compile(r"n_parallel is set to auto, using n_parallel = (\d+) and kv_unified = (\w+)")
 # Lines that look like a cache or memory line of llama.cpp: one none of the above reads is named.
 _LOOKS = re.compile(r"KV buffer size|KV self size|RS buffer size|model buffer size|compute buffer size|"
-                    r"llama_(?:kv_cache\w*|memory_recurrent): size =|KV cache, size =|\bkv_size =")  # fmt: skip
+                    r"llama_(?:kv_cache\w*|memory_recurrent): size =|creating .*KV cache|\bkv_size =")  # fmt: skip
 _BANNER = re.compile(r"\bllama_(?:context|new_context_with_model|kv_cache\w*|memory_recurrent|model_load\w*):|"
                      r"\bprint_info: |\bllm_load_print_meta: |\bsrv\s+load_model: ")  # fmt: skip
 
@@ -188,7 +190,7 @@ def _read_line(log: _Log, index: int, line: str) -> bool:
         _self_line(log, index, m)
         return True
     if m := _KV_BUFFER.search(line):
-        log.figure(f"{m.group(1)} KV buffer MiB", float(m.group(2)), index)
+        log.figure(f"{m.group(1)} {m.group(2)} buffer MiB", float(m.group(3)), index)
         return True
     for pattern, table, what in ((_MODEL_BUFFER, log.weights, "model"), (_COMPUTE_BUFFER, log.compute, "compute")):
         if m := pattern.search(line):
