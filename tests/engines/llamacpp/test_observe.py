@@ -276,3 +276,21 @@ def test_rollback_snapshots_are_noted() -> None:
     assert any(n.startswith("n_rs_seq 3:") for n in obs.notes)
     assert _figure(obs, "CUDA0 RS buffer MiB").value == 76.0
     assert obs.unread == ()
+
+
+def test_server_lines_of_0c1e570_with_separate_streams() -> None:
+    # server-context.cpp line 1231 at 0c1e570: "initializing, n_slots = %d, n_ctx_slot = %d, kv_unified = '%s'";
+    # -np 2 without -kvu: two streams of pad(8,192 / 2, 256) = 4,096 cells, "4096 cells ... 2/2 seqs". A
+    # Llama 3.1 8B shape (32 layers, 8 KV heads x 128): K q8_0 1,024 x 34/32 = 1,088 B, V f16 2,048 B a layer
+    # and cell; x 32 layers x 8,192 cells: 272 + 512 = 784 MiB.
+    lines = ["llama_context: n_seq_max     = 2", "llama_context: n_ctx         = 8192",
+             "llama_context: kv_unified    = false",
+             "llama_kv_cache: size =  784.00 MiB (  4096 cells,  32 layers,  2/2 seqs), K (q8_0):  272.00 MiB, "
+             "V (f16):  512.00 MiB",
+             "srv    load_model: initializing, n_slots = 2, n_ctx_slot = 4096, kv_unified = 'false'"]  # fmt: skip
+    obs = observe.LOGS[0].read(lines, "-")
+    assert obs.engine == "llama.cpp"  # no build line
+    assert obs.settings == {"batch": 2, "tokens": 4096, "k_dtype": "q8_0", "v_dtype": "fp16"}
+    kv = obs.pool("kv")
+    assert kv is not None and (kv.count, kv.bytes) == (2 * 4096, 784 * MIB)
+    assert _figure(obs, "n_ctx_slot").value == 4096
