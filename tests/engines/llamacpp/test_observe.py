@@ -1,6 +1,6 @@
 """llama.cpp's readers: llama-server's endpoints (answers written from llama.cpp 0c1e570's source,
-tests/fixtures/servers/llama-server-0c1e570/README.md) and llama.cpp's start-up logs (real published
-logs, tests/fixtures/logs/), and kvcalc's pool beside a log's."""
+tests/fixtures/servers/llama-server-0c1e570/written-gpt-oss-c32768-auto/README.md) and llama.cpp's
+start-up logs (real published logs, tests/fixtures/logs/), and kvcalc's pool beside a log's."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kvcalc.engines.observing import Answer, Get, Observation, clean_lines
 from tests.helpers.fake_server import Route, fake_server
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
-SERVER = FIXTURES / "servers" / "llama-server-0c1e570"
+SERVER = FIXTURES / "servers" / "llama-server-0c1e570" / "written-gpt-oss-c32768-auto"
 LOGS = FIXTURES / "logs"
 MIB = 2**20
 READER = observe.SERVERS[0]

@@ -99,6 +99,8 @@ _COMPUTE_BUFFER = re.compile(r"\s(\S+) compute buffer size =\s*([\d.]+) MiB")
 # new slot, n_ctx = 8192" (SLT_INF before, SLT_TRC at 0c1e570: line 1281; older "new slot n_ctx_slot = N").
 _SLOTS = re.compile(r"\bload_model: initializing(?: slots)?, n_slots = (\d+)(?:, n_ctx_slot = (\d+), kv_unified = "
                     r"'(\w+)')?")  # fmt: skip
+# "srv    load_model: loading model '/models/x.gguf'" (server-context.cpp line 1023).
+_MODEL = re.compile(r"load_model: loading model '([^']+)'")
 _NEW_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (\d+)")
 _AUTO = re.compile(r"n_parallel is set to auto, using n_parallel = (\d+) and kv_unified = (\w+)")
 # Lines that look like a cache or memory line of llama.cpp: one none of the above reads is named.
@@ -126,6 +128,8 @@ class _Log:
     commit: str | None = None
     server: bool = False
     slots: int | None = None
+    slot_ctx: int | None = None
+    model: str | None = None
     unified: bool | None = None
     kv_init: tuple[int, int] | None = None  # (kv_size, line)
     pending: tuple[str, int, int] | None = None  # an iSWA "creating" line's (kind, cells, line) awaiting its size
@@ -252,8 +256,12 @@ def _server_line(log: _Log, index: int, line: str) -> bool:
         log.server, log.slots = True, int(m.group(1))
         log.figure("n_slots", log.slots, index)
         if m.group(3):
-            log.unified = m.group(3) == "true"
-            log.figure("n_ctx_slot", int(m.group(2)), index)
+            log.unified, log.slot_ctx = m.group(3) == "true", int(m.group(2))
+            log.figure("n_ctx_slot", log.slot_ctx, index)
+        return True
+    if m := _MODEL.search(line):
+        log.server, log.model = True, m.group(1)
+        log.figure("model", log.model, index)
         return True
     if m := _AUTO.search(line):
         log.server, log.slots, log.unified = True, int(m.group(1)), m.group(2) == "true"
@@ -283,7 +291,11 @@ def _read_log(lines: Sequence[str], origin: str) -> Observation:
 
 def _log_observation(log: _Log, origin: str) -> Observation:
     settings: dict[str, SettingValue] = {}
-    missing: list[str] = ["the GPU: give --gpu", "the model: give MODEL (the log names its GGUF only in part)"]
+    missing: list[str] = ["the GPU: give --gpu"]
+    if log.model:
+        settings["model"] = log.model
+    else:
+        missing.append("the model: give MODEL")
     unified = log.unified if log.unified is not None else _truthy(log.ctx.get("kv_unified"))
     n_ctx, n_seq = _int(log.ctx.get("n_ctx")), _int(log.ctx.get("n_seq_max")) or log.slots
     per_seq = _int(log.ctx.get("n_ctx_per_seq"))
@@ -295,10 +307,13 @@ def _log_observation(log: _Log, origin: str) -> Observation:
         settings["batch"], settings["tokens"] = n_seq, n_ctx // n_seq
         if n_ctx % n_seq:
             log.notes.append(f"n_ctx {n_ctx:,} over {n_seq} sequences leaves {n_ctx % n_seq} cells over")
+    elif log.slot_ctx and log.slots:
+        # 0c1e570's slot line alone (its default verbosity): n_ctx_slot is the whole cache when unified.
+        settings["batch"], settings["tokens"] = log.slots, log.slot_ctx // log.slots if unified else log.slot_ctx
+        log.notes.append(f"context from the slot line: {log.slots} slots, n_ctx_slot {log.slot_ctx:,} "
+                         f"({'one unified cache of it' if unified else 'each its own'})")  # fmt: skip
     else:
-        missing.append(
-            "the context and sequences (no llama_context: n_ctx / n_seq_max lines): give --tokens and --batch"
-        )
+        missing.append("the context and sequences (no n_ctx / n_seq_max lines): give --tokens and --batch")
     if engine == "llama.cpp" and unified:
         settings["kv_unified"] = True
     if log.types:
@@ -311,7 +326,8 @@ def _log_observation(log: _Log, origin: str) -> Observation:
     else:
         missing.append(f"the llama.cpp build (no 'build: N' line): kvcalc applies b{rel.CURRENT}'s rules")
     if not log.pools:
-        missing.append("the cache's size lines (llama_kv_cache: size = ...): none read")
+        missing.append("the cache's size lines (llama_kv_cache: size = ...): none read; llama.cpp 0c1e570 prints "
+                       "them only at -lv 4 (common/log.cpp logs libllama's INFO at trace level)")  # fmt: skip
     log.notes.append(MIB_NOTE)
     return Observation(
         engine=engine, origin=origin, release=f"b{log.build} ({log.commit})" if log.build else None,
