@@ -138,8 +138,8 @@ def test_identify_refuses_other_servers_and_404s() -> None:
 def test_b8164_swa_log_pools_settings_and_build() -> None:
     obs = _log("llamacpp/b8164-gpt-oss-20b-swa-one-seq.log")
     assert obs.engine == "llama.cpp@b8164"
-    assert obs.settings == {"batch": 1, "tokens": 131_072, "k_dtype": "fp16", "v_dtype": "fp16", "ubatch": 512,
-                            "n_batch": 2048}  # fmt: skip
+    # n_ubatch 512 and n_batch 2048 are llama.cpp's defaults: no setting, as commandline.py reads them.
+    assert obs.settings == {"batch": 1, "tokens": 131_072, "k_dtype": "fp16", "v_dtype": "fp16"}
     kv, swa = obs.pool("kv"), obs.pool("swa")
     assert kv is not None and swa is not None
     # "size = 3072.00 MiB (131072 cells, 12 layers, 1/1 seqs)" and "size = 18.00 MiB (768 cells, ...)".
@@ -294,3 +294,96 @@ def test_server_lines_of_0c1e570_with_separate_streams() -> None:
     kv = obs.pool("kv")
     assert kv is not None and (kv.count, kv.bytes) == (2 * 4096, 784 * MIB)
     assert _figure(obs, "n_ctx_slot").value == 4096
+
+
+# --- a real llama-server 0c1e570, recorded (tests/fixtures/servers/llama-server-0c1e570/README.md) -------------
+
+RECORDED = FIXTURES / "servers" / "llama-server-0c1e570"
+PRINTED = 5243  # half of 0.01 MiB, llama.cpp's %.2f rounding: 0.005 x 1,048,576 = 5,242.88 B
+# Each case's pools (kind, cells over all streams, bytes as printed), derived by hand from the models' shapes
+# (the recordings' README): llama, 2 layers of 2 KV heads x 64: K or V row 128 x 2 B = 256 B, 1,024 B a cell.
+RECORDED_POOLS = {
+    # -c 4096 -np 2: two streams of 2,048 cells, "2048 cells ... 2/2 seqs": 4,096 x 1,024 B = 4 MiB.
+    "llama-c4096-np2": ("llama.cpp@b11312", 2, 2048, [("kv", 4096, 4 * MIB)]),
+    # -c 4096, auto: 4 slots sharing one stream of 4,096 cells, "4/1 seqs": 4 MiB; 1,024 tokens a slot.
+    "llama-c4096-auto": ("llama-server@b11312", 4, 1024, [("kv", 4096, 4 * MIB)]),
+    # q8_0 K and V: a row of 128 is 4 blocks x 34 B = 136 B: 4,096 x 2 x 2 x 136 = 2,228,224 B = 2.125 MiB,
+    # printed "2.12": 2.12 x 1,048,576 = 2,222,981.12 -> 2,222,981 B.
+    "llama-c4096-np2-q8_0-fa": ("llama.cpp@b11312", 2, 2048, [("kv", 4096, 2_222_981)]),
+    # gemma2, 2 full and 2 sliding layers (window 256): full 4,096 cells x 2 layers x 512 B = 4 MiB; sliding
+    # pad(min(2,048, 256 x 1 + 512), 256) = 768 cells a stream, 1,536 over 2: x 2 x 512 B = 1.5 MiB.
+    "gemma2-swa-c4096-np2": ("llama.cpp@b11312", 2, 2048, [("kv", 4096, 4 * MIB), ("swa", 1536, 3 * MIB // 2)]),
+    # granitehybrid MMAM: 1 attention layer of 2 KV heads x 32 (256 B a cell) x 4,096 = 1 MiB; 2 recurrent
+    # cells: R 20,736 + S 98,304 = 119,040 B, printed "0.11" = 115,343.36 -> 115,343 B.
+    "granitehybrid-c4096-np2": ("llama.cpp@b11312", 2, 2048, [("kv", 4096, MIB), ("recurrent", 2, 115_343)]),
+    # mamba, 2 layers: R 12,288 + S 65,536 = 77,824 B, printed "0.07" = 73,400.32 -> 73,400 B.
+    "mamba-c4096-np2": ("llama.cpp@b11312", 2, 2048, [("recurrent", 2, 73_400)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED_POOLS))
+def test_recorded_server_log_pools(case: str) -> None:
+    engine, batch, tokens, pools = RECORDED_POOLS[case]
+    path = RECORDED / case / "startup-lv4.log"
+    lines = clean_lines(path.read_text())
+    assert observe.LOGS[0].claims(lines)
+    obs = observe.LOGS[0].read(lines, str(path))
+    assert obs.engine == engine
+    assert (obs.settings["batch"], obs.settings["tokens"]) == (batch, tokens)
+    assert obs.settings["model"] == f"/tmp/lcs/rec/{case.partition('-')[0]}.gguf"
+    assert [(p.kind, p.count, p.bytes) for p in obs.pools] == pools
+    assert obs.unread == ()
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED_POOLS))
+def test_recorded_default_log_says_the_cache_lines_need_lv4(case: str) -> None:
+    # At the default verbosity 0c1e570 prints only "initializing, n_slots = N, n_ctx_slot = N, kv_unified = ..."
+    engine, batch, tokens, _ = RECORDED_POOLS[case]
+    obs = observe.LOGS[0].read(clean_lines((RECORDED / case / "startup-default.log").read_text()), "-")
+    assert obs.engine == engine.split("@")[0]  # no build line either
+    assert (obs.settings["batch"], obs.settings["tokens"]) == (batch, tokens)
+    assert obs.pools == ()
+    assert any("-lv 4" in m for m in obs.missing)
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED_POOLS))
+def test_recorded_server_answers(case: str) -> None:
+    engine, batch, tokens, _ = RECORDED_POOLS[case]
+    folder = RECORDED / case
+    routes = {"/props": json.loads((folder / "props.json").read_text()),
+              "/slots": json.loads((folder / "slots.json").read_text()),
+              "/v1/models": json.loads((folder / "v1_models.json").read_text()),
+              "/metrics": Route((folder / "metrics-enabled.txt").read_text())}  # fmt: skip
+    found, obs, seen = _serve(routes)
+    assert found and all(method == "GET" for method, _ in seen)
+    # /props n_ctx is 4,096 for the unified auto server (the whole cache) and 2,048 a slot with -np 2: the
+    # context kvcalc takes from them is the log's cells, 4,096, either way.
+    assert obs.engine == engine
+    assert (obs.settings["batch"], obs.settings["tokens"]) == (batch, tokens)
+    assert batch * tokens == 4096  # -c 4096 in every case
+    assert obs.usage is not None and (obs.usage.running, obs.usage.waiting, obs.usage.used_tokens) == (0, 0, 0)
+    # Without --metrics the server answers 501: no deferred requests known.
+    routes["/metrics"] = Route((folder / "metrics.txt").read_text(), status=501)
+    usage = _serve(routes)[1].usage
+    assert usage is not None and usage.waiting is None
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED_POOLS))
+def test_pool_rules_equal_the_recorded_pools(case: str, tmp_path: Path) -> None:
+    from tests.helpers import llama_server
+
+    makers = {"llama": llama_server.llama_gguf, "gemma2": llama_server.gemma2_gguf,
+              "granitehybrid": llama_server.granite_hybrid_gguf, "mamba": llama_server.mamba_gguf}  # fmt: skip
+    model = makers[case.partition("-")[0]](tmp_path / "model.gguf")  # the recorded run's GGUF, written again
+    obs = observe.LOGS[0].read(clean_lines((RECORDED / case / "startup-lv4.log").read_text()), "-")
+    settings = dict(obs.settings)
+    rules = observing.pool_rules(obs.engine.split("@")[0])
+    assert rules is not None and rules.from_estimate is not None
+    est = estimate(str(model), tokens=settings["tokens"], batch=settings["batch"], engine=obs.engine,
+                   kv_dtype=settings.get("k_dtype"))  # fmt: skip
+    predicted = {p.kind: p for p in rules.from_estimate(est)}
+    assert sorted(predicted) == sorted(p.kind for p in obs.pools)
+    for pool in obs.pools:
+        assert pool.bytes is not None
+        assert predicted[pool.kind].count == pool.count
+        assert abs(predicted[pool.kind].bytes - pool.bytes) <= PRINTED

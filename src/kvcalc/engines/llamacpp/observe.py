@@ -103,6 +103,8 @@ _SLOTS = re.compile(r"\bload_model: initializing(?: slots)?, n_slots = (\d+)(?:,
 _MODEL = re.compile(r"load_model: loading model '([^']+)'")
 _NEW_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (\d+)")
 _AUTO = re.compile(r"n_parallel is set to auto, using n_parallel = (\d+) and kv_unified = (\w+)")
+# "llama_kv_cache_iswa: using full-size SWA cache (ref: ...)" (src/llama-kv-cache-iswa.cpp line 77): --swa-full.
+_SWA_FULL = re.compile(r"_iswa: using full-size SWA cache")
 # Lines that look like a cache or memory line of llama.cpp: one none of the above reads is named.
 _LOOKS = re.compile(r"KV buffer size|KV self size|RS buffer size|model buffer size|compute buffer size|"
                     r"llama_(?:kv_cache\w*|memory_recurrent): size =|creating .*KV cache|\bkv_size =")  # fmt: skip
@@ -129,6 +131,7 @@ class _Log:
     server: bool = False
     slots: int | None = None
     slot_ctx: int | None = None
+    swa_full: bool = False
     model: str | None = None
     unified: bool | None = None
     kv_init: tuple[int, int] | None = None  # (kv_size, line)
@@ -164,6 +167,10 @@ def _read_line(log: _Log, index: int, line: str) -> bool:
     if m := _CTX.search(line):
         log.ctx[m.group(1)] = m.group(2)
         log.figure(m.group(1), m.group(2), index)
+        return True
+    if _SWA_FULL.search(line):
+        log.swa_full = True
+        log.figure("swa_full", True, index)
         return True
     if m := _ISWA.search(line):
         _unsized(log)
@@ -318,9 +325,12 @@ def _log_observation(log: _Log, origin: str) -> Observation:
         settings["kv_unified"] = True
     if log.types:
         settings["k_dtype"], settings["v_dtype"] = _dtype(log.types[0]), _dtype(log.types[1])
-    for key in ("n_ubatch", "n_batch"):
-        if (value := _int(log.ctx.get(key))) is not None:
-            settings["ubatch" if key == "n_ubatch" else key] = value
+    # As commandline.py: only a batch size that is not llama.cpp's default (common/common.h) is a setting.
+    for key, knob, default in (("n_ubatch", "ubatch", 512), ("n_batch", "n_batch", 2048)):
+        if (value := _int(log.ctx.get(key))) is not None and value != default:
+            settings[knob] = value
+    if log.swa_full:
+        settings["swa_full"] = True
     if log.build is not None:
         engine = f"{engine}@b{log.build}"
     else:
