@@ -12,6 +12,7 @@ import pytest
 from kvcalc import api
 from kvcalc.errors import SourceError, UsageError
 from tests.helpers.fake_server import Route, fake_server, recorded_routes
+from tests.helpers.llama_server import llama_gguf, llama_server, needs_llama_server
 from tests.helpers.paths import FIXTURES
 from tests.helpers.vllm_server import post_json, vllm_python_or_none, vllm_server, word_prompt
 
@@ -167,3 +168,24 @@ def test_a_live_vllm_server_is_exact_and_its_usage_is_whole_blocks(tmp_path) -> 
             thread.join(timeout=120)
     assert seen, "no sample caught the requests running"
     assert all(9 <= used <= 24 for running, used in seen if running == 3 and used is not None)
+
+
+# --- the real llama-server (built by scripts/build_llama_server.sh; skipped without it) ------------------
+
+
+@needs_llama_server
+def test_a_live_llama_server_and_its_log_give_kvcalcs_cells(tmp_path) -> None:
+    model = llama_gguf(tmp_path / "tiny.gguf")  # 2 layers, 2 KV heads of 64, f16 cache by default
+    log = tmp_path / "server.log"
+    with llama_server(model, ["-c", "4096", "-np", "2", "-lv", "4"], log) as server:
+        live = api.check(server.url, str(model), timeout=10)
+    from_log = api.check(str(log), str(model))
+    # -c 4096 -np 2: two slots of 2,048 in one unified stream of 4,096 cells (pad(4,096, 256));
+    # a cell: 2 layers x 2 (K, V) x 2 heads x 64 x 2 B (f16) = 1,024 B, so 4 MiB in all.
+    for report in (live, from_log):
+        kv = next(p for p in report.pools if p.kind == "kv")
+        assert kv.kvcalc == 4096 and kv.unit_bytes == 1024
+    kv = next(p for p in from_log.pools if p.kind == "kv")
+    assert kv.server == 4096 and kv.server_bytes == 4 * 2**20 and from_log.agrees is True
+    # The server itself states no cells (only its log does): kvcalc's pool stands alone, said so.
+    assert any("only in" in m and "log" in m for m in live.observation.missing)

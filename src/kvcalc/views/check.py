@@ -104,9 +104,11 @@ def _pools(data: dict[str, Any]) -> list[Block]:
     columns = (Column("pool", right=False), Column("server"), Column("kvcalc"), Column("difference"),
                Column("pool size"))  # fmt: skip
     blocks: list[Block] = [Grid("The server's KV pool beside kvcalc's", columns, tuple(rows))]
-    for p in data["pools"]:
-        if p["basis"]:
-            blocks.append(Note(f"kvcalc's {p['kind']} pool: from {p['basis']}"))
+    bases = dict.fromkeys(p["basis"] for p in data["pools"] if p["basis"])
+    for basis in bases:
+        kinds = [p["kind"] for p in data["pools"] if p["basis"] == basis]
+        pools = f"{kinds[0]} pool" if len(kinds) == 1 else f"{', '.join(kinds)} pools"
+        blocks.append(Note(f"kvcalc's {pools}: from {basis}"))
     if any(p["server"] is None for p in data["pools"]):
         blocks.append(Note("server -: the server does not reveal that pool; pool size: kvcalc's then"))
     for f in data["figures"]:

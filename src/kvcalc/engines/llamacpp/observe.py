@@ -111,6 +111,9 @@ _LOOKS = re.compile(r"KV buffer size|KV self size|RS buffer size|model buffer si
 _BANNER = re.compile(r"\bllama_(?:context|new_context_with_model|kv_cache\w*|memory_recurrent|model_load\w*):|"
                      r"\bprint_info: |\bllm_load_print_meta: |\bsrv\s+load_model: ")  # fmt: skip
 
+# The step of llama.cpp's printed sizes (%.2f MiB): a byte count agrees when it rounds to the figure.
+MIB_STEP = 10_486  # 0.01 MiB = 10,485.76 B, rounded up
+
 
 def _dtype(name: str) -> str:
     return CACHE_TYPES.get(name, name)
@@ -183,7 +186,9 @@ def _read_line(log: _Log, index: int, line: str) -> bool:
         return True
     if m := _RECURRENT.search(line):
         cells, size = int(m.group(2)), printed_bytes(m.group(1), "MiB")
-        log.pools.append(Pool(cells, "cell", kind="recurrent", bytes=size, source=line_source(index)))
+        log.pools.append(
+            Pool(cells, "cell", kind="recurrent", bytes=size, source=line_source(index), bytes_step=MIB_STEP)
+        )
         log.figure("recurrent size MiB", float(m.group(1)), index)
         log.figure("recurrent cells", cells, index)
         log.figure("recurrent layers", int(m.group(3)), index)
@@ -228,7 +233,8 @@ def _size_line(log: _Log, index: int, m: re.Match[str]) -> None:
     if streams > 1:
         log.notes.append(f"{kind}: {per_stream:,} cells in each of {streams} streams (one per sequence): "
                          f"{per_stream * streams:,} cells")  # fmt: skip
-    log.pools.append(Pool(per_stream * streams, "cell", kind=kind, bytes=size, source=line_source(index)))
+    log.pools.append(Pool(per_stream * streams, "cell", kind=kind, bytes=size, source=line_source(index),
+                          bytes_step=MIB_STEP))  # fmt: skip
 
 
 def _unsized(log: _Log) -> None:
@@ -255,7 +261,8 @@ def _self_line(log: _Log, index: int, m: re.Match[str]) -> None:
     else:
         log.unread.append(f"{line_source(index)}: {m.group(0)!r}: no kv_size or n_ctx before it gives its cells")
         return
-    log.pools.append(Pool(cells, "cell", bytes=printed_bytes(m.group(1), "MiB"), source=line_source(index)))
+    log.pools.append(Pool(cells, "cell", bytes=printed_bytes(m.group(1), "MiB"), source=line_source(index),
+                          bytes_step=MIB_STEP))  # fmt: skip
 
 
 def _server_line(log: _Log, index: int, line: str) -> bool:
