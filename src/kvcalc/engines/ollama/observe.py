@@ -240,9 +240,30 @@ def read_log(lines: Sequence[str], origin: str) -> Observation:
     notes = state.notes
     engine = engine_for(release, notes)
     settings, pools, missing = _settings_and_pool(state, release)
-    return Observation(engine=engine, origin=origin, release=state.version, settings=settings, pools=pools,
-                       memory=tuple(state.memory.values()), figures=tuple(state.figures), missing=tuple(missing),
-                       unread=tuple(state.unread), notes=tuple(notes))  # fmt: skip
+    observation = Observation(engine=engine, origin=origin, release=state.version, settings=settings, pools=pools,
+                              memory=tuple(state.memory.values()), figures=tuple(state.figures),
+                              missing=tuple(missing), unread=tuple(state.unread), notes=tuple(notes))  # fmt: skip
+    return _with_llama_cpp_lines(observation, lines, origin)
+
+
+def _with_llama_cpp_lines(observation: Observation, lines: Sequence[str], origin: str) -> Observation:
+    """The bundled llama.cpp's own cache lines, where the log holds them (Ollama runs its runner at
+    verbosity 4): the cells it allocated (padded) and their bytes replace the context Ollama asked
+    for, and its unread lines join Ollama's."""
+    from dataclasses import replace
+
+    from kvcalc.engines.llamacpp.observe import LOGS as LLAMA_CPP_LOGS
+
+    embedded = LLAMA_CPP_LOGS[0].read(lines, origin)
+    if not embedded.pools:
+        return observation
+    asked = observation.pool()
+    asked_for = f" (Ollama asked for {asked.count:,})" if asked is not None else ""
+    note = f"the pools are the bundled llama.cpp's own llama_kv_cache lines: the cells it allocated{asked_for}"
+    notes = (*(n for n in observation.notes if "llama_kv_cache lines" not in n), note)
+    memory = (*observation.memory, *(t for t in embedded.memory if observation.term(t.name) is None))
+    return replace(observation, pools=embedded.pools, memory=memory, figures=(*observation.figures,
+                   *embedded.figures), unread=(*observation.unread, *embedded.unread), notes=notes)  # fmt: skip
 
 
 def _read_line(line: str, index: int, state: _LogState) -> None:
