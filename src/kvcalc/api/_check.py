@@ -255,17 +255,18 @@ def watch(
     reader = next((r for r in server_readers() if r.identify(lambda p: Answer(*server(p)))), None)
     if reader is None:
         raise SourceError(f"{address}: answers as no engine kvcalc reads")
-    start = time.monotonic()
+    start = last = time.monotonic()
     for index in range(count):
         if index:
-            wait = start + index * interval - time.monotonic()
-            if duration is not None and index * interval > duration:
+            # interval seconds after the last sample began: a slow answer delays the next, never bunches them
+            if duration is not None and last + interval - start > duration:
                 return
-            time.sleep(max(0.0, wait))
+            time.sleep(max(0.0, last + interval - time.monotonic()))
+            last = time.monotonic()
         for path in reader.paths:
             server.fresh(path)
         usage = reader.read(lambda p: Answer(*server(p)), address).usage
-        yield time.monotonic() - start, usage
+        yield last - start, usage
 
 
 # --- the settings: the server's, then the user's, then the engine line's ----------------------------
