@@ -85,7 +85,8 @@ def check_view(data: dict[str, Any]) -> list[Block]:
 
 
 def _title(data: dict[str, Any]) -> str:
-    release = f" {data['release']}" if data["release"] and data["release"] not in data["engine"] else ""
+    said = data["release"]
+    release = f" {said}" if said and said.split()[0].lstrip("v") not in data["engine"] else ""
     model = f", {data['model']}" if data["model"] else ""
     via = f" (kvcalc rules: {data['kvcalc_engine']})" if data["kvcalc_engine"] not in (None, data["engine"]) else ""
     return f"{data['target']}: {data['engine']}{release}{model}{via}"
