@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvcalc.engines.observing import Answer
 
 SERVER_LIFETIME_S = 60.0
 
@@ -100,3 +103,12 @@ def recorded_routes(folder: Path, metrics: str | None = "metrics-idle.txt") -> d
     if metrics is not None:
         routes["/metrics"] = Route((folder / metrics).read_text())
     return routes
+
+
+def http_getter(url: str) -> Callable[[str], Answer]:
+    """A reader's ``get`` on a server, through kvcalc's own bounded GETs (kvcalc.inputs.server)."""
+    from kvcalc.engines.observing import Answer
+    from kvcalc.inputs.server import ServerGet
+
+    server = ServerGet(url)
+    return lambda path: Answer(*server.fresh(path))

@@ -5,8 +5,6 @@ start-up logs (real published logs, tests/fixtures/logs/), and kvcalc's pool bes
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +13,15 @@ import pytest
 from kvcalc.api import estimate
 from kvcalc.engines import observing
 from kvcalc.engines.llamacpp import observe
-from kvcalc.engines.observing import Answer, Get, Observation, clean_lines
+from kvcalc.engines.observing import Answer, Observation, clean_lines
 from tests.helpers.fake_server import Route, fake_server
+from tests.helpers.fake_server import http_getter as _get
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SERVER = FIXTURES / "servers" / "llama-server-0c1e570" / "written-gpt-oss-c32768-auto"
 LOGS = FIXTURES / "logs"
 MIB = 2**20
 READER = observe.SERVERS[0]
-
-
-def _get(url: str) -> Get:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as response:
-                return Answer(response.status, response.read().decode())
-        except urllib.error.HTTPError as exc:
-            return Answer(exc.code, exc.read().decode())
-        except urllib.error.URLError as exc:
-            return Answer(0, str(exc.reason))
-
-    return get
 
 
 def _routes(**changes: Any) -> dict[str, Any]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +13,11 @@ import pytest
 
 from kvcalc import api
 from kvcalc.engines.lmstudio import observe
-from kvcalc.engines.observing import Answer, Observation, pool_rules, server_readers
+from kvcalc.engines.observing import Observation, pool_rules, server_readers
 from kvcalc.inputs.hf.configs import read_config
 from tests.conftest import fixture_config
 from tests.helpers.fake_server import fake_server
+from tests.helpers.fake_server import http_getter as _getter
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SERVER = FIXTURES / "servers" / "lmstudio-0.4.12"
@@ -27,19 +26,6 @@ MIB = 2**20
 
 def _json(name: str) -> Any:
     return json.loads((SERVER / name).read_text())
-
-
-def _getter(url: str) -> Any:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as reply:
-                return Answer(reply.status, reply.read().decode())
-        except urllib.error.HTTPError as exc:
-            return Answer(exc.code, exc.read().decode())
-        except urllib.error.URLError as exc:
-            return Answer(0, str(exc.reason))
-
-    return get
 
 
 def _read(routes: dict[str, Any]) -> tuple[Observation, list[tuple[str, str]]]:

@@ -6,16 +6,15 @@ the observation must say what it does not reveal."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from kvcalc.engines import observing
 from kvcalc.engines.mlx.observe import claims, identify, read_log, read_server
-from kvcalc.engines.observing import Answer, Get, Observation, clean_lines
+from kvcalc.engines.observing import Observation, clean_lines
 from tests.helpers.fake_server import Route, fake_server
+from tests.helpers.fake_server import http_getter as _get
 from tests.helpers.mlx_server import mlx_python, mlx_server
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -23,19 +22,6 @@ RECORDED = FIXTURES / "servers" / "mlx-lm-0.32.2"
 LOG = FIXTURES / "logs" / "mlx" / "mlx-lm-0.32.2-server-two-requests.log"
 PYTHON = mlx_python()
 needs_mlx = pytest.mark.skipif(PYTHON is None, reason="no mlx-lm Python ($KVCALC_MLX_PYTHON or .venv-mlx)")
-
-
-def _get(url: str) -> Get:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as answer:
-                return Answer(answer.status, answer.read().decode())
-        except urllib.error.HTTPError as error:
-            return Answer(error.code, error.read().decode())
-        except urllib.error.URLError as error:
-            return Answer(0, str(error.reason))
-
-    return get
 
 
 def _routes(name: str) -> dict[str, Route]:

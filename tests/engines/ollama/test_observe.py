@@ -5,17 +5,16 @@ field), and real published logs (tests/fixtures/logs/ollama, each citing its iss
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvcalc import api
-from kvcalc.engines.observing import Answer, Observation, clean_lines, log_readers, pool_rules, server_readers
+from kvcalc.engines.observing import Observation, clean_lines, log_readers, pool_rules, server_readers
 from kvcalc.engines.ollama import observe
 from tests.helpers.fake_server import Route, fake_server
+from tests.helpers.fake_server import http_getter as _getter
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SERVER = FIXTURES / "servers" / "ollama-0.32.x"
@@ -26,19 +25,6 @@ GIB = 2**30
 
 def _json(name: str) -> Any:
     return json.loads((SERVER / name).read_text())
-
-
-def _getter(url: str) -> Any:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as reply:
-                return Answer(reply.status, reply.read().decode())
-        except urllib.error.HTTPError as exc:
-            return Answer(exc.code, exc.read().decode())
-        except urllib.error.URLError as exc:
-            return Answer(0, str(exc.reason))
-
-    return get
 
 
 def _ollama_routes(ps: str = "api_ps.json") -> dict[str, Any]:

@@ -9,33 +9,18 @@ from __future__ import annotations
 
 import copy
 import json
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import kvcalc
-from kvcalc.engines.observing import Answer, clean_lines, log_readers, pool_rules, server_readers
+from kvcalc.engines.observing import clean_lines, log_readers, pool_rules, server_readers
 from kvcalc.engines.sglang import observe
 from tests.helpers.fake_server import Route, fake_server
+from tests.helpers.fake_server import http_getter as _get
 from tests.helpers.paths import FIXTURES
 
 SERVER = FIXTURES / "servers" / "sglang-0.5.23"
 LOGS = FIXTURES / "logs" / "sglang"
 GIB = 1 << 30
-
-
-def _get(url: str) -> Callable[[str], Answer]:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as answer:
-                return Answer(answer.status, answer.read().decode())
-        except urllib.error.HTTPError as error:
-            return Answer(error.code, error.read().decode())
-        except urllib.error.URLError as error:
-            return Answer(0, str(error.reason))
-
-    return get
 
 
 def _json(name: str) -> Any:

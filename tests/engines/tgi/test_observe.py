@@ -5,33 +5,19 @@
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from kvcalc.engines import observing
-from kvcalc.engines.observing import Answer, Get, Observation, clean_lines
+from kvcalc.engines.observing import Observation, clean_lines
 from kvcalc.engines.tgi.observe import NOT_MODELLED, claims, identify, parse_args, read_log, read_server
 from tests.helpers.fake_server import Route, fake_server
+from tests.helpers.fake_server import http_getter as _get
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SERVERS = FIXTURES / "servers"
 LOGS = FIXTURES / "logs" / "tgi"
-
-
-def _get(url: str) -> Get:
-    def get(path: str) -> Answer:
-        try:
-            with urllib.request.urlopen(url + path, timeout=5) as answer:
-                return Answer(answer.status, answer.read().decode())
-        except urllib.error.HTTPError as error:
-            return Answer(error.code, error.read().decode())
-        except urllib.error.URLError as error:
-            return Answer(0, str(error.reason))
-
-    return get
 
 
 def _info(release: str) -> object:
