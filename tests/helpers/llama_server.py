@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.fake_server import free_port
 from tests.helpers.gguf_files import F32, U32, Keys, general, tokenizer, typed_gguf_file
 from tests.helpers.paths import ROOT
 
@@ -173,14 +173,6 @@ def mamba_gguf(path: Path, layers: int = 2, embd: int = 128, state: int = 16, ra
             f"blk.{i}.ssm_out.weight": (inner, embd),
         }  # fmt: skip
     return typed_gguf_file(path, "mamba", keys, tensors)
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import json
 import os
 import random
 import signal
-import socket
 import struct
 import subprocess
 import time
@@ -26,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.helpers.fake_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_PYTHON = "KVCALC_MLX_PYTHON"
@@ -129,13 +130,6 @@ def write_tiny_model(folder: Path) -> Path:
         "unk_token": "<unk>", "model_max_length": 2048,
     }))  # fmt: skip
     return folder
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ import importlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -41,6 +40,7 @@ import pytest
 
 from kvcalc.engines.vllm.probe import ENV_PYTHON, vllm_python
 from kvcalc.errors import DependencyError
+from tests.helpers.fake_server import free_port
 from tests.helpers.paths import ROOT
 
 VOCAB = 512  # word ids: 0 <unk>, 1 <s>, 2 </s>, then "w3" ... "w511"
@@ -129,13 +129,6 @@ def write_tiny_llama(folder: Path, seed: int = 0) -> Path:
     )
     fast.save_pretrained(str(folder))
     return folder
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tail(log: Path) -> str:
