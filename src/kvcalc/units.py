@@ -186,3 +186,18 @@ def parse_rate(text: str, *, what: str) -> int:
     if value <= 0 or value != value.to_integral_value() or value > MAX_RATE:
         raise UsageError(f"{what} must come to a positive whole number per second, got {text!r}")
     return int(value)
+
+
+_DURATION = r"^\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\s*(s|ms|us|µs)?\s*$"
+_SECONDS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+
+
+def parse_duration(text: str, *, what: str) -> float:
+    """A duration in seconds: ``1s``, ``50ms``, ``250us`` or a bare number of seconds (``0.5``)."""
+    m = re.match(_DURATION, _text(text, what), re.IGNORECASE)
+    if m is None:
+        raise UsageError(f"{what} must be a duration like 1s, 50ms or 0.5, got {text!r}")
+    seconds = float(m[1]) * _SECONDS[m[2].lower() if m[2] else None]
+    if not 0 < seconds <= 86_400:
+        raise UsageError(f"{what} must be over 0 and at most a day, got {text!r}")
+    return seconds

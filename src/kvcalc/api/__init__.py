@@ -15,6 +15,14 @@ from typing import TYPE_CHECKING, Any
 # Each public name and its service module, imported on first use (PEP 562): `kvcalc estimate`
 # loads the estimate service alone, not fit's, probe's, speed's and offload's as well.
 _EXPORTS = {
+    "CapacityReport": "_simulate",
+    "Load": "_simulate",
+    "SimulationReport": "_simulate",
+    "Slo": "_simulate",
+    "StepTimes": "_simulate",
+    "find_capacity": "_simulate",
+    "parse_slo": "_simulate",
+    "simulate": "_simulate",
     "CheckReport": "_check",
     "check": "_check",
     "observe": "_check",
@@ -70,11 +78,13 @@ __all__ = [
     "COMPUTE_DTYPES",
     "DEFAULT_SWEEP",
     "Capacity",
+    "CapacityReport",
     "CheckReport",
     "Compute",
     "FitReport",
     "KnobValue",
     "Layout",
+    "Load",
     "Model",
     "OffloadReport",
     "PresetSummary",
@@ -82,13 +92,17 @@ __all__ = [
     "Sequences",
     "Served",
     "Serving",
+    "SimulationReport",
+    "Slo",
     "SpeedReport",
+    "StepTimes",
     "cdiv_int",
     "check",
     "compare",
     "engine_command_lines",
     "estimate",
     "estimate_requests",
+    "find_capacity",
     "fit",
     "fit_offload",
     "idle_knobs",
@@ -101,6 +115,7 @@ __all__ = [
     "model_from_source",
     "observe",
     "open_model",
+    "parse_slo",
     "probe",
     "probe_llamacpp",
     "probe_mlx",
@@ -113,6 +128,7 @@ __all__ = [
     "show_engine",
     "show_gpu",
     "show_preset",
+    "simulate",
     "speed",
     "watch",
     "write_engine_command",
@@ -160,4 +176,14 @@ if TYPE_CHECKING:
     from kvcalc.api._requests import estimate_requests, read_requests
     from kvcalc.api._sequences import Sequences
     from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
+    from kvcalc.api._simulate import (
+        CapacityReport,
+        Load,
+        SimulationReport,
+        Slo,
+        StepTimes,
+        find_capacity,
+        parse_slo,
+        simulate,
+    )
     from kvcalc.api._speed import COMPUTE_DTYPES, DEFAULT_SWEEP, Compute, SpeedReport, speed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from kvcalc.spec import ModelSpec
 if TYPE_CHECKING:  # the heavier modules load only when asked for (fractions alone costs ~3 ms)
     from fractions import Fraction
 
+    from kvcalc.calc.simulate import StepShape
     from kvcalc.calc.speed import Speed
     from kvcalc.calc.step_cost import Layout, SpeedEstimate
     from kvcalc.engines import Engine
@@ -646,3 +647,39 @@ def _estimate(
     notes.append(f"estimate: {engine.name}'s own time a step and a layer, {graphs_text}: {overhead.source}; the "
                  "ranges are the fit's 10th-90th percentile residuals (benchmarks/speed.py)")  # fmt: skip
     return result, notes
+
+
+def step_coster(
+    model: ModelArg, *, gpu: str, engine: str | None = None, kv_dtype: DTypeLike = None, tp: int = 1,
+    serving: Serving | None = None,
+) -> tuple[Callable[[StepShape], float], float, list[str]]:  # fmt: skip
+    """speed's estimate of one step of any mix (kvcalc simulate): the weights the step's tokens
+    read, the K/V its sequences read (bytes per cached token per GPU, from speed's decode step at a
+    1,024-token context), the matmul and attention FLOPs, at the fitted shares of peak, plus the
+    engine's own time a step (a prefill or mixed step without CUDA graphs); and the engine's time
+    a request takes before its first step (the API server). Also speed's notes."""
+    from kvcalc.calc import speed as core
+    from kvcalc.calc import step_cost as sc
+
+    probe = 1024
+    report = speed(model, prompt=probe, output=2, batch=1, gpu=gpu, tp=tp, engine=engine, kv_dtype=kv_dtype,
+                   serving=serving, sweep=(1,))  # fmt: skip
+    est = report.estimate
+    assert est is not None
+    bound, setting, overhead, costs = report.result, est.setting, est.overhead, est.costs
+    split, hw = bound.weights, bound.hardware
+    kv_per_token = bound.decode.first.kv_bytes / (probe + 1)
+    attention_per_pair = bound.prefill.attention_flops * tp / (probe * (probe + 1) // 2)
+    params = split.params_per_token
+
+    def seconds(shape: StepShape) -> float:
+        kv_bytes, attention = int(kv_per_token * shape.context), int(attention_per_pair * shape.attended)
+        step = core.step(hw, weight_bytes=split.read_bytes(shape.tokens), kv_bytes=kv_bytes,
+                         dense_flops=2 * params * shape.tokens, attention_flops=attention, tp=tp,
+                         extra=split.replicated_per_gpu)  # fmt: skip
+        prefill = shape.prefill_tokens > 0
+        terms = sc.step_terms(step, setting.device, setting.model, setting.layout, overhead, tokens=shape.tokens,
+                              graphs=setting.graphs and not prefill, costs=costs, prefill=prefill)  # fmt: skip
+        return max(terms.seconds, step.seconds)
+
+    return seconds, overhead.request_s, list(report.notes)

@@ -30,6 +30,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Measure a real KV cache with PyTorch (or llama.cpp) and cross-check the estimate byte for byte."),
     "speed": ("speed", "speed",
               "How fast: prefill (TTFT) and decode (TPOT) bounds from bytes and FLOPs, and estimates beside them."),
+    "simulate": ("simulate", "simulate",
+                 "A server under load: each engine's scheduler over the exact KV pool, step by step, and the "
+                 "latency percentiles and throughput it gives."),
     "check": ("check", "check",
               "Hold a running server, or its start-up log, against kvcalc's estimate, and explain the gap."),
     "presets": ("presets", "presets_app", "List the bundled model presets, or show one."),

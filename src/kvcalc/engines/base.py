@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Estimate, Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.dims import ModelDims
     from kvcalc.gpus import GPU
@@ -445,6 +446,19 @@ class Engine(ABC):
         """Whether this engine's decode can run with or without CUDA graphs (``--eager``).
         Optional: default True."""
         return True
+
+    # --- simulate: the engine's scheduler over its pool (kvcalc.calc.simulate) ----------------------
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """The engine's scheduler over the pool ``fit`` found, for requests of at most
+        ``max_model_len`` tokens on a GPU of ``gpu_bytes`` (None: a budget given), and notes.
+        Optional: default the ideal continuous batcher over the tokens the budget holds."""
+        from kvcalc.calc.simulate import IdealBatcher
+
+        tokens = fit.max_tokens if fit.max_tokens is not None else fit.kv_budget
+        note = (f"{self.name}: kvcalc has no model of its scheduler: the ideal continuous batcher over its pool of "
+                f"{tokens:,} tokens (every waiting request that fits joins the next step whole)")  # fmt: skip
+        return IdealBatcher(tokens), [note]
 
 
 # Formats a float-only paged engine stores.

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.gpus import GPU
     from kvcalc.spec import ModelSpec
@@ -124,6 +125,39 @@ class VLLM(Engine):
         return StepOverhead(self.name, step_s=0.62e-3, layer_graphs_s=4.2e-6, layer_eager_s=30e-6, request_s=3e-3,
                             cuda_graphs=not self.enforce_eager, prefill_chunk=self.max_num_batched_tokens,
                             source="vLLM V1's scheduler, sampler and API server, fitted")  # fmt: skip
+
+    # --- simulate ------------------------------------------------------------------------------------
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """vLLM v1's scheduler (engines/vllm/scheduler.py) over the blocks of fit's plan, with
+        ``vllm serve``'s batch defaults: the GPU's (vllm/engine/arg_utils.py get_batch_defaults,
+        OPENAI_API_SERVER), on the CPU build 2048 tokens and 128 sequences (the same function's CPU
+        branch), unless --max-batched-tokens / --max-num-seqs say otherwise."""
+        from kvcalc.engines.vllm.capacity import plan_of
+        from kvcalc.engines.vllm.runtime import vllm_batch_defaults
+        from kvcalc.engines.vllm.scheduler import VllmScheduler
+
+        plan = plan_of(fit)
+        notes = []
+        if self.platform.startswith("cpu"):
+            batched, seqs, why = 2048, 128, "the CPU build's API server"
+        elif gpu_bytes is not None:
+            batched, seqs, why = vllm_batch_defaults(gpu_bytes, None)
+        else:
+            batched, seqs, why = 8192, 1024, "vllm serve's on a GPU of 70 GiB or more"
+        if self.batched_tokens_asked:
+            batched, why = self.max_num_batched_tokens, "as asked"
+        if self.max_num_seqs is not None:
+            seqs = self.max_num_seqs
+        notes.append(f"vLLM's scheduler: max_num_batched_tokens {batched:,}, max_num_seqs {seqs:,} ({why}); "
+                     f"{plan.num_blocks:,} blocks, chunked prefill, preemption by recompute; prefix caching not "
+                     "modelled")  # fmt: skip
+        block = min(k.block_size for k in plan.kinds)
+        if len(plan.kinds) > 1 or plan.num_groups > 1:
+            notes.append("several KV cache groups: a request holds blocks_per_request(tokens) blocks, a sliding "
+                         "window's at its longest (vLLM frees them as the window slides)")  # fmt: skip
+        return VllmScheduler(plan.num_blocks, block, max_num_batched_tokens=batched, max_num_seqs=seqs,
+                             max_model_len=max_model_len, blocks_for=plan.blocks_per_request), notes  # fmt: skip
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:

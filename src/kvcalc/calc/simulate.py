@@ -1,0 +1,433 @@
+"""A server under load, step by step: requests arrive, an engine's scheduler builds each step from
+its running and waiting requests within its KV pool, the step takes the time its mix of prefill
+and decode tokens costs, and each request's queueing, first token, inter-token gaps and end are
+recorded. Pure: the requests, the scheduler and the step's cost come in; the timeline goes out.
+
+The scheduler is the engine's own piece (``engines/<engine>/scheduler.py``: vLLM v1's token budget,
+chunked prefill and preemption by recompute; llama-server's slots ...); the one here is the ideal
+continuous batcher the theoretical engine runs: every waiting request whose prompt fits the pool
+joins the next step whole, every running one decodes, and when a request cannot grow the most
+recently admitted one is preempted and recomputed later.
+
+Percentiles are numpy's default (linear between closest ranks), as vLLM's and SGLang's serving
+benchmarks compute them (``np.percentile``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# --- requests and their life in the engine ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: when it arrives (seconds from the start), its prompt and output tokens."""
+
+    id: int
+    arrival_s: float
+    prompt: int
+    output: int
+
+
+@dataclass(eq=False)
+class Live:
+    """A request inside the engine. ``computed``: tokens whose K/V the engine holds (the prompt's
+    processed part, then every output token fed back); ``generated``: output tokens sampled. A step
+    that feeds the last of ``prompt + generated`` samples one more token."""
+
+    request: Request
+    computed: int = 0
+    generated: int = 0
+    held: int = 0  # pool units it holds (blocks, tokens), the scheduler's to count
+    scheduled_s: float | None = None
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    finished_s: float | None = None
+    preemptions: int = 0
+    gaps: list[float] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        """The sequence so far: the prompt and every output token sampled."""
+        return self.request.prompt + self.generated
+
+
+# A step's work: each scheduled request and the tokens it feeds (a prefill chunk, or 1 to decode).
+Batch = list[tuple[Live, int]]
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """What a step's time depends on: the tokens fed, the positions they attend (the K/V read and
+    the attention work), the sequences in it, and how many are prefill chunks."""
+
+    tokens: int
+    attended: int
+    sequences: int
+    prefill_tokens: int
+    context: int  # cached tokens the step's sequences read (their K/V), new ones included
+
+
+# A step's seconds for its shape (the speed model's, or times measured on a real server).
+StepTime = Callable[[StepShape], float]
+
+
+def shape_of(batch: Batch) -> StepShape:
+    tokens = attended = prefill = context = 0
+    for live, n in batch:
+        tokens += n
+        # A chunk of n tokens after c held attends c + 1 ... c + n positions; it reads c + n.
+        attended += n * live.computed + n * (n + 1) // 2
+        context += live.computed + n
+        if n > 1 or live.computed < live.request.prompt:
+            prefill += n
+    return StepShape(tokens, attended, len(batch), prefill, context)
+
+
+class Scheduler(Protocol):
+    """An engine's scheduler over its pool. ``admit`` takes an arrived request into its queue;
+    ``schedule`` builds the next step (preempting where the pool runs out) and says why it left
+    any waiting request out; ``release`` frees a finished request's pool units."""
+
+    pool_units: int  # the pool, in the scheduler's units
+    unit_tokens: int
+    preemptions: int
+
+    def admit(self, live: Live) -> None: ...
+
+    def schedule(self) -> tuple[Batch, str | None]: ...
+
+    def release(self, live: Live) -> None: ...
+
+    def running(self) -> int: ...
+
+    def waiting(self) -> int: ...
+
+    def used_units(self) -> int: ...
+
+    def refused(self, request: Request) -> str | None: ...
+
+
+# --- the ideal continuous batcher ------------------------------------------------------------------
+
+
+class IdealBatcher:
+    """The theoretical engine's scheduler: a pool of ``pool_tokens`` tokens; every running request
+    decodes each step; waiting requests join whole (their prompt in one step), first come first
+    served, while the pool holds their prompt; a request that cannot grow preempts the most recently
+    admitted one (its cache dropped, recomputed when it is back). No token budget, no cap on
+    sequences: the best any engine can do with this pool."""
+
+    def __init__(self, pool_tokens: int) -> None:
+        self.pool_units = pool_tokens
+        self.unit_tokens = 1
+        self.preemptions = 0
+        self._running: list[Live] = []
+        self._waiting: deque[Live] = deque()
+        self._used = 0
+
+    def refused(self, request: Request) -> str | None:
+        need = request.prompt + request.output - 1
+        return (
+            f"needs {need:,} tokens of cache, more than the pool's {self.pool_units:,}"
+            if need > self.pool_units
+            else None
+        )
+
+    def admit(self, live: Live) -> None:
+        self._waiting.append(live)
+
+    def running(self) -> int:
+        return len(self._running)
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def used_units(self) -> int:
+        return self._used
+
+    def release(self, live: Live) -> None:
+        self._used -= live.held
+        live.held = 0
+        self._running.remove(live)
+
+    def schedule(self) -> tuple[Batch, str | None]:
+        batch: Batch = []
+        for live in list(self._running):
+            if live not in self._running:
+                continue  # preempted below by an earlier one
+            while self._used + 1 > self.pool_units and self._running[-1] is not live:
+                self._preempt(self._running[-1])
+            if self._used + 1 > self.pool_units:
+                self._preempt(live)
+                continue
+            live.held += 1
+            self._used += 1
+            batch.append((live, live.tokens - live.computed))
+        reason = None
+        while self._waiting:
+            live = self._waiting[0]
+            need = live.tokens - live.computed
+            if self._used + need > self.pool_units:
+                reason = "kv"
+                break
+            self._waiting.popleft()
+            live.held += need
+            self._used += need
+            self._running.append(live)
+            batch.append((live, need))
+        return batch, reason
+
+    def _preempt(self, live: Live) -> None:
+        self._running.remove(live)
+        self._used -= live.held
+        live.held = live.computed = 0
+        live.preemptions += 1
+        self.preemptions += 1
+        self._waiting.appendleft(live)
+
+
+# --- arrivals ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Length:
+    """A request's prompt and output tokens."""
+
+    prompt: int
+    output: int
+
+
+def poisson(lengths: Sequence[Length], rate: float, count: int, seed: int, burstiness: float = 1.0) -> list[Request]:
+    """``count`` requests at ``rate`` per second, gaps drawn from a gamma distribution of shape
+    ``burstiness`` (1: Poisson; below 1 burstier), as vLLM's ``bench serve --burstiness`` draws
+    them; lengths taken in turn. ``rate`` inf: all at once."""
+    draw = random.Random(seed)
+    now = 0.0
+    found = []
+    for index in range(count):
+        if index and math.isfinite(rate):
+            now += draw.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        length = lengths[index % len(lengths)]
+        found.append(Request(index, now, length.prompt, length.output))
+    return found
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The engine at one step: its start, running and waiting requests, pool units in use, the
+    preemptions so far, the tokens the step fed."""
+
+    time_s: float
+    running: int
+    waiting: int
+    used_units: int
+    preemptions: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished request's timeline (seconds from the start of the run)."""
+
+    request: Request
+    scheduled_s: float
+    first_token_s: float
+    finished_s: float
+    preemptions: int
+    gaps: tuple[float, ...]
+
+    @property
+    def queue_s(self) -> float:
+        return self.scheduled_s - self.request.arrival_s
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.request.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finished_s - self.request.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(end - first token) / (output - 1), as vLLM's benchmark defines it; None for one token."""
+        if self.request.output <= 1:
+            return None
+        return (self.finished_s - self.first_token_s) / (self.request.output - 1)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A simulated run: each finished request, the requests refused (too long for the pool), the
+    engine sampled at every step, the number of steps and the reasons admission stalled."""
+
+    done: tuple[Done, ...]
+    refused: tuple[tuple[Request, str], ...]
+    samples: tuple[Sample, ...]
+    steps: int
+    preemptions: int
+    stalls: dict[str, int]
+    pool_units: int
+    unit_tokens: int
+    makespan_s: float
+    peak_running: int = 0
+    peak_waiting: int = 0
+    peak_used: int = 0
+
+
+class ClosedLoop:
+    """``users`` clients, each sending its next request the moment its last one ends; lengths in
+    turn, ``count`` requests in all."""
+
+    def __init__(self, lengths: Sequence[Length], users: int, count: int) -> None:
+        self.lengths = lengths
+        self.count = count
+        self.sent = 0
+        self.users = users
+
+    def first(self) -> list[Request]:
+        return [self._next(0.0) for _ in range(min(self.users, self.count))]
+
+    def after(self, finished_s: float) -> Request | None:
+        return self._next(finished_s) if self.sent < self.count else None
+
+    def _next(self, now: float) -> Request:
+        length = self.lengths[self.sent % len(self.lengths)]
+        request = Request(self.sent, now, length.prompt, length.output)
+        self.sent += 1
+        return request
+
+
+def simulate(
+    arrivals: Sequence[Request] | ClosedLoop,
+    scheduler: Scheduler,
+    step_time: StepTime,
+    *,
+    timeline: bool = True,
+    handling_s: float = 0.0,
+    max_steps: int = 50_000_000,
+) -> Run:
+    """Run the requests through the scheduler, one step at a time, until every one has finished.
+    ``handling_s``: the server's time with a request before its scheduler sees it (the API server:
+    parsing, tokenizing), counted in its queue and first token."""
+    closed = arrivals if isinstance(arrivals, ClosedLoop) else None
+    pending: list[tuple[float, int, Request]] = []
+    first = closed.first() if closed is not None else list(arrivals)  # type: ignore[arg-type]
+    for request in first:
+        heapq.heappush(pending, (request.arrival_s + handling_s, request.id, request))
+    now = 0.0
+    done: list[Done] = []
+    refused: list[tuple[Request, str]] = []
+    samples: list[Sample] = []
+    stalls: dict[str, int] = {}
+    steps = 0
+    peaks = [0, 0, 0]
+    while pending or scheduler.running() or scheduler.waiting():
+        while pending and pending[0][0] <= now:
+            request = heapq.heappop(pending)[2]
+            why = scheduler.refused(request)
+            if why is not None:
+                refused.append((request, why))
+                _next_of(closed, now, pending, handling_s)
+                continue
+            scheduler.admit(Live(request))
+        batch, stall = scheduler.schedule()
+        if stall is not None:
+            stalls[stall] = stalls.get(stall, 0) + 1
+        if not batch:
+            if not pending:
+                break  # nothing runs and nothing can: the scheduler holds what never fits
+            now = max(now, pending[0][0])
+            continue
+        steps += 1
+        if steps > max_steps:
+            raise RuntimeError("the run did not end within its step limit")
+        shape = shape_of(batch)
+        running, waiting, used = scheduler.running(), scheduler.waiting(), scheduler.used_units()
+        peaks = [max(peaks[0], running), max(peaks[1], waiting), max(peaks[2], used)]
+        if timeline:
+            samples.append(Sample(now, running, waiting, used, scheduler.preemptions, shape.tokens))
+        start = now
+        now += step_time(shape)
+        for live, n in batch:
+            if live.scheduled_s is None:
+                live.scheduled_s = start
+            live.computed += n
+            if live.computed < live.tokens:
+                continue  # a prefill chunk short of the sequence's end samples nothing
+            live.generated += 1
+            if live.first_token_s is None:
+                live.first_token_s = now
+            elif live.last_token_s is not None:
+                live.gaps.append(now - live.last_token_s)
+            live.last_token_s = now
+            if live.generated >= live.request.output:
+                live.finished_s = now
+                scheduler.release(live)
+                done.append(_done(live))
+                _next_of(closed, now, pending, handling_s)
+    return Run(tuple(done), tuple(refused), tuple(samples), steps, scheduler.preemptions, stalls,
+               scheduler.pool_units, scheduler.unit_tokens, now, *peaks)  # fmt: skip
+
+
+def _next_of(closed: ClosedLoop | None, now: float, pending: list[tuple[float, int, Request]],
+             handling_s: float) -> None:  # fmt: skip
+    if closed is None:
+        return
+    request = closed.after(now)
+    if request is not None:
+        heapq.heappush(pending, (request.arrival_s + handling_s, request.id, request))
+
+
+def _done(live: Live) -> Done:
+    assert live.scheduled_s is not None and live.first_token_s is not None and live.finished_s is not None
+    return Done(live.request, live.scheduled_s, live.first_token_s, live.finished_s, live.preemptions,
+                tuple(live.gaps))  # fmt: skip
+
+
+# --- summaries ----------------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """numpy's default percentile (linear between the closest ranks) of sorted ``values``."""
+    if not values:
+        return math.nan
+    position = (len(values) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Mean, p50, p90, p99 of one latency (seconds), over ``count`` values."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    count: int
+
+
+def stats(values: Iterable[float]) -> Stats:
+    ordered = sorted(values)
+    if not ordered:
+        return Stats(math.nan, math.nan, math.nan, math.nan, 0)
+    return Stats(math.fsum(ordered) / len(ordered), percentile(ordered, 50), percentile(ordered, 90),
+                 percentile(ordered, 99), len(ordered))  # fmt: skip
+
+
+def gaps(done: Iterable[Done]) -> Iterator[float]:
+    for d in done:
+        yield from d.gaps

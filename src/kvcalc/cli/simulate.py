@@ -1,0 +1,201 @@
+"""``kvcalc simulate``: a server under load over the exact KV pool, step by step."""
+
+from typing import Annotated, Any
+
+import typer
+
+from kvcalc.cli.knobs import engine_knobs
+from kvcalc.cli.options import (
+    HARDWARE_PANEL,
+    OUTPUT_PANEL,
+    WORKLOAD_PANEL,
+    EngineOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    ModelArg,
+    RevisionOpt,
+    complete_gpu,
+    count,
+    print_json,
+    print_view,
+    say_fetching,
+    serving_flags,
+    size,
+)
+from kvcalc.engines import DEFAULT_ENGINE
+
+GpuOpt = Annotated[
+    str | None,
+    typer.Option("--gpu", metavar="NAME", autocompletion=complete_gpu, rich_help_panel=HARDWARE_PANEL,
+                 help="GPU preset: the pool fit finds on it, and speed's step times on it."),
+]  # fmt: skip
+TpOpt = Annotated[int, typer.Option("--tp", metavar="N", min=1, rich_help_panel=HARDWARE_PANEL,
+                                    help="Tensor-parallel GPUs: KV heads split.")]  # fmt: skip
+KvBudgetOpt = Annotated[
+    str | None,
+    typer.Option("--kv-budget", metavar="SIZE", rich_help_panel=HARDWARE_PANEL,
+                 help="A ready KV budget per GPU (16MiB, 40GB) in place of the GPU's."),
+]  # fmt: skip
+MaxModelLenOpt = Annotated[
+    str | None,
+    typer.Option("--max-model-len", metavar="T", rich_help_panel=WORKLOAD_PANEL,
+                 help="The longest request the engine takes (default: the longest asked)."),
+]  # fmt: skip
+PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", metavar="P", rich_help_panel=WORKLOAD_PANEL,
+                                               help="Prompt tokens of every request.")]  # fmt: skip
+OutputOpt = Annotated[str | None, typer.Option("--output", "-o", metavar="O", rich_help_panel=WORKLOAD_PANEL,
+                                               help="Output tokens of every request.")]  # fmt: skip
+LengthsOpt = Annotated[
+    str | None,
+    typer.Option("--lengths", metavar="FILE", rich_help_panel=WORKLOAD_PANEL,
+                 help="A request mix (CSV prompt,output or JSON lines), taken in turn."),
+]  # fmt: skip
+RateOpt = Annotated[
+    str | None,
+    typer.Option("--rate", metavar="R", rich_help_panel=WORKLOAD_PANEL,
+                 help="Requests a second, Poisson (inf: all at once)."),
+]  # fmt: skip
+ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option("--concurrency", metavar="N", min=1, rich_help_panel=WORKLOAD_PANEL,
+                 help="Closed loop: N clients, each sending its next request when the last ends."),
+]  # fmt: skip
+RequestsOpt = Annotated[int, typer.Option("--requests", "-n", metavar="N", min=1, rich_help_panel=WORKLOAD_PANEL,
+                                          help="Requests in all.")]  # fmt: skip
+BurstinessOpt = Annotated[
+    float,
+    typer.Option("--burstiness", metavar="B", rich_help_panel=WORKLOAD_PANEL,
+                 help="Gaps' gamma shape (1: Poisson; below 1 burstier), as vllm bench serve's."),
+]  # fmt: skip
+SeedOpt = Annotated[int, typer.Option("--seed", metavar="S", rich_help_panel=WORKLOAD_PANEL,
+                                      help="The arrivals' random seed: a run is repeatable.")]  # fmt: skip
+StepTimesOpt = Annotated[
+    str | None,
+    typer.Option("--step-times", metavar="A,B,C", rich_help_panel=HARDWARE_PANEL,
+                 help="Measured step times in place of speed's: A s a step + B s a token + C s a cached token read."),
+]  # fmt: skip
+SloOpt = Annotated[
+    str | None,
+    typer.Option("--slo", metavar="SLO", rich_help_panel=OUTPUT_PANEL,
+                 help="Latency bounds, e.g. ttft=1s,tpot=50ms,p=90: goodput, and --find's target."),
+]  # fmt: skip
+FindOpt = Annotated[
+    str | None,
+    typer.Option("--find", metavar="WHAT", rich_help_panel=OUTPUT_PANEL,
+                 help="rate or concurrency: the most load that meets --slo, and what binds there."),
+]  # fmt: skip
+TimelineOpt = Annotated[
+    bool,
+    typer.Option("--timeline", rich_help_panel=OUTPUT_PANEL,
+                 help="With --json: every request's times and every step's sample."),
+]  # fmt: skip
+
+
+@engine_knobs(runtime=True)
+def simulate(
+    model: ModelArg = None,
+    gpu: GpuOpt = None,
+    tp: TpOpt = 1,
+    kv_budget: KvBudgetOpt = None,
+    step_times: StepTimesOpt = None,
+    prompt: PromptOpt = None,
+    output: OutputOpt = None,
+    lengths: LengthsOpt = None,
+    rate: RateOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    requests: RequestsOpt = 1000,
+    burstiness: BurstinessOpt = 1.0,
+    seed: SeedOpt = 0,
+    max_model_len: MaxModelLenOpt = None,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    kv_dtype: KvDtypeOpt = None,
+    slo: SloOpt = None,
+    find: FindOpt = None,
+    timeline: TimelineOpt = False,
+    as_json: JsonOpt = False,
+    revision: RevisionOpt = None,
+    *,
+    knobs: dict[str, int | bool],
+) -> None:
+    """A server under load: each engine's scheduler over the exact KV pool, step by step, and the
+    latency percentiles and throughput it gives.
+
+    \b
+    Examples:
+      kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --rate 10
+      kvcalc simulate qwen3-8b --gpu h100 --engine vllm -p 2k -o 512 --concurrency 64 -n 500
+      kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --slo ttft=1s,tpot=50ms --find rate
+
+    Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
+    step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each
+    step takes speed's estimate for its mix of prefill and decode tokens.
+    """
+    from kvcalc import api
+    from kvcalc.errors import UsageError
+
+    if model is None:
+        raise UsageError("give a MODEL (preset, config.json or repo id)")
+    load = api.Load(rate=_rate(rate), concurrency=concurrency, count=requests, prompt=count(prompt, "--prompt"),
+                    output=count(output, "--output"), lengths=_lengths(lengths), burstiness=burstiness,
+                    seed=seed)  # fmt: skip
+    common: dict[str, Any] = {
+        "gpu": gpu, "tp": tp, "kv_budget": size(kv_budget, "--kv-budget"), "step_times": _step_times(step_times),
+        "max_model_len": count(max_model_len, "--max-model-len"), "revision": revision, "on_fetch": say_fetching,
+        **serving_flags(engine, kv_dtype, None, None, None, None, knobs),
+    }  # fmt: skip
+    target = None if slo is None else api.parse_slo(slo)
+    if find is not None:
+        if target is None:
+            raise UsageError("--find needs --slo: the latencies the load must meet")
+        found = api.find_capacity(model, load=load, slo=target, find=find, **common)
+        from kvcalc.views.simulate import capacity_dict, capacity_view
+
+        data = capacity_dict(found)
+        print_json(data) if as_json else print_view(capacity_view(data))
+        return
+    report = api.simulate(model, load=load, slo=target, timeline=timeline, **common)
+    from kvcalc.views.simulate import simulation_dict, simulation_view
+
+    data = simulation_dict(report, timeline=timeline)
+    if as_json:
+        print_json(data)
+        return
+    if timeline:
+        raise UsageError("--timeline goes with --json")
+    print_view(simulation_view(data))
+
+
+def _rate(text: str | None) -> float | None:
+    from kvcalc.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--rate {text!r}: give requests a second (2, 0.5, inf)") from None
+    return value
+
+
+def _lengths(path: str | None) -> tuple[tuple[int, int], ...]:
+    if path is None:
+        return ()
+    from kvcalc import api
+
+    return tuple((r.prompt, r.output) for r in api.read_requests(path))
+
+
+def _step_times(text: str | None) -> Any:
+    from kvcalc import api
+    from kvcalc.errors import UsageError
+
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (2, 3) or any(v < 0 for v in values):
+        raise UsageError(f"--step-times {text!r}: give A,B[,C]: seconds a step, a token, a cached token read")
+    return api.StepTimes(*values)
