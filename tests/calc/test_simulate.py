@@ -38,8 +38,9 @@ def test_a_request_that_cannot_grow_preempts_the_last_admitted() -> None:
     assert (a.e2e_s, a.preemptions) == (4.0, 0)
     assert (b.ttft_s, b.e2e_s, b.preemptions) == (1.0, 6.0, 1)
     assert run.steps == 6 and run.preemptions == 1 and run.stalls == {"kv": 2}
-    # B's gaps: 1 s to its 2nd token, then 3 s (preempted at step 3, back at step 5), then 1 s.
-    assert b.gaps == (1.0, 3.0, 1.0)
+    # Gaps: A's 2nd-4th tokens and B's 2nd and 4th 1 s each (a step's time), B's 3rd 3 s (preempted
+    # at step 3, back at step 5).
+    assert sorted(run.itl) == [(1.0, 1), (1.0, 1), (1.0, 1), (1.0, 2), (3.0, 1)]
 
 
 def test_a_request_longer_than_the_pool_is_refused_not_run() -> None:

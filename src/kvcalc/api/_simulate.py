@@ -213,7 +213,7 @@ def _report(model: ModelArg, engine: str, gpu: str | None, load: Load, run: Run,
     return SimulationReport(
         str(model), engine, gpu, load, run, pool_bytes, sim.stats(d.queue_s for d in done),
         sim.stats(d.ttft_s for d in done), sim.stats(t for d in done if (t := d.tpot_s) is not None),
-        sim.stats(sim.gaps(done)), sim.stats(d.e2e_s for d in done), len(done) / span, out / span, goodput, slo,
+        sim.weighted_stats(run.itl), sim.stats(d.e2e_s for d in done), len(done) / span, out / span, goodput, slo,
         tuple(notes),
     )  # fmt: skip
 

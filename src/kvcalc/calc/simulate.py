@@ -19,8 +19,8 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 # --- requests and their life in the engine ---------------------------------------------------------
@@ -51,7 +51,6 @@ class Live:
     last_token_s: float | None = None
     finished_s: float | None = None
     preemptions: int = 0
-    gaps: list[float] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -113,6 +112,11 @@ class Scheduler(Protocol):
     def used_units(self) -> int: ...
 
     def refused(self, request: Request) -> str | None: ...
+
+    # Optional, for speed (``_fast_forward``): ``steady()`` the running requests, how many steps of
+    # pure decoding they can take with nothing else changing, none ending (the step that ends one
+    # runs the usual way), and why a waiting request stays out (None: not now); ``advanced(lives,
+    # k)`` takes the pool units those k steps used.
 
 
 # --- the ideal continuous batcher ------------------------------------------------------------------
@@ -193,6 +197,24 @@ class IdealBatcher:
         self.preemptions += 1
         self._waiting.appendleft(live)
 
+    def steady(self) -> tuple[list[Live], int, str | None] | None:
+        """Every running request decoding and no waiting one fitting: k steps while the pool holds
+        k more tokens for each."""
+        if not self._running or any(live.tokens - live.computed != 1 for live in self._running):
+            return None
+        if self._waiting:
+            head = self._waiting[0]
+            if self._used + len(self._running) + head.tokens - head.computed <= self.pool_units:
+                return None  # it would join the next step
+        k = (self.pool_units - self._used) // len(self._running)
+        k = min(k, min(live.request.output - live.generated for live in self._running) - 1)
+        return list(self._running), k, "kv" if self._waiting else None
+
+    def advanced(self, lives: list[Live], k: int) -> None:
+        for live in lives:
+            live.held += k
+        self._used += k * len(lives)
+
 
 # --- arrivals ------------------------------------------------------------------------------------------------
 
@@ -245,7 +267,6 @@ class Done:
     first_token_s: float
     finished_s: float
     preemptions: int
-    gaps: tuple[float, ...]
 
     @property
     def queue_s(self) -> float:
@@ -284,6 +305,8 @@ class Run:
     peak_running: int = 0
     peak_waiting: int = 0
     peak_used: int = 0
+    # Inter-token gaps: (seconds, how many) pairs (a decode step's time, once for each sequence in it).
+    itl: tuple[tuple[float, int], ...] = ()
 
 
 class ClosedLoop:
@@ -333,6 +356,7 @@ def simulate(
     stalls: dict[str, int] = {}
     steps = 0
     peaks = [0, 0, 0]
+    itl: list[tuple[float, int]] = []
     while pending or scheduler.running() or scheduler.waiting():
         while pending and pending[0][0] <= now:
             request = heapq.heappop(pending)[2]
@@ -342,6 +366,19 @@ def simulate(
                 _next_of(closed, now, pending, handling_s)
                 continue
             scheduler.admit(Live(request))
+        ahead = _fast_forward(scheduler, step_time, now, pending[0][0] if pending else math.inf)
+        if ahead is not None:
+            advanced, seconds, durations, stall = ahead
+            if stall is not None:
+                stalls[stall] = stalls.get(stall, 0) + advanced
+            if timeline:
+                samples.append(Sample(now, scheduler.running(), scheduler.waiting(), scheduler.used_units(),
+                                      scheduler.preemptions, scheduler.running()))  # fmt: skip
+            steps += advanced
+            now += seconds
+            itl += durations
+            peaks[2] = max(peaks[2], scheduler.used_units())
+            continue
         batch, stall = scheduler.schedule()
         if stall is not None:
             stalls[stall] = stalls.get(stall, 0) + 1
@@ -360,6 +397,7 @@ def simulate(
             samples.append(Sample(now, running, waiting, used, scheduler.preemptions, shape.tokens))
         start = now
         now += step_time(shape)
+        decoded = 0
         for live, n in batch:
             if live.scheduled_s is None:
                 live.scheduled_s = start
@@ -370,15 +408,66 @@ def simulate(
             if live.first_token_s is None:
                 live.first_token_s = now
             elif live.last_token_s is not None:
-                live.gaps.append(now - live.last_token_s)
+                if live.last_token_s == start:
+                    decoded += 1  # its gap is this step's time
+                else:
+                    itl.append((now - live.last_token_s, 1))  # back after a wait (a preemption)
             live.last_token_s = now
             if live.generated >= live.request.output:
                 live.finished_s = now
                 scheduler.release(live)
                 done.append(_done(live))
                 _next_of(closed, now, pending, handling_s)
+        if decoded:
+            itl.append((now - start, decoded))
     return Run(tuple(done), tuple(refused), tuple(samples), steps, scheduler.preemptions, stalls,
-               scheduler.pool_units, scheduler.unit_tokens, now, *peaks)  # fmt: skip
+               scheduler.pool_units, scheduler.unit_tokens, now, peaks[0], peaks[1], peaks[2], tuple(itl))  # fmt: skip
+
+
+def _fast_forward(
+    scheduler: Scheduler, step_time: StepTime, now: float, next_arrival: float
+) -> tuple[int, float, list[tuple[float, int]], str | None] | None:
+    """Steps of pure decoding taken at once where nothing can change the batch: the scheduler says
+    it is steady (every running request decoding, none waiting that could join, blocks for k more
+    tokens each), no request ends (the step that ends one runs the usual way) and no arrival comes
+    before a step starts. Each step's time is interpolated between the first's and the last's (the
+    context grows by one token a sequence a step: speed's time is linear in it, or nearly). None
+    when fewer than two steps qualify."""
+    steady = getattr(scheduler, "steady", None)
+    found: tuple[list[Live], int, str | None] | None = steady() if steady is not None else None
+    if found is None:
+        return None
+    lives, k, stall = found
+    if k < 2 or any(live.last_token_s != now for live in lives):
+        return None  # one was left out of the last step: its gap is not this step's time
+    r = len(lives)
+    context = sum(live.computed + 1 for live in lives)
+    first = step_time(StepShape(r, context, r, 0, context))
+
+    def starts(j: int, last: float) -> float:  # when step j (0-based) starts, from now
+        return j * first + (last - first) / max(k - 1, 1) * j * (j - 1) / 2
+
+    last = step_time(StepShape(r, context + r * (k - 1), r, 0, context + r * (k - 1)))
+    if now + starts(k - 1, last) >= next_arrival:  # an arrival comes first: only the steps before it
+        low, high = 0, k - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if now + starts(middle, last) < next_arrival:
+                low = middle
+            else:
+                high = middle - 1
+        k = low + 1
+        if k < 2:
+            return None
+        last = step_time(StepShape(r, context + r * (k - 1), r, 0, context + r * (k - 1)))
+    durations = [(first + (last - first) * j / (k - 1), r) for j in range(k)]
+    seconds = math.fsum(d for d, _ in durations)
+    for live in lives:
+        live.computed += k
+        live.generated += k
+        live.last_token_s = now + seconds
+    scheduler.advanced(lives, k)  # type: ignore[attr-defined]
+    return k, seconds, durations, stall
 
 
 def _next_of(closed: ClosedLoop | None, now: float, pending: list[tuple[float, int, Request]],
@@ -392,8 +481,7 @@ def _next_of(closed: ClosedLoop | None, now: float, pending: list[tuple[float, i
 
 def _done(live: Live) -> Done:
     assert live.scheduled_s is not None and live.first_token_s is not None and live.finished_s is not None
-    return Done(live.request, live.scheduled_s, live.first_token_s, live.finished_s, live.preemptions,
-                tuple(live.gaps))  # fmt: skip
+    return Done(live.request, live.scheduled_s, live.first_token_s, live.finished_s, live.preemptions)
 
 
 # --- summaries ----------------------------------------------------------------------------------------------
@@ -428,6 +516,30 @@ def stats(values: Iterable[float]) -> Stats:
                  percentile(ordered, 99), len(ordered))  # fmt: skip
 
 
-def gaps(done: Iterable[Done]) -> Iterator[float]:
-    for d in done:
-        yield from d.gaps
+def weighted_stats(pairs: Sequence[tuple[float, int]]) -> Stats:
+    """Stats of values given as (value, how many times) pairs (inter-token gaps: a step's time,
+    once for each sequence it decoded), percentiles as numpy's over the values spelled out."""
+    total = sum(w for _, w in pairs)
+    if not total:
+        return Stats(math.nan, math.nan, math.nan, math.nan, 0)
+    ordered = sorted(pairs)
+    mean = math.fsum(v * w for v, w in ordered) / total
+    ranks = [(total - 1) * q / 100 for q in (50, 90, 99)]
+    found = [_value_at(ordered, r) for r in ranks]
+    return Stats(mean, found[0], found[1], found[2], total)
+
+
+def _value_at(ordered: Sequence[tuple[float, int]], rank: float) -> float:
+    low = math.floor(rank)
+    values: list[float] = []
+    seen = 0
+    for value, weight in ordered:
+        while seen + weight > low and len(values) < 2:
+            values.append(value)
+            low += 1
+        seen += weight
+        if len(values) == 2:
+            break
+    if len(values) < 2:
+        values.append(values[-1] if values else ordered[-1][0])
+    return values[0] + (values[1] - values[0]) * (rank - math.floor(rank))

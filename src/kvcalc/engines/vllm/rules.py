@@ -153,11 +153,14 @@ class VLLM(Engine):
                      f"{plan.num_blocks:,} blocks, chunked prefill, preemption by recompute; prefix caching not "
                      "modelled")  # fmt: skip
         block = min(k.block_size for k in plan.kinds)
-        if len(plan.kinds) > 1 or plan.num_groups > 1:
-            notes.append("several KV cache groups: a request holds blocks_per_request(tokens) blocks, a sliding "
-                         "window's at its longest (vLLM frees them as the window slides)")  # fmt: skip
+        plain = plan.num_groups == 1 and not any(k.cache.token_bound is not None or k.cache.is_state
+                                                 for k in plan.kinds)  # fmt: skip
+        if not plain:
+            notes.append("several KV cache groups, windows or states: a request holds blocks_per_request(tokens) "
+                         "blocks, a window's at its longest (vLLM frees them as the window slides)")  # fmt: skip
         return VllmScheduler(plan.num_blocks, block, max_num_batched_tokens=batched, max_num_seqs=seqs,
-                             max_model_len=max_model_len, blocks_for=plan.blocks_per_request), notes  # fmt: skip
+                             max_model_len=max_model_len,
+                             blocks_for=None if plain else plan.blocks_per_request), notes  # fmt: skip
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:

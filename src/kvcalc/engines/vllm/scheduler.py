@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from kvcalc.calc.pages import cdiv
 from kvcalc.calc.simulate import Batch, Live, Request
 
 
@@ -41,7 +40,8 @@ class VllmScheduler:
         self.pool_units = num_gpu_blocks
         # Blocks a request of n tokens holds: cdiv(n, block_size) for one group of full attention;
         # the plan's blocks_per_request for several groups.
-        self._blocks_for = blocks_for or (lambda tokens: cdiv(tokens, block_size))
+        self._plain = blocks_for is None
+        self._blocks_for = blocks_for or (lambda tokens: -(-tokens // block_size))
         self.unit_tokens = block_size
         self.preemptions = 0
         self._free = num_gpu_blocks - 1  # the null block is never handed out
@@ -85,6 +85,8 @@ class VllmScheduler:
         return min(n, budget, self._max_len - live.computed - 1) if n > 1 else min(n, budget)
 
     def _allocate(self, live: Live, n: int) -> bool:
+        if self._plain and live.computed + n <= live.held * self.unit_tokens:
+            return True  # within the blocks it holds
         need = self._blocks_for(live.computed + n) - live.held
         if need > self._free:
             return False
@@ -126,6 +128,46 @@ class VllmScheduler:
         if preempted:
             return batch, "kv"
         return batch, self._admit_waiting(batch, budget)
+
+    def steady(self) -> tuple[list[Live], int, str | None] | None:
+        """Pure decoding for k steps (kvcalc.calc.simulate's fast path): every running request has
+        one token to feed and all fit the budget, no waiting request could join (none, or the head
+        blocked by blocks or max_num_seqs, which k decode steps only make truer), and the free blocks
+        cover every request's growth by k tokens (the most such k)."""
+        running = self._running
+        if not running or len(running) > self._budget or any(live.tokens - live.computed != 1 for live in running):
+            return None
+        stall = None
+        if self._waiting:
+            stall = "seqs" if len(running) >= self._seqs else "kv"
+            head = self._waiting[0]
+            fits = self._blocks_for(min(head.tokens, self._max_len)) <= self._free - self._growth(running, 1)
+            if stall == "kv" and (fits or len(running) >= self._budget):
+                return None  # it could be admitted after the next step's decodes (or the budget binds)
+        cap = min(live.request.output - live.generated for live in running) - 1  # none ends in them
+        if cap < 2 or self._growth(running, cap) <= self._free:
+            return list(running), cap, stall
+        low, high = 0, cap
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._growth(running, middle) <= self._free:
+                low = middle
+            else:
+                high = middle
+        return list(running), low, stall
+
+    def _growth(self, lives: list[Live], k: int) -> int:
+        """Blocks the requests take to hold k more tokens each."""
+        if self._plain:
+            size = self.unit_tokens
+            return sum(-(-(live.computed + k) // size) - live.held for live in lives)
+        return sum(self._blocks_for(live.computed + k) - live.held for live in lives)
+
+    def advanced(self, lives: list[Live], k: int) -> None:
+        for live in lives:
+            grown = self._blocks_for(live.computed)
+            self._free -= grown - live.held
+            live.held = grown
 
     def _admit_waiting(self, batch: Batch, budget: int) -> str | None:
         while self._waiting:
