@@ -13,6 +13,7 @@ from kvcalc import checks
 from kvcalc.errors import UsageError
 
 if TYPE_CHECKING:
+    from kvcalc.api._speed import Compute
     from kvcalc.calc.simulate import ClosedLoop, Done, Request, Run, Scheduler, Stats, StepShape, StepTime
 
 from kvcalc.api._models import DTypeLike, ModelArg, OnFetch
@@ -105,12 +106,15 @@ def simulate(
     kv_budget: int | None = None,
     slo: Slo | None = None,
     timeline: bool = True,
+    compute: Compute | None = None,
     revision: str | None = None,
     on_fetch: OnFetch = None,
 ) -> SimulationReport:
     """Run ``load`` through ``engine``'s scheduler over the KV pool ``fit`` finds on ``gpu`` (or a
     ready ``kv_budget``), each step timed by speed's step costs on that GPU (or ``step_times``
-    measured on a real server): per request, the queue, TTFT, TPOT, inter-token gaps and end."""
+    measured on a real server): per request, the queue, TTFT, TPOT, inter-token gaps and end.
+    ``compute``: as speed takes it; its ``weights`` bytes (an FP8 checkpoint of a bf16 preset) also
+    size fit's pool."""
     from kvcalc.calc import simulate as sim
 
     lengths = _lengths(load, max_model_len)
@@ -121,8 +125,9 @@ def simulate(
                          param="max_model_len")  # fmt: skip
     notes: list[str] = []
     wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
-    scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit,
-                                                               kv_budget, revision, on_fetch)  # fmt: skip
+    weights = compute.weights if compute is not None else None
+    scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit, kv_budget, revision,
+                                                               on_fetch, weights)  # fmt: skip
     notes += fit_notes
     handling = 0.0
     timer: StepTime
@@ -131,7 +136,7 @@ def simulate(
         notes.append(f"step times as measured: {step_times.base_s * 1e3:g} ms a step + {step_times.token_s * 1e6:g} us "
                      f"a token + {step_times.context_s * 1e9:g} ns a cached token read")  # fmt: skip
     else:
-        timer, handling = _speed_step_time(model, gpu, wanted, tp, notes)
+        timer, handling = _speed_step_time(model, gpu, wanted, tp, notes, compute)
     arrivals = _arrivals(load, lengths)
     run = sim.simulate(arrivals, scheduler, timer, timeline=timeline, handling_s=handling)
     return _report(model, engine_name, gpu, load, run, pool_bytes, slo, notes)
@@ -165,14 +170,14 @@ def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] |
 
 
 def _scheduler(model: ModelArg, gpu: str | None, serving: Serving, tp: int, max_model_len: int,
-               kv_budget: int | None, revision: str | None,
-               on_fetch: OnFetch) -> tuple[Scheduler, int, str, list[str]]:  # fmt: skip
+               kv_budget: int | None, revision: str | None, on_fetch: OnFetch,
+               weights: int | None = None) -> tuple[Scheduler, int, str, list[str]]:  # fmt: skip
     """The engine's scheduler over the pool fit finds (its own arithmetic: vLLM's blocks)."""
     from kvcalc.api._fit import Capacity, fit
 
     if gpu is None and kv_budget is None:
         raise UsageError("give a GPU (--gpu) or a KV budget (--kv-budget) to size the pool", param="gpu")
-    capacity = Capacity(kv_budget=kv_budget, max_model_len=max_model_len)
+    capacity = Capacity(kv_budget=kv_budget, weights=weights, max_model_len=max_model_len)
     report = fit(model, gpu=None if kv_budget is not None else gpu, tokens=max_model_len, serving=serving,
                  layout=Layout(tp=tp), capacity=capacity, verdict=False, revision=revision,
                  on_fetch=on_fetch)  # fmt: skip
@@ -187,13 +192,13 @@ def _scheduler(model: ModelArg, gpu: str | None, serving: Serving, tp: int, max_
     return scheduler, report.result.kv_budget, chosen.name, [*report.notes, *notes]
 
 
-def _speed_step_time(model: ModelArg, gpu: str | None, serving: Serving, tp: int,
-                     notes: list[str]) -> tuple[StepTime, float]:  # fmt: skip
+def _speed_step_time(model: ModelArg, gpu: str | None, serving: Serving, tp: int, notes: list[str],
+                     compute: Compute | None = None) -> tuple[StepTime, float]:  # fmt: skip
     from kvcalc.api._speed import step_coster
 
     if gpu is None:
         raise UsageError("give a GPU (--gpu) for speed's step times, or measured ones (step_times)", param="gpu")
-    coster, handling, speed_notes = step_coster(model, gpu=gpu, tp=tp, serving=serving)  # fmt: skip
+    coster, handling, speed_notes = step_coster(model, gpu=gpu, tp=tp, serving=serving, compute=compute)
     notes.append(f"step times: speed's estimate of each step's mix on {gpu}; {handling * 1e3:g} ms of request "
                  "handling before a request's first step")  # fmt: skip
     notes += [n for n in speed_notes if n.startswith("estimate:")]

@@ -651,7 +651,7 @@ def _estimate(
 
 def step_coster(
     model: ModelArg, *, gpu: str, engine: str | None = None, kv_dtype: DTypeLike = None, tp: int = 1,
-    serving: Serving | None = None,
+    serving: Serving | None = None, compute: Compute | None = None,
 ) -> tuple[Callable[[StepShape], float], float, list[str]]:  # fmt: skip
     """speed's estimate of one step of any mix (kvcalc simulate): the weights the step's tokens
     read, the K/V its sequences read (bytes per cached token per GPU, from speed's decode step at a
@@ -663,7 +663,7 @@ def step_coster(
 
     probe = 1024
     report = speed(model, prompt=probe, output=2, batch=1, gpu=gpu, tp=tp, engine=engine, kv_dtype=kv_dtype,
-                   serving=serving, sweep=(1,))  # fmt: skip
+                   serving=serving, compute=compute, sweep=(1,))  # fmt: skip
     est = report.estimate
     assert est is not None
     bound, setting, overhead, costs = report.result, est.setting, est.overhead, est.costs
