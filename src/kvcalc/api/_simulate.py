@@ -31,6 +31,8 @@ class Load:
 
     rate: float | None = None
     concurrency: int | None = None
+    # A recorded trace in place of a rate or concurrency: (arrival seconds, prompt, output) each.
+    trace: tuple[tuple[float, int, int], ...] = ()
     count: int = 1000
     prompt: int | None = None
     output: int | None = None
@@ -42,14 +44,16 @@ class Load:
 @dataclass(frozen=True)
 class StepTimes:
     """Step times measured on a real server, in place of speed's model: ``base_s`` a step,
-    ``token_s`` a token fed, ``context_s`` a cached token the step's sequences read."""
+    ``token_s`` a token fed, ``context_s`` a cached token a decoding sequence reads, and
+    ``handling_s`` the server's time with a request before its first step (the API server)."""
 
     base_s: float
     token_s: float
     context_s: float = 0.0
+    handling_s: float = 0.0
 
     def __call__(self, shape: StepShape) -> float:
-        return self.base_s + self.token_s * shape.tokens + self.context_s * shape.context
+        return self.base_s + self.token_s * shape.tokens + self.context_s * shape.decode_context
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ def simulate(
     measured on a real server): per request, the queue, TTFT, TPOT, inter-token gaps and end."""
     from kvcalc.calc import simulate as sim
 
-    lengths = _lengths(load, max_model_len)
+    lengths = _lengths(load, max_model_len) if not load.trace else [(p, o) for _, p, o in load.trace]
     longest = max(p + o for p, o in lengths)
     limit = max_model_len or longest
     if limit < longest:
@@ -127,7 +131,7 @@ def simulate(
     handling = 0.0
     timer: StepTime
     if step_times is not None:
-        timer = step_times
+        timer, handling = step_times, step_times.handling_s
         notes.append(f"step times as measured: {step_times.base_s * 1e3:g} ms a step + {step_times.token_s * 1e6:g} us "
                      f"a token + {step_times.context_s * 1e9:g} ns a cached token read")  # fmt: skip
     else:
@@ -150,6 +154,10 @@ def _lengths(load: Load, max_model_len: int | None) -> list[tuple[int, int]]:
 def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] | ClosedLoop:
     from kvcalc.calc import simulate as sim
 
+    if load.trace:
+        if load.rate is not None or load.concurrency is not None:
+            raise UsageError("a trace holds its own arrivals: give no rate or concurrency", param="trace")
+        return [sim.Request(i, float(t), p, o) for i, (t, p, o) in enumerate(sorted(load.trace))]
     count = checks.count(load.count, "count", maximum=10_000_000)
     mix = [sim.Length(p, o) for p, o in lengths]
     if (load.rate is None) == (load.concurrency is None):
@@ -206,6 +214,12 @@ def _report(model: ModelArg, engine: str, gpu: str | None, load: Load, run: Run,
 
     done = run.done
     span = run.makespan_s or math.inf
+    arriving = max((d.request.arrival_s for d in done), default=0.0)
+    e2e = sorted(d.e2e_s for d in done)
+    if done and load.trace == () and arriving < 3 * e2e[len(e2e) // 2]:
+        notes.append(f"the requests arrive over {arriving:,.1f} s, under 3 x the median request's "
+                     f"{e2e[len(e2e) // 2]:,.1f} s: the run is mostly filling and draining, not a steady load; "
+                     "give more requests for the steady state")  # fmt: skip
     out = sum(d.request.output for d in done)
     goodput = None if slo is None else sum(1 for d in done if slo.met_by(d)) / span
     if run.refused:
@@ -308,7 +322,11 @@ def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", 
     beyond: SimulationReport | None = None
     if find == "rate":
         flood = run(math.inf)
-        high = max(flood.request_rate * 1.5, 1e-3)
+        if meets(flood, slo):
+            return CapacityReport(find, math.inf, flood, flood, "nothing: all the requests at once meet the SLO "
+                                  f"({load.count:,} requests; more of them may not)", slo)  # fmt: skip
+        beyond = flood
+        high = max(flood.request_rate * 2, 1e-3)
         low, best = 0.0, None
         for _ in range(14):
             middle = (low + high) / 2
