@@ -117,13 +117,13 @@ def simulate(
     measured on a real server): per request, the queue, TTFT, TPOT, inter-token gaps and end."""
     from kvcalc.calc import simulate as sim
 
-    lengths = _lengths(load, max_model_len) if not load.trace else [(p, o) for _, p, o in load.trace]
+    notes: list[str] = []
+    lengths = _lengths(load, notes) if not load.trace else [(p, o) for _, p, o in load.trace]
     longest = max(p + o for p, o in lengths)
     limit = max_model_len or longest
     if limit < longest:
         raise UsageError(f"a request of {longest:,} tokens is longer than max_model_len {limit:,}",
                          param="max_model_len")  # fmt: skip
-    notes: list[str] = []
     wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
     scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit,
                                                                kv_budget, revision, on_fetch)  # fmt: skip
@@ -141,14 +141,22 @@ def simulate(
     return _report(model, engine_name, gpu, load, run, pool_bytes, slo, notes)
 
 
-def _lengths(load: Load, max_model_len: int | None) -> list[tuple[int, int]]:
+def _lengths(load: Load, notes: list[str]) -> list[tuple[int, int]]:
+    """The request mix: the lengths given, or every request prompt + output (each defaulting to
+    kvcalc's DEFAULT_PROMPT and DEFAULT_OUTPUT, said in a note)."""
+    from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
+
     if load.lengths:
         if load.prompt is not None or load.output is not None:
             raise UsageError("give lengths or prompt and output, not both", param="lengths")
         return [(checks.count(p, "prompt", minimum=0), checks.count(o, "output")) for p, o in load.lengths]
-    if load.prompt is None or load.output is None:
-        raise UsageError("give the requests' prompt and output tokens, or their lengths", param="prompt")
-    return [(checks.count(load.prompt, "prompt", minimum=0), checks.count(load.output, "output"))]
+    prompt = DEFAULT_PROMPT if load.prompt is None else load.prompt
+    output = DEFAULT_OUTPUT if load.output is None else load.output
+    defaulted = [f"{name} {value:,}" for name, value, given in (("prompt", prompt, load.prompt),
+                 ("output", output, load.output)) if given is None]  # fmt: skip
+    if defaulted:
+        notes.append(f"every request: {' and '.join(defaulted)} tokens, kvcalc's default (--prompt, --output)")
+    return [(checks.count(prompt, "prompt", minimum=0), checks.count(output, "output"))]
 
 
 def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] | ClosedLoop:

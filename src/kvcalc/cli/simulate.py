@@ -42,9 +42,9 @@ MaxModelLenOpt = Annotated[
                  help="The longest request the engine takes (default: the longest asked)."),
 ]  # fmt: skip
 PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", metavar="P", rich_help_panel=WORKLOAD_PANEL,
-                                               help="Prompt tokens of every request.")]  # fmt: skip
+                                               help="Prompt tokens of every request (default 1024).")]  # fmt: skip
 OutputOpt = Annotated[str | None, typer.Option("--output", "-o", metavar="O", rich_help_panel=WORKLOAD_PANEL,
-                                               help="Output tokens of every request.")]  # fmt: skip
+                                               help="Output tokens of every request (default 256).")]  # fmt: skip
 LengthsOpt = Annotated[
     str | None,
     typer.Option("--lengths", metavar="FILE", rich_help_panel=WORKLOAD_PANEL,
@@ -129,8 +129,8 @@ def simulate(
     \b
     Examples:
       kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --rate 10
-      kvcalc simulate qwen3-8b --gpu h100 --engine vllm -p 2k -o 512 --concurrency 64 -n 500
-      kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 -n 200 --slo ttft=1s,tpot=50ms --find rate
+      kvcalc simulate qwen3-8b --gpu h100 -p 2k -o 512 --concurrency 64 -n 500
+      kvcalc simulate qwen3-8b --gpu h100 -n 200 --slo ttft=1s --find rate
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
     step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each
