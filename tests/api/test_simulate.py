@@ -107,3 +107,13 @@ def test_parse_slo_reads_durations_and_the_percentile() -> None:
     assert (slo.ttft, slo.tpot, slo.percentile) == (1.0, 0.05, 99.0)
     with pytest.raises(UsageError, match="not one of"):
         api.parse_slo("latency=1s")
+
+
+def test_the_fewest_gpus_that_serve_a_load_within_the_slo() -> None:
+    # Llama 3.1 70B's bf16 weights (141 GB) leave no cache on one H100 (85 GB): 1 GPU is skipped,
+    # and whatever tp is found serves the load, while half of it did not.
+    slo = api.parse_slo("ttft=1s,tpot=50ms")
+    found = api.find_capacity("llama-3.1-70b", gpu="h100", engine="vllm", find="gpus",
+                              load=api.Load(rate=5.0, count=200), slo=slo)  # fmt: skip
+    assert found.value in (2.0, 4.0, 8.0) and found.at is not None and api.meets(found.at, slo)
+    assert found.beyond is not found.at and not api.meets(found.beyond, slo)

@@ -316,11 +316,14 @@ _BINDS = {"kv": "the KV pool (requests wait for blocks, or are preempted)",
 def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", **common: object) -> CapacityReport:
     """The highest ``rate`` (requests a second, Poisson) or ``concurrency`` (clients) at which ``load``'s
     requests meet ``slo`` at its percentile, by bisection over repeatable runs (the same seed), with
-    the binding constraint named from the run just beyond it: the KV pool, max_num_seqs, or compute."""
+    the binding constraint named from the run just beyond it: the KV pool, max_num_seqs, or compute.
+    ``find`` "gpus": the fewest tensor-parallel GPUs (1, 2, 4, 8) that serve ``load`` within it."""
     from dataclasses import replace
 
-    if find not in ("rate", "concurrency"):
-        raise UsageError(f"find {find!r}: rate or concurrency", param="find")
+    if find not in ("rate", "concurrency", "gpus"):
+        raise UsageError(f"find {find!r}: rate, concurrency or gpus", param="find")
+    if find == "gpus":
+        return _fewest_gpus(model, load, slo, common)
 
     def run(value: float) -> SimulationReport:
         shaped = replace(load, rate=value, concurrency=None) if find == "rate" else replace(
@@ -362,7 +365,31 @@ def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", 
                 high_n, beyond = middle_n, got
         value = float(low_n)
     assert beyond is not None
-    stalls = beyond.run.stalls
+    return CapacityReport(find, value, best, beyond, _binding(beyond), slo)
+
+
+def _fewest_gpus(model: ModelArg, load: Load, slo: Slo, common: dict[str, object]) -> CapacityReport:
+    """The fewest tensor-parallel GPUs of 1, 2, 4, 8 whose run of ``load`` meets ``slo``."""
+    if common.get("tp", 1) != 1:
+        raise UsageError("find gpus chooses the tensor parallelism: give no tp", param="tp")
+    beyond = None
+    for tp in (1, 2, 4, 8):
+        try:
+            got = simulate(model, load=load, slo=slo, timeline=False, **{**common, "tp": tp})  # type: ignore[arg-type]
+        except UsageError as exc:
+            if "no KV pool" not in str(exc):
+                raise
+            continue  # the weights leave no cache on so few GPUs
+        if meets(got, slo):
+            binding = "" if beyond is None else f"at {tp // 2} GPU(s): " + _binding(beyond)
+            return CapacityReport("gpus", float(tp), got, beyond or got, binding or "nothing: one GPU serves it", slo)
+        beyond = got
+    if beyond is None:
+        raise UsageError("no KV pool on up to 8 GPUs: the weights leave no cache", param="gpu")
+    return CapacityReport("gpus", math.inf, None, beyond, "at 8 GPUs: " + _binding(beyond), slo)
+
+
+def _binding(report: SimulationReport) -> str:
+    stalls = report.run.stalls
     reason = max(stalls, key=lambda k: stalls[k]) if stalls else None
-    binding = _BINDS.get(reason or "", "compute (each step takes longer than the arrivals allow)")
-    return CapacityReport(find, value, best, beyond, binding, slo)
+    return _BINDS.get(reason or "", "compute (each step takes longer than the arrivals allow)")

@@ -82,7 +82,7 @@ SloOpt = Annotated[
 FindOpt = Annotated[
     str | None,
     typer.Option("--find", metavar="WHAT", rich_help_panel=OUTPUT_PANEL,
-                 help="rate or concurrency: the most load that meets --slo, and what binds there."),
+                 help="rate or concurrency: the most load within --slo, and what binds there; gpus: the fewest."),
 ]  # fmt: skip
 PlotOpt = Annotated[
     str | None,
