@@ -28,8 +28,8 @@ points: ``--fit`` fits the request handling before the first step (``handling_s`
 every engine) and a factor on every step's time on the fit half only, and reports both halves.
 
 What it finds (salt "", unfitted, as shipped): held-out median |ln| TTFT 0.52 (11 points; 0.48
-under load, 0.54 on its one low-load point), TPOT 0.12 (6 points, all under load); fit half TTFT
-1.04, TPOT 0.16; every point TTFT 0.93, TPOT 0.12. `kvcalc speed` alone on the low-load points:
+under load, 0.52 on its one low-load point), TPOT 0.12 (6 points, all under load); fit half TTFT
+1.10, TPOT 0.17; every point TTFT 0.98, TPOT 0.12. `kvcalc speed` alone on the low-load points:
 TTFT 1.96, TPOT 0.12. Issue 40's TTFT goals are missed. What dominates the misses: vLLM 0.6's V0
 multi-step scheduling (10 steps: a new request waits for the burst to end; TTFT measured 3-5x the
 simulated, median ITL 10x TPOT), which the V1 scheduler here does not model; sources whose TTFT is
@@ -39,8 +39,8 @@ scheduler lands) takes every waiting prompt whole in one step, with no token bud
 at concurrency 5 to 50 start together and stay in lockstep, each 5,000-token prefill in one shared
 step, TTFT 4-26x the measured (its ITL and throughput are within 0.5-1.1x). `--fit` moves the
 step times x 1.15 and the handling to its 20 ms limit: held-out TPOT 0.12 -> 0.06, TTFT 0.52 ->
-0.61 (the handling chases the fit half's outliers), so nothing fitted is kept. Few sources:
-another split (`--salt 1`) gives held-out TTFT 0.33, TPOT 0.24.
+0.60 (the handling chases the fit half's outliers), so nothing fitted is kept. Few sources:
+another split (`--salt 1`) gives held-out TTFT 0.34, TPOT 0.25.
 
     python benchmarks/serving.py            # table of every compared figure and the summary
     python benchmarks/serving.py --fit      # fit on the fit half first, report both halves

@@ -10,6 +10,7 @@ from kvcalc.calc.compare import Comparison
 from kvcalc.errors import DependencyError, SourceError, UsageError
 
 if TYPE_CHECKING:
+    from kvcalc.calc.simulate import Done, Sample
     from kvcalc.calc.speed import SweepRow
 
 _FORMATS = {".png": "png", ".svg": "svg"}
@@ -125,3 +126,30 @@ def _tokens_label(tokens: int) -> str:
         if tokens % scale == 0:
             return f"{tokens // scale}{suffix}"
     return f"{tokens:,}"
+
+
+def save_simulation_plot(samples: Sequence[Sample], pool_units: int, done: Sequence[Done], path: str,
+                         title: str) -> None:  # fmt: skip
+    """A simulated run over time: the pool in use (%), requests running and waiting, preemptions so
+    far, and each request's TTFT at its arrival: what the load does to the engine and to a user."""
+    plt, target, fmt = _pyplot(path)
+    fig, (pool, queue, ttft) = plt.subplots(3, 1, figsize=(10, 8), dpi=120, sharex=True)
+    try:
+        times = [s.time_s for s in samples]
+        pool.plot(times, [100 * s.used_units / max(pool_units, 1) for s in samples], color="tab:purple")
+        pool.set_ylabel("KV pool used (%)")
+        queue.plot(times, [s.running for s in samples], label="running")
+        queue.plot(times, [s.waiting for s in samples], label="waiting", color="tab:orange")
+        queue.plot(times, [s.preemptions for s in samples], label="preemptions so far", color="tab:red")
+        queue.set_ylabel("requests")
+        queue.legend(loc="upper left")
+        ttft.scatter([d.request.arrival_s for d in done], [d.ttft_s * 1e3 for d in done], s=4)
+        ttft.set_ylabel("TTFT (ms)")
+        ttft.set_xlabel("time (s)")
+        for ax in (pool, queue, ttft):
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(title)
+        fig.tight_layout()
+        _save(fig, target, fmt, path)
+    finally:
+        plt.close(fig)

@@ -57,13 +57,13 @@ def test_help_lists_the_table_in_order(run_cli) -> None:
 def test_a_typo_suggests_the_registered_names(run_cli) -> None:
     result = run_cli("estimat", "llama-3.1-8b")
     assert result.exit_code == 2
-    assert result.stderr.strip() == "kvcalc: error: No such command 'estimat'. Did you mean 'estimate'?"
+    assert result.stderr.strip() == "kvcalc: error: No such command 'estimat'. Did you mean 'estimate', 'simulate'?"
     assert "Did you mean 'presets', 'probe'?" in run_cli("prset").stderr
 
 
 @pytest.mark.parametrize(
     ("words", "expected"),
-    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "check", "presets", "gpus", "engines"]),
+    [("kvcalc ", ["compare", "estimate", "fit", "probe", "speed", "simulate", "check", "presets", "gpus", "engines"]),
      ("kvcalc pr", ["probe", "presets"]), ("kvcalc engines v", ["vllm"]),
      ("kvcalc presets s", ["show"]), ("kvcalc estimate --eng", ["--engine"]),
      ("kvcalc estimate x --engine vl", ["vllm"]), ("kvcalc gpus h2", ["h200", "h200-141gb"])],

@@ -21,6 +21,7 @@ _EXPORTS = {
     "Slo": "_simulate",
     "StepTimes": "_simulate",
     "find_capacity": "_simulate",
+    "meets": "_simulate",
     "parse_slo": "_simulate",
     "simulate": "_simulate",
     "CheckReport": "_check",
@@ -111,6 +112,7 @@ __all__ = [
     "list_gpus",
     "list_presets",
     "load_model",
+    "meets",
     "model_from_geometry",
     "model_from_source",
     "observe",
@@ -183,6 +185,7 @@ if TYPE_CHECKING:
         Slo,
         StepTimes,
         find_capacity,
+        meets,
         parse_slo,
         simulate,
     )

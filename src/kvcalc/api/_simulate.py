@@ -32,6 +32,8 @@ class Load:
 
     rate: float | None = None
     concurrency: int | None = None
+    # A recorded trace in place of a rate or concurrency: (arrival seconds, prompt, output) each.
+    trace: tuple[tuple[float, int, int], ...] = ()
     count: int = 1000
     prompt: int | None = None
     output: int | None = None
@@ -43,14 +45,16 @@ class Load:
 @dataclass(frozen=True)
 class StepTimes:
     """Step times measured on a real server, in place of speed's model: ``base_s`` a step,
-    ``token_s`` a token fed, ``context_s`` a cached token the step's sequences read."""
+    ``token_s`` a token fed, ``context_s`` a cached token a decoding sequence reads, and
+    ``handling_s`` the server's time with a request before its first step (the API server)."""
 
     base_s: float
     token_s: float
     context_s: float = 0.0
+    handling_s: float = 0.0
 
     def __call__(self, shape: StepShape) -> float:
-        return self.base_s + self.token_s * shape.tokens + self.context_s * shape.context
+        return self.base_s + self.token_s * shape.tokens + self.context_s * shape.decode_context
 
 
 @dataclass(frozen=True)
@@ -117,13 +121,13 @@ def simulate(
     size fit's pool."""
     from kvcalc.calc import simulate as sim
 
-    lengths = _lengths(load, max_model_len)
+    notes: list[str] = []
+    lengths = _lengths(load, notes) if not load.trace else [(p, o) for _, p, o in load.trace]
     longest = max(p + o for p, o in lengths)
     limit = max_model_len or longest
     if limit < longest:
         raise UsageError(f"a request of {longest:,} tokens is longer than max_model_len {limit:,}",
                          param="max_model_len")  # fmt: skip
-    notes: list[str] = []
     wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
     weights = compute.weights if compute is not None else None
     scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit, kv_budget, revision,
@@ -132,7 +136,7 @@ def simulate(
     handling = 0.0
     timer: StepTime
     if step_times is not None:
-        timer = step_times
+        timer, handling = step_times, step_times.handling_s
         notes.append(f"step times as measured: {step_times.base_s * 1e3:g} ms a step + {step_times.token_s * 1e6:g} us "
                      f"a token + {step_times.context_s * 1e9:g} ns a cached token read")  # fmt: skip
     else:
@@ -142,19 +146,31 @@ def simulate(
     return _report(model, engine_name, gpu, load, run, pool_bytes, slo, notes)
 
 
-def _lengths(load: Load, max_model_len: int | None) -> list[tuple[int, int]]:
+def _lengths(load: Load, notes: list[str]) -> list[tuple[int, int]]:
+    """The request mix: the lengths given, or every request prompt + output (each defaulting to
+    kvcalc's DEFAULT_PROMPT and DEFAULT_OUTPUT, said in a note)."""
+    from kvcalc.defaults import DEFAULT_OUTPUT, DEFAULT_PROMPT
+
     if load.lengths:
         if load.prompt is not None or load.output is not None:
             raise UsageError("give lengths or prompt and output, not both", param="lengths")
         return [(checks.count(p, "prompt", minimum=0), checks.count(o, "output")) for p, o in load.lengths]
-    if load.prompt is None or load.output is None:
-        raise UsageError("give the requests' prompt and output tokens, or their lengths", param="prompt")
-    return [(checks.count(load.prompt, "prompt", minimum=0), checks.count(load.output, "output"))]
+    prompt = DEFAULT_PROMPT if load.prompt is None else load.prompt
+    output = DEFAULT_OUTPUT if load.output is None else load.output
+    defaulted = [f"{name} {value:,}" for name, value, given in (("prompt", prompt, load.prompt),
+                 ("output", output, load.output)) if given is None]  # fmt: skip
+    if defaulted:
+        notes.append(f"every request: {' and '.join(defaulted)} tokens, kvcalc's default (--prompt, --output)")
+    return [(checks.count(prompt, "prompt", minimum=0), checks.count(output, "output"))]
 
 
 def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] | ClosedLoop:
     from kvcalc.calc import simulate as sim
 
+    if load.trace:
+        if load.rate is not None or load.concurrency is not None:
+            raise UsageError("a trace holds its own arrivals: give no rate or concurrency", param="trace")
+        return [sim.Request(i, float(t), p, o) for i, (t, p, o) in enumerate(sorted(load.trace))]
     count = checks.count(load.count, "count", maximum=10_000_000)
     mix = [sim.Length(p, o) for p, o in lengths]
     if (load.rate is None) == (load.concurrency is None):
@@ -211,6 +227,12 @@ def _report(model: ModelArg, engine: str, gpu: str | None, load: Load, run: Run,
 
     done = run.done
     span = run.makespan_s or math.inf
+    arriving = max((d.request.arrival_s for d in done), default=0.0)
+    e2e = sorted(d.e2e_s for d in done)
+    if done and load.trace == () and arriving < 3 * e2e[len(e2e) // 2]:
+        notes.append(f"the requests arrive over {arriving:,.1f} s, under 3 x the median request's "
+                     f"{e2e[len(e2e) // 2]:,.1f} s: the run is mostly filling and draining, not a steady load; "
+                     "give more requests for the steady state")  # fmt: skip
     out = sum(d.request.output for d in done)
     goodput = None if slo is None else sum(1 for d in done if slo.met_by(d)) / span
     if run.refused:
@@ -299,11 +321,14 @@ _BINDS = {"kv": "the KV pool (requests wait for blocks, or are preempted)",
 def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", **common: object) -> CapacityReport:
     """The highest ``rate`` (requests a second, Poisson) or ``concurrency`` (clients) at which ``load``'s
     requests meet ``slo`` at its percentile, by bisection over repeatable runs (the same seed), with
-    the binding constraint named from the run just beyond it: the KV pool, max_num_seqs, or compute."""
+    the binding constraint named from the run just beyond it: the KV pool, max_num_seqs, or compute.
+    ``find`` "gpus": the fewest tensor-parallel GPUs (1, 2, 4, 8) that serve ``load`` within it."""
     from dataclasses import replace
 
-    if find not in ("rate", "concurrency"):
-        raise UsageError(f"find {find!r}: rate or concurrency", param="find")
+    if find not in ("rate", "concurrency", "gpus"):
+        raise UsageError(f"find {find!r}: rate, concurrency or gpus", param="find")
+    if find == "gpus":
+        return _fewest_gpus(model, load, slo, common)
 
     def run(value: float) -> SimulationReport:
         shaped = replace(load, rate=value, concurrency=None) if find == "rate" else replace(
@@ -313,7 +338,11 @@ def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", 
     beyond: SimulationReport | None = None
     if find == "rate":
         flood = run(math.inf)
-        high = max(flood.request_rate * 1.5, 1e-3)
+        if meets(flood, slo):
+            return CapacityReport(find, math.inf, flood, flood, "nothing: all the requests at once meet the SLO "
+                                  f"({load.count:,} requests; more of them may not)", slo)  # fmt: skip
+        beyond = flood
+        high = max(flood.request_rate * 2, 1e-3)
         low, best = 0.0, None
         for _ in range(14):
             middle = (low + high) / 2
@@ -341,7 +370,31 @@ def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", 
                 high_n, beyond = middle_n, got
         value = float(low_n)
     assert beyond is not None
-    stalls = beyond.run.stalls
+    return CapacityReport(find, value, best, beyond, _binding(beyond), slo)
+
+
+def _fewest_gpus(model: ModelArg, load: Load, slo: Slo, common: dict[str, object]) -> CapacityReport:
+    """The fewest tensor-parallel GPUs of 1, 2, 4, 8 whose run of ``load`` meets ``slo``."""
+    if common.get("tp", 1) != 1:
+        raise UsageError("find gpus chooses the tensor parallelism: give no tp", param="tp")
+    beyond = None
+    for tp in (1, 2, 4, 8):
+        try:
+            got = simulate(model, load=load, slo=slo, timeline=False, **{**common, "tp": tp})  # type: ignore[arg-type]
+        except UsageError as exc:
+            if "no KV pool" not in str(exc):
+                raise
+            continue  # the weights leave no cache on so few GPUs
+        if meets(got, slo):
+            binding = "" if beyond is None else f"at {tp // 2} GPU(s): " + _binding(beyond)
+            return CapacityReport("gpus", float(tp), got, beyond or got, binding or "nothing: one GPU serves it", slo)
+        beyond = got
+    if beyond is None:
+        raise UsageError("no KV pool on up to 8 GPUs: the weights leave no cache", param="gpu")
+    return CapacityReport("gpus", math.inf, None, beyond, "at 8 GPUs: " + _binding(beyond), slo)
+
+
+def _binding(report: SimulationReport) -> str:
+    stalls = report.run.stalls
     reason = max(stalls, key=lambda k: stalls[k]) if stalls else None
-    binding = _BINDS.get(reason or "", "compute (each step takes longer than the arrivals allow)")
-    return CapacityReport(find, value, best, beyond, binding, slo)
+    return _BINDS.get(reason or "", "compute (each step takes longer than the arrivals allow)")

@@ -670,12 +670,14 @@ def step_coster(
     split, hw = bound.weights, bound.hardware
     kv_per_token = bound.decode.first.kv_bytes / (probe + 1)
     attention_per_pair = bound.prefill.attention_flops * tp / (probe * (probe + 1) // 2)
-    params = split.params_per_token
+    # The body for every token; the LM head only for each sequence's last position (no other logits).
+    body = split.params_per_token - split.head_params
 
     def seconds(shape: StepShape) -> float:
         kv_bytes, attention = int(kv_per_token * shape.context), int(attention_per_pair * shape.attended)
         step = core.step(hw, weight_bytes=split.read_bytes(shape.tokens), kv_bytes=kv_bytes,
-                         dense_flops=2 * params * shape.tokens, attention_flops=attention, tp=tp,
+                         dense_flops=2 * (body * shape.tokens + split.head_params * shape.sequences),
+                         attention_flops=attention, tp=tp,
                          extra=split.replicated_per_gpu)  # fmt: skip
         prefill = shape.prefill_tokens > 0
         terms = sc.step_terms(step, setting.device, setting.model, setting.layout, overhead, tokens=shape.tokens,

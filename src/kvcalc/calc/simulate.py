@@ -72,6 +72,7 @@ class StepShape:
     sequences: int
     prefill_tokens: int
     context: int  # cached tokens the step's sequences read (their K/V), new ones included
+    decode_context: int = 0  # of those, the decoding sequences'
 
 
 # A step's seconds for its shape (the speed model's, or times measured on a real server).
@@ -79,7 +80,7 @@ StepTime = Callable[[StepShape], float]
 
 
 def shape_of(batch: Batch) -> StepShape:
-    tokens = attended = prefill = context = 0
+    tokens = attended = prefill = context = decoding = 0
     for live, n in batch:
         tokens += n
         # A chunk of n tokens after c held attends c + 1 ... c + n positions; it reads c + n.
@@ -87,7 +88,9 @@ def shape_of(batch: Batch) -> StepShape:
         context += live.computed + n
         if n > 1 or live.computed < live.request.prompt:
             prefill += n
-    return StepShape(tokens, attended, len(batch), prefill, context)
+        else:
+            decoding += live.computed + 1
+    return StepShape(tokens, attended, len(batch), prefill, context, decoding)
 
 
 class Scheduler(Protocol):
@@ -442,12 +445,13 @@ def _fast_forward(
         return None  # one was left out of the last step: its gap is not this step's time
     r = len(lives)
     context = sum(live.computed + 1 for live in lives)
-    first = step_time(StepShape(r, context, r, 0, context))
+    first = step_time(StepShape(r, context, r, 0, context, context))
 
     def starts(j: int, last: float) -> float:  # when step j (0-based) starts, from now
         return j * first + (last - first) / max(k - 1, 1) * j * (j - 1) / 2
 
-    last = step_time(StepShape(r, context + r * (k - 1), r, 0, context + r * (k - 1)))
+    grown = context + r * (k - 1)
+    last = step_time(StepShape(r, grown, r, 0, grown, grown))
     if now + starts(k - 1, last) >= next_arrival:  # an arrival comes first: only the steps before it
         low, high = 0, k - 1
         while low < high:
@@ -459,7 +463,8 @@ def _fast_forward(
         k = low + 1
         if k < 2:
             return None
-        last = step_time(StepShape(r, context + r * (k - 1), r, 0, context + r * (k - 1)))
+        grown = context + r * (k - 1)
+        last = step_time(StepShape(r, grown, r, 0, grown, grown))
     durations = [(first + (last - first) * j / (k - 1), r) for j in range(k)]
     seconds = math.fsum(d for d, _ in durations)
     for live in lives:

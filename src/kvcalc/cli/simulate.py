@@ -42,9 +42,9 @@ MaxModelLenOpt = Annotated[
                  help="The longest request the engine takes (default: the longest asked)."),
 ]  # fmt: skip
 PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", metavar="P", rich_help_panel=WORKLOAD_PANEL,
-                                               help="Prompt tokens of every request.")]  # fmt: skip
+                                               help="Prompt tokens of every request (default 1024).")]  # fmt: skip
 OutputOpt = Annotated[str | None, typer.Option("--output", "-o", metavar="O", rich_help_panel=WORKLOAD_PANEL,
-                                               help="Output tokens of every request.")]  # fmt: skip
+                                               help="Output tokens of every request (default 256).")]  # fmt: skip
 LengthsOpt = Annotated[
     str | None,
     typer.Option("--lengths", metavar="FILE", rich_help_panel=WORKLOAD_PANEL,
@@ -82,7 +82,12 @@ SloOpt = Annotated[
 FindOpt = Annotated[
     str | None,
     typer.Option("--find", metavar="WHAT", rich_help_panel=OUTPUT_PANEL,
-                 help="rate or concurrency: the most load that meets --slo, and what binds there."),
+                 help="rate or concurrency: the most load within --slo, and what binds there; gpus: the fewest."),
+]  # fmt: skip
+PlotOpt = Annotated[
+    str | None,
+    typer.Option("--plot", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+                 help="Also save the run over time as FILE.png or .svg (pool, queue, TTFT; the plot extra)."),
 ]  # fmt: skip
 TimelineOpt = Annotated[
     bool,
@@ -112,6 +117,7 @@ def simulate(
     slo: SloOpt = None,
     find: FindOpt = None,
     timeline: TimelineOpt = False,
+    plot: PlotOpt = None,
     as_json: JsonOpt = False,
     revision: RevisionOpt = None,
     *,
@@ -123,8 +129,8 @@ def simulate(
     \b
     Examples:
       kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --rate 10
-      kvcalc simulate qwen3-8b --gpu h100 --engine vllm -p 2k -o 512 --concurrency 64 -n 500
-      kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --slo ttft=1s,tpot=50ms --find rate
+      kvcalc simulate qwen3-8b --gpu h100 -p 2k -o 512 --concurrency 64 -n 500
+      kvcalc simulate qwen3-8b --gpu h100 -n 200 --slo ttft=1s --find rate
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
     step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each
@@ -153,15 +159,21 @@ def simulate(
         data = capacity_dict(found)
         print_json(data) if as_json else print_view(capacity_view(data))
         return
-    report = api.simulate(model, load=load, slo=target, timeline=timeline, **common)
+    if timeline and not as_json:
+        raise UsageError("--timeline goes with --json")
+    report = api.simulate(model, load=load, slo=target, timeline=timeline or plot is not None, **common)
     from kvcalc.views.simulate import simulation_dict, simulation_view
 
+    if plot is not None:
+        from kvcalc.charts import save_simulation_plot
+
+        run = report.run
+        save_simulation_plot(run.samples, run.pool_units, run.done, plot,
+                             f"{report.model}, {report.engine} on {report.gpu or 'a KV budget'}")  # fmt: skip
     data = simulation_dict(report, timeline=timeline)
     if as_json:
         print_json(data)
         return
-    if timeline:
-        raise UsageError("--timeline goes with --json")
     print_view(simulation_view(data))
 
 

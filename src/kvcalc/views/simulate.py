@@ -96,7 +96,8 @@ _STALLS = {"kv": "KV pool", "seqs": "max_num_seqs", "budget": "token budget"}
 
 
 def capacity_dict(report: CapacityReport) -> dict[str, Any]:
-    return {"find": report.find, "value": report.value, "binding": report.binding, "slo": asdict(report.slo),
+    value = report.value if math.isfinite(report.value) else None
+    return {"find": report.find, "value": value, "binding": report.binding, "slo": asdict(report.slo),
             "at": None if report.at is None else simulation_dict(report.at),
             "beyond": simulation_dict(report.beyond), "notes": list(report.notes)}  # fmt: skip
 
@@ -104,10 +105,16 @@ def capacity_dict(report: CapacityReport) -> dict[str, Any]:
 def capacity_view(data: dict[str, Any]) -> list[Block]:
     slo = data["slo"]
     bounds = ", ".join(f"{k} {_ms(v)} ms" for k, v in slo.items() if k != "percentile" and v is not None)
-    unit = "req/s" if data["find"] == "rate" else "clients"
-    value = f"{data['value']:,.2f}" if data["find"] == "rate" else f"{int(data['value']):,}"
-    blocks: list[Block] = [f"most load within p{slo['percentile']:g} {bounds}: {value} {unit}",
-                           f"beyond it       {data['binding']}"]  # fmt: skip
+    find, value = data["find"], data["value"]
+    if value is None:
+        shown = "none of 1, 2, 4, 8 GPUs" if find == "gpus" else "no limit"
+    elif find == "rate":
+        shown = f"{value:,.2f} req/s"
+    else:
+        shown = f"{int(value):,} {'clients' if find == 'concurrency' else 'GPU(s), tensor-parallel'}"
+    what = "fewest GPUs" if find == "gpus" else "most load"
+    blocks: list[Block] = [f"{what} within p{slo['percentile']:g} {bounds}: {shown}",
+                           f"binding        {data['binding']}"]  # fmt: skip
     if data["at"] is not None:
         blocks.append("at that load:")
         blocks += simulation_view(data["at"])[1:]

@@ -133,11 +133,14 @@ class VLLM(Engine):
         ``vllm serve``'s batch defaults: the GPU's (vllm/engine/arg_utils.py get_batch_defaults,
         OPENAI_API_SERVER), on the CPU build 2048 tokens and 128 sequences (the same function's CPU
         branch), unless --max-batched-tokens / --max-num-seqs say otherwise."""
-        from kvcalc.engines.vllm.capacity import plan_of
+        from kvcalc.engines.vllm.capacity import VllmPlan
         from kvcalc.engines.vllm.runtime import vllm_batch_defaults
         from kvcalc.engines.vllm.scheduler import VllmScheduler
 
-        plan = plan_of(fit)
+        plan = fit.plan
+        if not isinstance(plan, VllmPlan) or plan.num_blocks <= 1:
+            raise UsageError(f"no KV pool to schedule: fit leaves {max(fit.kv_budget, 0):,} bytes for the cache on "
+                             "each GPU (more GPUs, --tp, or a smaller model)", param="gpu")  # fmt: skip
         notes = []
         if self.platform.startswith("cpu"):
             batched, seqs, why = 2048, 128, "the CPU build's API server"
