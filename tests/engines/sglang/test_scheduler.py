@@ -12,6 +12,7 @@ import pytest
 from kvcalc.api import Load, StepTimes, simulate
 from kvcalc.calc.simulate import Request
 from kvcalc.engines.sglang.scheduler import SglangScheduler, default_chunked_prefill_size
+from kvcalc.errors import UsageError
 from tests.helpers.step_log import run_steps
 
 
@@ -106,3 +107,11 @@ def test_the_engine_simulates_over_its_token_pool() -> None:
     assert report.run.pool_units == 8192
     assert report.run.steps == 10
     assert any(n.startswith("SGLang's scheduler: 8,192 tokens") for n in report.notes)
+
+
+def test_a_pool_sglang_refuses_to_start_is_one_error() -> None:
+    # gpt-oss-20b's sliding layers keep a window of 128 (SGLang's sliding_window_size 127): an SWA pool
+    # that a 1 MiB budget leaves is under the admission floor 127 + 1, so SGLang would not start.
+    with pytest.raises(UsageError, match="SGLang refuses this: its sliding-window pool"):
+        simulate("gpt-oss-20b", load=Load(rate=1.0, count=1, prompt=2, output=2), engine="sglang", kv_budget=2**20,
+                 step_times=StepTimes(1.0, 0.0))  # fmt: skip
