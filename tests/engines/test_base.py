@@ -491,3 +491,17 @@ def test_engines_refuse_state_families_they_were_not_checked_for(engine_name: st
     for config, short in ((MINIMAX, "lightning"), (GRIFFIN, "rg-lru")):
         with pytest.raises(UsageError, match=short):
             estimate(read_config(config, name="m"), Workload(tokens=100), engine=engine)
+
+
+def test_the_theoretical_engine_is_the_ideal_batcher() -> None:
+    # Its own scheduler, said so (not the base's "no model of its scheduler"); a 1 GiB budget holds
+    # 8,192 tokens of Llama 3.1 8B (32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B a token).
+    import math
+
+    from kvcalc.api import Load, StepTimes, simulate
+
+    report = simulate("llama-3.1-8b", load=Load(rate=math.inf, count=1, prompt=4, output=2),
+                      kv_budget=2**30, step_times=StepTimes(1.0, 0.0))  # fmt: skip
+    assert report.run.pool_units == 8192
+    assert any(n.startswith("the theoretical engine is the ideal continuous batcher over a pool of 8,192") for n in
+               report.notes)  # fmt: skip

@@ -16,6 +16,8 @@
   modules that use one.
 - ``commands``, ``local_files``: command-line tails, a named-pipe marker, a subprocess timeout and a folder
   holding a real config.json, shared by the input tests.
+- ``step_log``: a scheduler run one stub second a step, with what each step fed (the engines'
+  scheduler tests).
 - ``hybrid_families``, ``sparse_families``, ``mimo_qwen_families``, ``nemotron_families``: what the family
   test modules split from one file still share.
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from kvcalc.engines.base import ALL_STATE_FAMILIES, Engine, EngineOptions, Target
 
 if TYPE_CHECKING:
+    from kvcalc.calc.fit import Fit
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.dtypes import DType
 from kvcalc.engines.knobs import EnginePlugin
@@ -49,6 +51,18 @@ class Theoretical(Engine):
                             cuda_graphs=True, prefill_chunk=None,
                             source="a CUDA-graph C++ server like TensorRT-LLM, fitted on its measurements (--engine "
                             "vllm, sglang or llama.cpp for theirs)")  # fmt: skip
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """The ideal continuous batcher (calc/simulate.py IdealBatcher) over the tokens the budget
+        holds: the theoretical engine is that batcher, with no engine's limits."""
+        from kvcalc.calc.simulate import IdealBatcher
+
+        tokens = fit.max_tokens if fit.max_tokens is not None else fit.kv_budget
+        note = (f"the theoretical engine is the ideal continuous batcher over a pool of {tokens:,} tokens: every "
+                "waiting request that fits joins the next step whole, every running one decodes, no token budget "
+                "and no cap on requests; the latest admitted is preempted (recomputed) when one cannot "
+                "grow")  # fmt: skip
+        return IdealBatcher(tokens), [note]
 
 
 THEORETICAL = Theoretical()

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
     from kvcalc.calc.estimate import Estimate
+    from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.dims import ModelDims
 
@@ -408,6 +410,37 @@ class LlamaCpp(Engine):
         from kvcalc.engines.llamacpp.runtime import LLAMACPP_CONTEXT
 
         return LLAMACPP_CONTEXT.bytes
+
+    # --- simulate ----------------------------------------------------------------------------------
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """llama-server's slots (engines/llamacpp/scheduler.py): fit's workload is the server, -np
+        ``fit.batch`` slots of ``fit.tokens`` tokens, n_ctx = pad(np x tokens, 256), each slot its own
+        pad(n_ctx / np, 256) cells, or with a unified cache all n_ctx; batches of n_batch. Engines
+        that only bundle llama.cpp (Ollama, LM Studio) have schedulers of their own, not modelled."""
+        if type(self) not in (LlamaCpp, LlamaServer):
+            return Engine.scheduler(self, fit, max_model_len, gpu_bytes)
+        from kvcalc.engines.llamacpp.scheduler import LlamaServerScheduler
+
+        slots, tokens = fit.batch, fit.tokens
+        n_ctx = pad(slots * tokens, self.cell_padding)
+        slot_context = n_ctx if self.unified else pad(n_ctx // slots, self.cell_padding)
+        n_batch = min(slots * tokens, self.n_batch)  # src/llama-context.cpp: min(n_ctx, n_batch), causal
+        cache = (f"one unified cache of {n_ctx:,} cells, each slot up to all of it" if self.unified
+                 else f"each slot its own {slot_context:,} cells")  # fmt: skip
+        notes = [f"llama-server's slots: -np {slots} -c {n_ctx:,} ({cache}), n_batch {n_batch:,} (n_ubatch "
+                 f"{self.ubatch(slots * tokens):,} passes within a step); a request waits for a free slot, first come "
+                 "first served; prompts and decodes share each step (continuous batching); never a preemption; the "
+                 "prompt cache not modelled"]  # fmt: skip
+        if type(self) is LlamaServer and slots == 1:
+            notes.append("one slot (-np 1 -kvu): a plain llama-server (-np auto) runs 4 slots on one unified cache of "
+                         "-c cells (tools/server/server.cpp), which is a batch of 4")  # fmt: skip
+        if fit.max_concurrency < slots:
+            notes.append(f"warning: the KV budget holds {fit.max_concurrency:,} request(s) of {tokens:,} tokens, fewer "
+                         f"than the {slots} slots: llama.cpp would fail to allocate -c {n_ctx:,}; simulated as if "
+                         "it had")  # fmt: skip
+        unified = n_ctx if self.unified else None
+        return LlamaServerScheduler(slots, slot_context, n_batch, unified_cells=unified), notes
 
 
 @dataclass(frozen=True)

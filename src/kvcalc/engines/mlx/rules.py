@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
     from kvcalc.calc.estimate import Estimate
+    from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.gpus import GPU
 
@@ -342,6 +344,30 @@ class MLX(Engine):
         from kvcalc.engines.mlx.runtime import mlx_runtime
 
         return mlx_runtime(self, request)
+
+    # --- simulate ----------------------------------------------------------------------------------
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """mlx_lm.server's (engines/mlx/scheduler.py): its BatchGenerator with the server's defaults,
+        or one request at a time with --kv-bits; nothing bounds the caches. LM Studio's MLX engine
+        has a scheduler of its own, not modelled."""
+        if type(self) is not MLX:
+            return Engine.scheduler(self, fit, max_model_len, gpu_bytes)
+        from kvcalc.engines.mlx.scheduler import DECODE_CONCURRENCY, PROMPT_CONCURRENCY, MlxScheduler
+
+        memory = fit.max_tokens if fit.max_tokens is not None else fit.kv_budget
+        batched = self.kv_bits is None
+        how = (f"batches (BatchGenerator): up to {DECODE_CONCURRENCY} decoding (--decode-concurrency), "
+               f"{PROMPT_CONCURRENCY} prompts at a time (--prompt-concurrency), {self.prefill_step:,} prompt tokens "
+               "a sequence a step; a model whose caches cannot merge (Llama 4's ChunkedKVCache) is served one at a "
+               "time instead, not told apart here" if batched
+               else "one request at a time: --kv-bits makes a request unbatchable (server.py "
+               "_is_batchable)")  # fmt: skip
+        notes = [f"mlx_lm.server {how}; prefill {self.prefill_step:,} tokens a pass; the prompt cache not modelled",
+                 f"mlx_lm.server bounds no cache: each request's grows as it goes, nothing is refused or preempted; "
+                 f"the memory holds {memory:,} tokens, and a run whose peak passes that would run the Mac out of "
+                 "memory"]  # fmt: skip
+        return MlxScheduler(memory, batched=batched, prefill_step_size=self.prefill_step), notes
 
 
 def _indexer_everywhere(

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.estimate import Workload
     from kvcalc.calc.fit import Fit
     from kvcalc.calc.runtime import Runtime, RuntimeRequest
+    from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
 
 
@@ -213,6 +214,37 @@ class SGLang(Engine):
         from kvcalc.engines.sglang.capacity import sglang_fit
 
         return sglang_fit(spec, workload, self, budget, context_limit)
+
+    def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
+        """SGLang's scheduler (engines/sglang/scheduler.py) over the token pool of fit's plan, with
+        ``sglang serve``'s defaults: chunked_prefill_size by the GPU's memory, max_prefill_tokens
+        16,384, new_token_ratio 0.7 decaying to 0.098, fcfs, no mixed chunk."""
+        from kvcalc.engines.sglang.capacity import plan_of
+        from kvcalc.engines.sglang.scheduler import MAX_PREFILL_TOKENS, SglangScheduler, default_chunked_prefill_size
+
+        plan = plan_of(fit)
+        if plan.refused_because is not None:
+            raise UsageError(plan.refused_because, param="kv_budget")
+        chunk, why = default_chunked_prefill_size(None if gpu_bytes is None else gpu_bytes // 2**20)
+        notes = [f"SGLang's scheduler: {plan.max_total_tokens:,} tokens in pages of {plan.page_size}, "
+                 f"max_running_requests {plan.max_running_requests:,}, chunked_prefill_size {chunk:,} ({why}; "
+                 f"arg_groups/memory_hook.py), max_prefill_tokens {MAX_PREFILL_TOKENS:,}; prefill and decode in "
+                 "separate steps; admission reserves new_token_ratio (0.7, decaying to 0.098) of the running "
+                 "requests' remaining outputs; retraction when decode runs out; the radix cache, the overlap "
+                 "scheduler and mixed chunking not modelled"]  # fmt: skip
+        # scheduler.py: max_req_len = min(context_len - 1, pool - 1); a prompt of max_req_len - 5 or more
+        # is aborted, and init_req_max_new_tokens cuts max_new_tokens to max_req_len - prompt - 1: every
+        # request of max_model_len tokens (prompt up to max_model_len - 1) is served whole from a
+        # context length of max_model_len + 6.
+        context = max_model_len + 6
+        notes.append(f"SGLang's --context-length taken as {context:,}, the least that serves every request of "
+                     f"{max_model_len:,} tokens whole (scheduler.py: prompts under context length - 6, outputs cut "
+                     "to context length - 2 - prompt)")  # fmt: skip
+        if plan.swa_tokens is not None or plan.mamba_slots is not None:
+            notes.append("SGLang's sliding-window and state pools' own admission checks are not modelled: only the "
+                         "full-attention token pool bounds the simulated requests")  # fmt: skip
+        return SglangScheduler(plan.max_total_tokens, plan.page_size, max_running_requests=plan.max_running_requests,
+                               context_len=context, chunked_prefill_size=chunk), notes  # fmt: skip
 
 
 def _version_note(version: tuple[int, int, int]) -> str:

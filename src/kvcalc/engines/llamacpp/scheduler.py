@@ -1,0 +1,118 @@
+"""llama-server's slots (tools/server/server-context.cpp and server-queue.cpp at llama.cpp 0c1e570,
+the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simulate``.
+
+- ``-np`` slots; a request takes an idle slot when it is dequeued (``get_available_slot``: with no
+  prompt cache to match, the least recently used idle slot, the last of equals: ``t_last_used <=``;
+  a slot never used has -1), else it is deferred (``queue_tasks.defer``) and the first deferred
+  task goes back to the front of the queue when a slot is released: first come, first served.
+- Each step (``update_slots``): every generating slot adds its sampled token (1 each), then the
+  slots still reading a prompt, in slot order, add prompt tokens while the batch holds fewer than
+  n_batch (continuous batching, ``cont_batching`` true by default). A slot whose prompt is read
+  whole samples its first token in that step.
+- The batch runs as one llama_decode of up to n_batch tokens, which llama.cpp splits into ubatches
+  of n_ubatch run back to back; the step's time is the cost of all its tokens, so the split adds
+  only its per-pass overhead, which is not modelled.
+- A slot's context is ``n_ctx_seq``: ``pad(n_ctx / np, 256)`` cells of its own stream, or all n_ctx
+  with ``--kv-unified`` (src/llama-context.cpp). A prompt of n_ctx_seq tokens or more is refused
+  ("request exceeds the available context size"); with context shift off (common.h ``ctx_shift``
+  false) generation stops when the slot's tokens reach n_ctx_seq - 1, so a request of prompt +
+  output over n_ctx_seq would be cut: refused here. Never a preemption: a slot keeps its cells.
+- A unified cache shared by slots that together outgrow it makes llama-server fail every slot
+  ("Context size has been exceeded", ``decode``): simulated as an error.
+
+Not modelled: the prompt cache (``cache_prompt``, slot similarity: prompts are taken as unshared),
+speculative decoding, and an idle slot's cells kept for its cached prompt.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kvcalc.calc.simulate import Batch, Live, Request
+from kvcalc.errors import UsageError
+
+
+@dataclass(eq=False)
+class _Slot:
+    id: int
+    live: Live | None = None
+    t_last_used: int = -1
+
+
+class LlamaServerScheduler:
+    """llama-server's ``slots`` slots of ``slot_context`` tokens, batches of ``n_batch`` tokens; a
+    unified cache of ``unified_cells`` cells (None: one stream per slot)."""
+
+    def __init__(self, slots: int, slot_context: int, n_batch: int, *, unified_cells: int | None = None) -> None:
+        self._slots = [_Slot(i) for i in range(slots)]
+        self._context = slot_context
+        self._n_batch = n_batch
+        self._unified = unified_cells
+        self.pool_units = unified_cells if unified_cells is not None else slots * slot_context
+        self.unit_tokens = 1
+        self.preemptions = 0
+        self._waiting: deque[Live] = deque()
+        self._releases = 0  # t_last_used's clock: only its order matters
+
+    def refused(self, request: Request) -> str | None:
+        if request.prompt >= self._context:
+            return (f"request ({request.prompt:,} tokens) exceeds the available context size ({self._context:,} "
+                    "tokens)")  # fmt: skip
+        if request.prompt + request.output > self._context:
+            return (f"prompt + output {request.prompt + request.output:,} tokens is over the slot's context "
+                    f"{self._context:,}: llama-server (context shift off) would cut its output")  # fmt: skip
+        return None
+
+    def admit(self, live: Live) -> None:
+        self._waiting.append(live)
+
+    def running(self) -> int:
+        return sum(1 for s in self._slots if s.live is not None)
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def used_units(self) -> int:
+        return sum(s.live.held for s in self._slots if s.live is not None)
+
+    def release(self, live: Live) -> None:
+        for slot in self._slots:
+            if slot.live is live:
+                slot.live = None
+                slot.t_last_used = self._releases
+                self._releases += 1
+        live.held = 0
+
+    def _idle_slot(self) -> _Slot | None:
+        """get_available_slot by LRU: the idle slot used longest ago, the last of equals."""
+        best = None
+        for slot in self._slots:
+            if slot.live is None and (best is None or slot.t_last_used <= best.t_last_used):
+                best = slot
+        return best
+
+    def schedule(self) -> tuple[Batch, str | None]:
+        while self._waiting:
+            slot = self._idle_slot()
+            if slot is None:
+                break
+            slot.live = self._waiting.popleft()
+        batch: Batch = []
+        for slot in self._slots:  # the sampled tokens of the generating slots
+            if slot.live is not None and slot.live.computed >= slot.live.request.prompt:
+                batch.append((slot.live, 1))
+        size = len(batch)
+        for slot in self._slots:  # then prompts, in slot order, while the batch has room
+            live = slot.live
+            if live is None or live.computed >= live.request.prompt or size >= self._n_batch:
+                continue
+            n = min(live.request.prompt - live.computed, self._n_batch - size)
+            batch.append((live, n))
+            size += n
+        for live, n in batch:
+            live.held += n
+        if self._unified is not None and self.used_units() > self._unified:
+            raise UsageError(f"llama-server's unified KV cache of {self._unified:,} cells is full: it fails every slot "
+                             "(\"Context size has been exceeded\"); give it a larger context (-c)")  # fmt: skip
+        return batch, "seqs" if self._waiting else None

@@ -1,0 +1,271 @@
+"""SGLang's scheduler (sglang 0.5.23: srt/managers/scheduler.py, schedule_policy.py PrefillAdder,
+schedule_batch.py, mem_cache/prefill_budget.py, managers/scheduler_components/
+new_token_ratio_tracker.py; the plain path: one GPU rank, fcfs, no speculative decoding, no
+overlap, no mixed chunk), over the token pool ``kvcalc fit`` finds (the SGLang plan's
+max_total_num_tokens in pages of page_size), for ``kvcalc simulate``.
+
+Each step (``get_next_batch_to_run``) is a prefill batch when one can be built, else a decode step
+of every running request: prefill and decode never share a step (``enable_mixed_chunk`` off).
+
+- A prefill batch (``_get_new_batch_prefill_raw``): none while ``batch_is_full`` (set when a request
+  did not fit or the running requests reach ``max_running_requests``; cleared when a request leaves
+  the running batch, or it is empty) unless a chunked request is half done. The chunked request's
+  next chunk first (``add_chunked_req``: at most the chunk budget), then waiting requests in queue
+  order while the chunk budget (``chunked_prefill_size``) and ``max_prefill_tokens`` last. A request
+  is admitted only if ``prompt + min(max_new_tokens, 4096) + page_size`` is below the pool's free
+  tokens less what the running requests are expected to still write: each running request's
+  ``min(max_new - generated, 4096) x new_token_ratio`` (1 for ``ignore_eos``), and each request
+  admitted in this batch ``pad(chunk, page) + page_size + its clipped max_new`` (its max_new 0 while
+  it is still being chunked) (``PrefillBudget.check_prefill``/``reserve``). A prompt longer than
+  what the chunk budget leaves is cut there (page-aligned) and goes on next step; only one
+  request is chunked at a time. A request that does not fit stops admission and sets
+  ``batch_is_full`` (head of line).
+- A decode step (``update_running_batch``): every running request writes one token; a request
+  needs a new page when its tokens fill its pages (``kv_committed_len % page_size == 0``). When
+  the free tokens do not hold the step (``check_decode_mem``), requests are retracted
+  (``retract_decode``): the one with the fewest output tokens (then the longest prompt) first,
+  at least one, until the step fits, always keeping one; each loses its cache and goes to the
+  BACK of the waiting queue (``_add_request_to_queue``), to be prefilled again, prompt and outputs;
+  new_token_ratio becomes ``min(1, (outputs so far + 20 x running) / (their max_new + 1))`` of the
+  requests kept. A decode step with no retraction decays the ratio by ``(init - min) / 600`` down
+  to ``min``; it returns to ``init`` (0.7 x schedule_conservativeness 1.0; min 0.14 x init) when the
+  server is idle (``on_idle``).
+
+Not modelled: the radix cache (prompts are taken as unshared, and a retracted request's prefix is
+recomputed, as SGLang does: ``release_req`` does not insert it in the tree), the overlap
+scheduler's one-step lag, mixed chunking, and the hybrid SWA and Mamba pools' own admission checks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kvcalc.calc.pages import pad
+from kvcalc.calc.simulate import Batch, Live, Request
+
+# schedule_policy.py CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096).
+CLIP_MAX_NEW_TOKENS = 4096
+# environ.py: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14,
+# SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600, SGLANG_RETRACT_DECODE_STEPS 20.
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+NEW_TOKEN_RATIO_DECAY_STEPS = 600
+RETRACT_DECODE_STEPS = 20
+# arg_groups/fields/schedule.py: max_prefill_tokens 16384.
+MAX_PREFILL_TOKENS = 16384
+
+
+class SglangScheduler:
+    """SGLang's scheduling over a pool of ``max_total_tokens`` tokens in pages of ``page_size``."""
+
+    def __init__(self, max_total_tokens: int, page_size: int, *, max_running_requests: int, context_len: int,
+                 chunked_prefill_size: int | None, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
+                 schedule_conservativeness: float = 1.0, ignore_eos: bool = False) -> None:  # fmt: skip
+        self.pool_units = max_total_tokens
+        self.unit_tokens = 1
+        self.preemptions = 0
+        self._page = page_size
+        self._free = max_total_tokens
+        self._max_running = max_running_requests
+        self._context_len = context_len
+        self._chunk = chunked_prefill_size
+        self._max_prefill = max_prefill_tokens
+        self._ignore_eos = ignore_eos
+        # NewTokenRatioTracker.from_config
+        self.ratio_init = min(INIT_NEW_TOKEN_RATIO * schedule_conservativeness, 1.0)
+        self.ratio_min = min(self.ratio_init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        self._decay = (self.ratio_init - self.ratio_min) / NEW_TOKEN_RATIO_DECAY_STEPS
+        self.new_token_ratio = self.ratio_init
+        self._running: list[Live] = []
+        self._fresh: list[Live] = []  # the last prefill batch's requests, merged into running next step
+        self._chunked: Live | None = None
+        self._waiting: deque[Live] = deque()
+        self._full: str | None = None  # batch_is_full, and why it was set
+
+    # --- the Scheduler protocol -----------------------------------------------------------------
+
+    def refused(self, request: Request) -> str | None:
+        """tokenizer_manager.py: prompt + max_new_tokens over the context length is an error;
+        scheduler.py: a prompt of max_req_input_len (max_req_len - 5) or more is aborted, and
+        init_req_max_new_tokens cuts max_new_tokens to what the empty pool holds
+        (allocator max_new_tokens_for_memory): a request it would cut is refused here."""
+        prompt, output = request.prompt, request.output
+        if prompt + output > self._context_len:
+            return f"prompt + output {prompt + output:,} tokens is over the context length {self._context_len:,}"
+        max_req_len = min(self._context_len - 1, self.pool_units - 1)
+        if prompt >= max_req_len - 5:
+            return f"a prompt of {prompt:,} tokens is at least max_req_input_len {max_req_len - 5:,}"
+        cap = min(max_req_len - prompt - 1, self.pool_units - pad(prompt, self._page) - self._page - 1)
+        if output > cap:
+            return f"SGLang would cut its {output:,} output tokens to {max(cap, 0):,} (what the pool holds beside it)"
+        return None
+
+    def admit(self, live: Live) -> None:
+        self._waiting.append(live)
+
+    def running(self) -> int:
+        return len(self._running) + len(self._fresh) + (self._chunked is not None)
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def used_units(self) -> int:
+        return self.pool_units - self._free
+
+    def release(self, live: Live) -> None:
+        self._free += live.held
+        live.held = 0
+        (self._running if live in self._running else self._fresh).remove(live)
+        self._full = None  # a request left the batch (filter_batch)
+        if not self._running and not self._fresh and self._chunked is None and not self._waiting:
+            self.new_token_ratio = self.ratio_init  # on_idle: new_token_ratio_tracker.reset()
+
+    def schedule(self) -> tuple[Batch, str | None]:
+        self._running += self._fresh  # merge_batch: the last prefill batch joins the running batch
+        self._fresh = []
+        batch, stall = self._prefill()
+        if batch:
+            return batch, stall
+        if self._running:
+            return self._decode(), stall
+        return [], stall
+
+    # --- prefill ------------------------------------------------------------------------------------
+
+    def _max_new(self, live: Live) -> int:
+        return min(max(live.request.output - live.generated, 0), CLIP_MAX_NEW_TOKENS)
+
+    def _prefill(self) -> tuple[Batch, str | None]:
+        if not self._running:
+            self._full = None
+        if (self._full or not self._waiting) and self._chunked is None:
+            return [], self._full if self._waiting else None
+        if self._chunked is None and len(self._running) >= self._max_running:
+            self._full = "seqs"
+            return [], "seqs"
+        ratio = 1.0 if self._ignore_eos else self.new_token_ratio
+        total = current = 0.0  # PrefillBudget's total_offset and current_offset
+        total += sum(self._max_new(r) * ratio for r in self._running)
+        rem_input = self._max_prefill
+        rem_chunk = self._chunk
+        batch: Batch = []
+
+        def reserve(n: int, max_new: int) -> None:
+            nonlocal total, current, rem_input, rem_chunk
+            paged = pad(n, self._page)
+            total += paged + self._page + max_new
+            current += paged + self._page
+            rem_input -= paged
+            if rem_chunk is not None:
+                rem_chunk -= paged
+
+        chunked = self._chunked
+        if chunked is not None:  # add_chunked_req
+            assert rem_chunk is not None  # only chunked prefill leaves a request half done
+            left = chunked.tokens - chunked.computed
+            # available_chunk_tokens: what the pool has left, or the whole chunk to make progress.
+            take = min(rem_chunk, int(self._free - total))
+            n = min(left, take if take > 0 else rem_chunk)
+            self._allocate(chunked, n)
+            batch.append((chunked, n))
+            reserve(n, 0 if n < left else min(chunked.request.output, CLIP_MAX_NEW_TOKENS))
+            if n == left:
+                self._fresh.append(chunked)
+                self._chunked = None
+        stall = None
+        while self._waiting:
+            if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                stall = "budget"
+                break
+            if len(batch) >= self._max_running - len(self._running):
+                self._full = "seqs"
+            if self._full:
+                stall = self._full
+                break
+            live = self._waiting[0]
+            left = live.tokens - live.computed
+            need = left + self._max_new(live) + self._page
+            if not need < self._free - total:  # check_prefill: total_tokens < remaining_total
+                self._full = "kv" if batch or self._running else None
+                stall = "kv"
+                break
+            n, whole = left, True
+            if rem_chunk is None:
+                if batch and pad(left, self._page) >= rem_input:
+                    stall = "budget"
+                    break
+            elif pad(left, self._page) > rem_chunk:
+                n = rem_chunk // self._page * self._page
+                if n <= 0:
+                    stall = "budget"
+                    break
+                whole = False
+            self._waiting.popleft()
+            self._allocate(live, n)
+            batch.append((live, n))
+            # _select_prefill_admission reserves the whole clipped max_new_tokens, outputs so far or not.
+            reserve(n, min(live.request.output, CLIP_MAX_NEW_TOKENS) if whole else 0)
+            if whole:
+                self._fresh.append(live)
+            else:
+                self._chunked = live
+            if not (self._free - total > 0 and self._free - current > 0):  # budget_state: NO_TOKEN
+                self._full = "kv"
+                stall = "kv" if self._waiting else None
+                break
+        return batch, stall
+
+    def _allocate(self, live: Live, n: int) -> None:
+        """alloc_extend / alloc_decode: the request's tokens in whole pages."""
+        need = pad(live.computed + n, self._page) - live.held
+        self._free -= need
+        live.held += need
+
+    # --- decode ---------------------------------------------------------------------------------------
+
+    def _decode_need(self, reqs: list[Live]) -> int:
+        """new_tokens_required_next_decode: a page for each request whose pages are full."""
+        return sum(self._page for r in reqs if r.computed % self._page == 0)
+
+    def _decode(self) -> Batch:
+        if self._decode_need(self._running) > self._free:
+            self._retract()
+        else:
+            self.new_token_ratio = max(self.new_token_ratio - self._decay, self.ratio_min)
+        batch: Batch = []
+        for live in self._running:
+            self._allocate(live, 1)
+            batch.append((live, 1))
+        return batch
+
+    def _retract(self) -> None:
+        """retract_decode: fewest outputs (then longest prompt) out first, until the step fits."""
+        keep = sorted(self._running, key=lambda r: (r.generated, -r.request.prompt), reverse=True)
+        first = True
+        while first or self._decode_need(keep) > self._free:
+            if len(keep) == 1:
+                break
+            first = False
+            victim = keep.pop()
+            self._free += victim.held
+            victim.held = victim.computed = 0
+            victim.preemptions += 1
+            self.preemptions += 1
+            self._waiting.append(victim)
+        self._running = [r for r in self._running if r in keep]
+        outputs = sum(r.generated for r in self._running)
+        asked = sum(r.request.output for r in self._running)
+        self.new_token_ratio = min(1.0, (outputs + RETRACT_DECODE_STEPS * len(self._running)) / (asked + 1))
+        self._full = None
+
+
+def default_chunked_prefill_size(gpu_mib: int | None) -> tuple[int, str]:
+    """SGLang 0.5.23's chunked_prefill_size by the GPU's memory in MiB (arg_groups/memory_hook.py
+    _handle_gpu_memory_settings; 4096 when the memory is unknown), and the tier's words."""
+    if gpu_mib is None:
+        return 4096, "the GPU's memory unknown"
+    tiers = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
+    for below_gib, size in tiers:
+        if gpu_mib < below_gib * 1024:
+            return size, f"a GPU under {below_gib} GiB"
+    return 16384, "a GPU of 160 GiB or more"

@@ -1,0 +1,117 @@
+"""SGLang's scheduler (engines/sglang/scheduler.py, from sglang 0.5.23's scheduler.py,
+schedule_policy.py PrefillAdder, schedule_batch.py and mem_cache/prefill_budget.py) on small
+scenarios derived by hand: a stub step of 1 s, so every time is a step count. A step is either a
+prefill batch or a decode step of every running request, never both."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvcalc.api import Load, StepTimes, simulate
+from kvcalc.calc.simulate import Request
+from kvcalc.engines.sglang.scheduler import SglangScheduler, default_chunked_prefill_size
+from kvcalc.errors import UsageError
+from tests.helpers.step_log import run_steps
+
+
+def _sglang(pool: int, *, chunk: int | None = 100, running: int = 10, ignore_eos: bool = False,
+            conservativeness: float = 1.0) -> SglangScheduler:  # fmt: skip
+    return SglangScheduler(pool, 1, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
+                           ignore_eos=ignore_eos, schedule_conservativeness=conservativeness)  # fmt: skip
+
+
+def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
+    # chunked_prefill_size 4; A (6 prompt, 3 out) and B (3, 2) at t=0.
+    # step 1: A's 6 > 4: its first chunk of 4 (the chunk budget spent: B waits, "budget").
+    # step 2: A's last 2 (first token at t=2), B's first 2 of 3 (the 2 the budget leaves).
+    # step 3: B's last 1 (first token t=3); A is running but a prefill step decodes nothing.
+    # steps 4, 5: decode A and B (B's 2nd token ends it at t=4), then A alone (t=5).
+    run, log, done = run_steps(_sglang(100, chunk=4), [(0, 6, 3), (0, 3, 2)])
+    assert log.steps == [{0: 4}, {0: 2, 1: 2}, {1: 1}, {0: 1, 1: 1}, {0: 1}]
+    assert (done[0].first_token_s, done[0].finished_s) == (2, 5)
+    assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
+    assert done[0].gaps == (2, 1)  # A's second token waits out B's prefill step
+    assert run.stalls == {"budget": 1}
+
+
+def test_admission_reserves_new_token_ratio_of_the_running_outputs() -> None:
+    # Pool 40; A (10, 10) at t=0, B (10, 10) arrives at t=1.5, so it is first seen at step 3.
+    # step 3: A holds 11 tokens (prompt + 1 decoded), 2 outputs, 8 to go; free 29. B needs
+    # 10 + 10 + 1 = 21 < 29 - 8 x ratio (0.7 less one decay step, 0.6990) = 23.4: admitted.
+    # A then decodes in steps 2, 4..11 (10 tokens by t=11), B in 4..12 (first at t=3, 10th at t=12).
+    run, log, done = run_steps(_sglang(40), [(0, 10, 10), (1.5, 10, 10)])
+    assert log.steps[:4] == [{0: 10}, {0: 1}, {1: 10}, {0: 1, 1: 1}]
+    assert (done[0].finished_s, done[1].first_token_s, done[1].finished_s) == (11, 3, 12)
+    assert run.preemptions == 0
+
+
+def test_ignore_eos_reserves_every_remaining_output() -> None:
+    # The same with ignore_eos: A's 8 outputs to go are reserved whole: 21 < 29 - 8 = 21 fails, so
+    # B waits; batch_is_full then holds admission shut (steps 3..10, "kv") until A ends at t=10.
+    run, log, done = run_steps(_sglang(40, ignore_eos=True), [(0, 10, 10), (1.5, 10, 10)])
+    assert log.steps[10] == {1: 10}
+    assert (done[0].finished_s, done[1].first_token_s, done[1].finished_s) == (10, 11, 20)
+    assert run.stalls == {"kv": 8}
+
+
+def test_decode_out_of_memory_retracts_the_request_with_fewest_outputs() -> None:
+    # Pool 21, schedule_conservativeness 0.1: new_token_ratio 0.07, so B (4, 10), arriving at 1.5,
+    # is admitted at step 3 beside A (4, 10): 15 < 16 - 8 x 0.0699. Each decode step then takes 2
+    # tokens: free 16 - 4 = 12 after step 3, 0 after step 9. Step 10: 2 > 0, retract: A has 8
+    # outputs, B 7: B goes (its 10 tokens freed), to the back of the queue; A decodes alone.
+    # Step 11: B needs 11 + 3 + 1 = 15, free 9: A decodes its 10th token (ends at t=11).
+    # Step 12: B's prompt and 7 outputs again (11 tokens: its 8th output), then 13, 14.
+    scheduler = _sglang(21, conservativeness=0.1)
+    run, log, done = run_steps(scheduler, [(0, 4, 10), (1.5, 4, 10)])
+    assert log.steps[8:12] == [{0: 1, 1: 1}, {0: 1}, {0: 1}, {1: 11}]
+    assert (done[0].first_token_s, done[0].finished_s, done[0].preemptions) == (1, 11, 0)
+    assert (done[1].first_token_s, done[1].finished_s, done[1].preemptions) == (3, 14, 1)
+    assert run.preemptions == 1 and run.steps == 14
+    assert scheduler.new_token_ratio == pytest.approx(0.07)  # back to init once idle
+
+
+def test_max_running_requests_holds_the_next_request() -> None:
+    # max_running_requests 1: B waits for A's end (steps 1 and 2 stall on "seqs").
+    run, log, done = run_steps(_sglang(100, running=1), [(0, 2, 2), (0, 2, 2)])
+    assert log.steps == [{0: 2}, {0: 1}, {1: 2}, {1: 1}]
+    assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
+    assert run.stalls == {"seqs": 2}
+
+
+def test_requests_sglang_would_cut_or_refuse() -> None:
+    # Pool 21, context 1000: max_req_len = min(999, 20) = 20; max_new_tokens is cut to
+    # min(20 - prompt - 1, 21 - prompt - 1 - 1) = 15 for a prompt of 4.
+    scheduler = _sglang(21)
+    assert scheduler.refused(Request(0, 0, 4, 15)) is None
+    assert "cut" in (scheduler.refused(Request(0, 0, 4, 16)) or "")
+    assert "max_req_input_len" in (scheduler.refused(Request(0, 0, 15, 1)) or "")  # 15 >= 20 - 5
+    assert "context length" in (_sglang(10_000).refused(Request(0, 0, 900, 101)) or "")
+
+
+@pytest.mark.parametrize(("mib", "size"), [(16_384, 2048), (24_564, 4096), (40_960, 4096), (81_559, 8192),
+                                           (143_771, 8192), (183_359, 16384), (None, 4096)])  # fmt: skip
+def test_chunked_prefill_size_by_gpu_memory(mib: int | None, size: int) -> None:
+    # arg_groups/memory_hook.py (0.5.23): < 20 GiB 2048, < 35 4096, < 60 4096, < 90 8192, < 160 8192,
+    # else 16384; unknown 4096.
+    assert default_chunked_prefill_size(mib)[0] == size
+
+
+def test_the_engine_simulates_over_its_token_pool() -> None:
+    # A 1 GiB budget for Llama 3.1 8B: a token is 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B,
+    # so 8,192 tokens. Three requests of 100 + 10 at once: one prefill step for all three (each
+    # needs 111 of the pool), then 9 decode steps.
+    report = simulate("llama-3.1-8b", load=Load(rate=math.inf, count=3, prompt=100, output=10), engine="sglang",
+                      kv_budget=2**30, step_times=StepTimes(1.0, 0.0))  # fmt: skip
+    assert report.run.pool_units == 8192
+    assert report.run.steps == 10
+    assert any(n.startswith("SGLang's scheduler: 8,192 tokens") for n in report.notes)
+
+
+def test_a_pool_sglang_refuses_to_start_is_one_error() -> None:
+    # gpt-oss-20b's sliding layers keep a window of 128 (SGLang's sliding_window_size 127): an SWA pool
+    # that a 1 MiB budget leaves is under the admission floor 127 + 1, so SGLang would not start.
+    with pytest.raises(UsageError, match="SGLang refuses this: its sliding-window pool"):
+        simulate("gpt-oss-20b", load=Load(rate=1.0, count=1, prompt=2, output=2), engine="sglang", kv_budget=2**20,
+                 step_times=StepTimes(1.0, 0.0))  # fmt: skip
