@@ -32,7 +32,8 @@ def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
     assert log.steps == [{0: 4}, {0: 2, 1: 2}, {1: 1}, {0: 1, 1: 1}, {0: 1}]
     assert (done[0].first_token_s, done[0].finished_s) == (2, 5)
     assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
-    assert done[0].gaps == (2, 1)  # A's second token waits out B's prefill step
+    # Gaps: A's 2nd token waits out B's prefill step (2 s), its 3rd 1 s; B's 2nd 1 s.
+    assert sorted(run.itl) == [(1.0, 1), (1.0, 1), (2.0, 1)]
     assert run.stalls == {"budget": 1}
 
 
