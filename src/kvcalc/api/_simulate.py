@@ -314,14 +314,14 @@ class CapacityReport:
 
 # What a stall reason of a scheduler binds, in words.
 _BINDS = {"kv": "the KV pool (requests wait for blocks, or are preempted)",
-          "seqs": "max_num_seqs (the engine's cap on requests running at once)",
+          "seqs": "the engine's cap on requests running at once (its max_num_seqs, running requests or slots)",
           "budget": "compute (the step's token budget is full: requests wait for prefill)"}  # fmt: skip
 
 
 def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", **common: object) -> CapacityReport:
     """The highest ``rate`` (requests a second, Poisson) or ``concurrency`` (clients) at which ``load``'s
     requests meet ``slo`` at its percentile, by bisection over repeatable runs (the same seed), with
-    the binding constraint named from the run just beyond it: the KV pool, max_num_seqs, or compute.
+    the binding constraint named from the run just beyond it: the KV pool, the cap on running requests, or compute.
     ``find`` "gpus": the fewest tensor-parallel GPUs (1, 2, 4, 8) that serve ``load`` within it."""
     from dataclasses import replace
 

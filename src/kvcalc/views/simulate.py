@@ -92,7 +92,7 @@ def simulation_view(data: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-_STALLS = {"kv": "KV pool", "seqs": "max_num_seqs", "budget": "token budget"}
+_STALLS = {"kv": "KV pool", "seqs": "cap on running requests", "budget": "token budget"}
 
 
 def capacity_dict(report: CapacityReport) -> dict[str, Any]:
