@@ -128,6 +128,9 @@ def simulate(
     if limit < longest:
         raise UsageError(f"a request of {longest:,} tokens is longer than max_model_len {limit:,}",
                          param="max_model_len")  # fmt: skip
+    if gpu is not None and kv_budget is not None and step_times is not None:
+        raise UsageError("gpu changes nothing here: kv_budget sizes the pool and step_times time the steps",
+                         param="gpu")  # fmt: skip
     wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
     weights = compute.weights if compute is not None else None
     scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit, kv_budget, revision,

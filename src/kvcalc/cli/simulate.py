@@ -153,6 +153,8 @@ def simulate(
     if find is not None:
         if target is None:
             raise UsageError("--find needs --slo: the latencies the load must meet")
+        if plot is not None or timeline:
+            raise UsageError("--plot and --timeline draw one run: give them without --find")
         found = api.find_capacity(model, load=load, slo=target, find=find, **common)
         from kvcalc.views.simulate import capacity_dict, capacity_view
 

