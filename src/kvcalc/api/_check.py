@@ -197,6 +197,10 @@ def check(
     request = _Request(model, gpu, engine, dict(given), tuple(line), tolerance)
     observation, asked = observe(target, timeout=timeout)
     settings = _settings(observation, request)
+    if "utilization" in request.given and gpu is None and observation.term("gpu memory") is None:
+        # The share sizes kvcalc's budget on a GPU, and the 0.95 what-if on the GPU's memory: neither here.
+        raise UsageError("utilization changes nothing without the GPU: give gpu (or a log that states its memory)",
+                         param="utilization")  # fmt: skip
     predicted_engine, opened_model = _prediction_inputs(observation, request, settings)
     report = CheckReport(observation, asked, predicted_engine, opened_model, settings, tolerance=tolerance)
     if opened_model is not None and predicted_engine is not None:
