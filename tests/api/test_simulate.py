@@ -181,3 +181,40 @@ def test_the_benchmark_runs_api_simulate_itself(bench: Any) -> None:
     _, handling = bench._coster(str(lone.source["id"]))
     moved = bench.run(lone, bench.Knobs(handling_s=handling + 0.1))
     assert moved.done[0].ttft_s - shipped.done[0].ttft_s == pytest.approx(0.1, abs=1e-9)
+
+
+def _slots_run(engine: str, batch: int | None) -> api.SimulationReport:
+    return api.simulate("llama-3.1-8b", engine=engine, kv_budget=2**30, max_model_len=300,
+                        step_times=api.StepTimes(1.0, 0.0),
+                        load=api.Load(rate=math.inf, count=3, prompt=100, output=10, batch=batch))  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["llama-server", "llama.cpp"])
+def test_llama_servers_slots_are_the_batch(engine: str) -> None:
+    # -np 2 (batch 2) slots of max_model_len 300: n_ctx = pad(2 x 300, 256) = 768 cells (unified
+    # for llama-server; llama.cpp's two streams of pad(768 / 2, 256) = 512 each), n_batch
+    # min(600, 2048) = 600. Three requests of 100 + 10 at t = 0, steps of 1 s: ids 0 and 1 take
+    # the two slots and read both prompts in step 1 (200 <= 600 tokens), sampling their first
+    # token at t = 1, then 9 decode steps: both end at t = 10. Id 2 waits for a slot (queue 10 s),
+    # reads its prompt in step 11 (first token at 11) and ends after 9 more, at t = 20: 20 steps.
+    report = _slots_run(engine, 2)
+    run = report.run
+    done = {d.request.id: d for d in run.done}
+    assert run.steps == 20
+    assert [done[i].queue_s for i in range(3)] == [0.0, 0.0, 10.0]
+    assert [done[i].ttft_s for i in range(3)] == [1.0, 1.0, 11.0]
+    assert [done[i].e2e_s for i in range(3)] == [10.0, 10.0, 20.0]
+    assert any(n.startswith("llama-server's slots: -np 2 -c 768") for n in report.notes)
+
+
+def test_one_slot_by_default_and_said() -> None:
+    # No batch: -np 1, the three requests one after another: 3 x (1 prefill + 9 decode) steps.
+    report = _slots_run("llama-server", None)
+    assert report.run.steps == 30
+    assert any(n.startswith("one slot (-np 1 -kvu)") for n in report.notes)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "ollama", "theoretical"])
+def test_a_batch_is_refused_by_an_engine_without_slots(engine: str) -> None:
+    with pytest.raises(UsageError, match="has no slots"):
+        _slots_run(engine, 2)

@@ -45,3 +45,24 @@ def test_misuse_is_one_line(run_cli, extra: tuple[str, ...], message: str) -> No
 def test_a_bad_rate_is_one_line(run_cli) -> None:
     result = run_cli(*[w if w != "inf" else "fast" for w in BASE])
     assert result.exit_code == 2 and "--rate 'fast'" in result.stderr
+
+
+def test_batch_runs_llama_servers_slots(run_cli) -> None:
+    # --batch 2 is llama-server's -np 2, as fit takes it. Three requests of 100 + 10 at once, steps
+    # of 1 s (--step-times 1,0): two slots read both prompts in step 1 and end after 9 decode steps
+    # at t = 10; the third waits 10 s for a slot, first token at 11, end at 20. Percentiles linear
+    # between ranks (numpy's): of 3 sorted values p50 is the middle one, p90 the second + 0.8 x
+    # (third - second): queue [0, 0, 10] mean 10/3, p90 8; TTFT [1, 1, 11] p50 1; E2E [10, 10, 20]
+    # p90 18.
+    result = run_cli("simulate", TINY, "--engine", "llama-server", "--kv-budget", "16MiB", "--step-times", "1,0",
+                     "-p", "100", "-o", "10", "-n", "3", "--rate", "inf", "--batch", "2", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["load"]["batch"] == 2 and data["steps"] == 20
+    assert data["queue"]["mean_s"] == pytest.approx(10 / 3) and data["queue"]["p90_s"] == pytest.approx(8.0)
+    assert data["ttft"]["p50_s"] == pytest.approx(1.0) and data["e2e"]["p90_s"] == pytest.approx(18.0)
+
+
+def test_batch_is_refused_without_slots(run_cli) -> None:
+    result = run_cli(*BASE, "--batch", "2")
+    assert result.exit_code == 2 and "vllm has no slots: --batch sizes" in result.stderr

@@ -28,7 +28,9 @@ class Load:
     """How requests come: ``rate`` per second (gaps drawn from a gamma of shape ``burstiness``: 1
     Poisson, below 1 burstier; inf: all at once) or ``concurrency`` clients each sending the next
     request when the last ends; ``count`` requests in all, lengths ``prompt`` + ``output`` or the
-    ``lengths`` given (in turn), drawn with ``seed``."""
+    ``lengths`` given (in turn), drawn with ``seed``. ``batch``: the requests a server with slots
+    runs at once, llama-server's ``-np`` (fit's and speed's batch; None: one slot), refused by an
+    engine without slots."""
 
     rate: float | None = None
     concurrency: int | None = None
@@ -40,6 +42,7 @@ class Load:
     lengths: tuple[tuple[int, int], ...] = ()
     burstiness: float = 1.0
     seed: int = 0
+    batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,9 @@ def simulate(
                          param="gpu")  # fmt: skip
     wanted = as_serving(serving, engine=engine, kv_dtype=kv_dtype)
     weights = compute.weights if compute is not None else None
+    batch = None if load.batch is None else checks.count(load.batch, "batch")
     scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit, kv_budget, revision,
-                                                               on_fetch, weights)  # fmt: skip
+                                                               on_fetch, weights, batch)  # fmt: skip
     notes += fit_notes
     handling = 0.0
     timer: StepTime
@@ -189,19 +193,23 @@ def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] |
 
 
 def _scheduler(model: ModelArg, gpu: str | None, serving: Serving, tp: int, max_model_len: int,
-               kv_budget: int | None, revision: str | None, on_fetch: OnFetch,
-               weights: int | None = None) -> tuple[Scheduler, int, str, list[str]]:  # fmt: skip
-    """The engine's scheduler over the pool fit finds (its own arithmetic: vLLM's blocks)."""
+               kv_budget: int | None, revision: str | None, on_fetch: OnFetch, weights: int | None = None,
+               batch: int | None = None) -> tuple[Scheduler, int, str, list[str]]:  # fmt: skip
+    """The engine's scheduler over the pool fit finds (its own arithmetic: vLLM's blocks); ``batch``
+    the slots of an engine that has them (fit's batch: llama-server's -np)."""
     from kvcalc.api._fit import Capacity, fit
 
     if gpu is None and kv_budget is None:
         raise UsageError("give a GPU (--gpu) or a KV budget (--kv-budget) to size the pool", param="gpu")
     capacity = Capacity(kv_budget=kv_budget, weights=weights, max_model_len=max_model_len)
-    report = fit(model, gpu=None if kv_budget is not None else gpu, tokens=max_model_len, serving=serving,
-                 layout=Layout(tp=tp), capacity=capacity, verdict=False, revision=revision,
+    report = fit(model, gpu=None if kv_budget is not None else gpu, tokens=max_model_len, batch=batch or 1,
+                 serving=serving, layout=Layout(tp=tp), capacity=capacity, verdict=False, revision=revision,
                  on_fetch=on_fetch)  # fmt: skip
     chosen = report.engine
     assert chosen is not None
+    if batch is not None and not chosen.has_slots:
+        raise UsageError(f"{chosen.name} has no slots: batch sizes llama-server's -np, and changes nothing "
+                         "here", param="batch")  # fmt: skip
     gpu_bytes = None
     if gpu is not None:
         from kvcalc.gpus import find_gpu

@@ -67,6 +67,12 @@ BurstinessOpt = Annotated[
     typer.Option("--burstiness", metavar="B", rich_help_panel=WORKLOAD_PANEL,
                  help="Gaps' gamma shape (1: Poisson; below 1 burstier), as vllm bench serve's."),
 ]  # fmt: skip
+SlotsOpt = Annotated[
+    str | None,
+    typer.Option("--batch", "-b", metavar="B", rich_help_panel=WORKLOAD_PANEL,
+                 help="llama-server's slots (-np B), as fit and speed take them: B requests at once, the next "
+                 "waiting for a free slot (default 1). Refused by an engine without slots."),
+]  # fmt: skip
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="S", rich_help_panel=WORKLOAD_PANEL,
                                       help="The arrivals' random seed: a run is repeatable.")]  # fmt: skip
 StepTimesOpt = Annotated[
@@ -111,6 +117,7 @@ def simulate(
     requests: RequestsOpt = 1000,
     burstiness: BurstinessOpt = 1.0,
     seed: SeedOpt = 0,
+    batch: SlotsOpt = None,
     max_model_len: MaxModelLenOpt = None,
     engine: EngineOpt = DEFAULT_ENGINE,
     kv_dtype: KvDtypeOpt = None,
@@ -131,10 +138,12 @@ def simulate(
       kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --rate 10
       kvcalc simulate qwen3-8b --gpu h100 -p 2k -o 512 --concurrency 64 -n 500
       kvcalc simulate qwen3-8b --gpu h100 -n 200 --slo ttft=1s --find rate
+      kvcalc simulate llama-3.1-8b --gpu h100 --engine llama-server --batch 4 -p 1k -o 256 --rate 2
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
     step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each
-    step takes speed's estimate for its mix of prefill and decode tokens.
+    step takes speed's estimate for its mix of prefill and decode tokens. llama-server runs --batch
+    slots (-np) of --max-model-len tokens each.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError
@@ -143,7 +152,7 @@ def simulate(
         raise UsageError("give a MODEL (preset, config.json or repo id)")
     load = api.Load(rate=_rate(rate), concurrency=concurrency, count=requests, prompt=count(prompt, "--prompt"),
                     output=count(output, "--output"), lengths=_lengths(lengths), burstiness=burstiness,
-                    seed=seed)  # fmt: skip
+                    seed=seed, batch=count(batch, "--batch"))  # fmt: skip
     common: dict[str, Any] = {
         "gpu": gpu, "tp": tp, "kv_budget": size(kv_budget, "--kv-budget"), "step_times": _step_times(step_times),
         "max_model_len": count(max_model_len, "--max-model-len"), "revision": revision, "on_fetch": say_fetching,

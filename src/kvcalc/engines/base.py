@@ -449,6 +449,12 @@ class Engine(ABC):
 
     # --- simulate: the engine's scheduler over its pool (kvcalc.calc.simulate) ----------------------
 
+    @property
+    def has_slots(self) -> bool:
+        """Whether this engine's scheduler runs a fixed number of slots, fit's batch (llama-server's
+        -np), so that simulate takes one. Optional: default False."""
+        return False
+
     def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
         """The engine's scheduler over the pool ``fit`` found, for requests of at most
         ``max_model_len`` tokens on a GPU of ``gpu_bytes`` (None: a budget given), and notes.

@@ -413,6 +413,12 @@ class LlamaCpp(Engine):
 
     # --- simulate ----------------------------------------------------------------------------------
 
+    @property
+    def has_slots(self) -> bool:
+        """llama-server's -np slots: llama.cpp and llama-server themselves; Ollama and LM Studio,
+        which bundle it, have schedulers of their own (not modelled)."""
+        return type(self) in (LlamaCpp, LlamaServer)
+
     def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
         """llama-server's slots (engines/llamacpp/scheduler.py): fit's workload is the server, -np
         ``fit.batch`` slots of ``fit.tokens`` tokens, n_ctx = pad(np x tokens, 256), each slot its own
@@ -434,7 +440,7 @@ class LlamaCpp(Engine):
                  "prompt cache not modelled"]  # fmt: skip
         if type(self) is LlamaServer and slots == 1:
             notes.append("one slot (-np 1 -kvu): a plain llama-server (-np auto) runs 4 slots on one unified cache of "
-                         "-c cells (tools/server/server.cpp), which is a batch of 4")  # fmt: skip
+                         "-c cells (tools/server/server.cpp), which is --batch 4")  # fmt: skip
         if fit.max_concurrency < slots:
             notes.append(f"warning: the KV budget holds {fit.max_concurrency:,} request(s) of {tokens:,} tokens, fewer "
                          f"than the {slots} slots: llama.cpp would fail to allocate -c {n_ctx:,}; simulated as if "

@@ -21,7 +21,11 @@ the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simu
   ("Context size has been exceeded", ``decode``): simulated as an error.
 
 Not modelled: the prompt cache (``cache_prompt``, slot similarity: prompts are taken as unshared),
-speculative decoding, and an idle slot's cells kept for its cached prompt.
+speculative decoding, an idle slot's cells kept for its cached prompt, and the HTTP server's threads:
+a non-streamed request holds one of max(np + 2, cores - 1) (tools/server/server.cpp
+``n_threads_http``) until its reply, and requests past them wait in cpp-httplib's pool, which may
+hand adjacent ones to the task queue out of order (seen on a real -np 4 replay:
+tests/fixtures/servers/llama-server-0c1e570/README.md).
 """
 
 from __future__ import annotations
