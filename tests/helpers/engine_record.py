@@ -5,10 +5,9 @@ step-time fit on a calibration replay's steps, and the replayed trace for ``api.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from kvcalc import api
 from kvcalc.calc.simulate import percentile
@@ -43,7 +42,7 @@ def load(name: str) -> Recording:
     return Recording(data["requests"], data["steps"])
 
 
-def step_rows(rec: Recording) -> tuple[Any, Any]:
+def step_rows(rec: Recording) -> tuple[list[list[float]], list[float]]:
     """Per step after a busy one (the engine ran back to back: an idle wait is no step's cost): the
     regressors [1, decode tokens, decode context, prefill tokens] and its seconds (end to end).
     vLLM counts a preempted request's recompute as generation (a request with outputs is no
@@ -59,9 +58,26 @@ def step_rows(rec: Recording) -> tuple[Any, Any]:
         if decode > s["decode_requests"][k]:
             prefill += decode - s["decode_requests"][k] + 1
             decode = s["decode_requests"][k] - 1
-        rows.append([1.0, decode, s["decode_context"][k], prefill])
+        rows.append([1.0, float(decode), float(s["decode_context"][k]), float(prefill)])
         seconds.append(s["end_s"][k] - s["end_s"][k - 1])
-    return np.array(rows, dtype=float), np.array(seconds)
+    return rows, seconds
+
+
+def least_squares(rows: list[list[float]], y: list[float]) -> list[float]:
+    """The coefficients minimising the squared residuals: the normal equations, solved by Gaussian
+    elimination with partial pivoting (columns scaled to 1 first: they span 1 to ~15,000)."""
+    n = len(rows[0])
+    scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(n)]
+    a = [[sum(r[i] * r[j] for r in rows) / (scale[i] * scale[j]) for j in range(n)]
+         + [sum(r[i] * v for r, v in zip(rows, y, strict=True)) / scale[i]] for i in range(n)]  # fmt: skip
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        for i in range(n):
+            if i != col:
+                f = a[i][col] / a[col][col]
+                a[i] = [x - f * p for x, p in zip(a[i], a[col], strict=True)]
+    return [a[i][n] / a[i][i] / scale[i] for i in range(n)]
 
 
 def fit_step_times(rec: Recording) -> tuple[api.StepTimes, float]:
@@ -69,20 +85,23 @@ def fit_step_times(rec: Recording) -> tuple[api.StepTimes, float]:
     (the machine pausing the engine: a run's stalls, not a step's cost) are dropped and the fit
     redone until it settles. Also the share of the steps kept."""
     x, y = step_rows(rec)
-    keep = np.ones(len(y), dtype=bool)
+    keep = [True] * len(y)
     for _ in range(10):
-        coef = np.linalg.lstsq(x[keep], y[keep], rcond=None)[0]
-        residual = y - x @ coef
-        centre = np.median(residual[keep])
-        mad = 1.4826 * np.median(np.abs(residual[keep] - centre))
-        new = np.abs(residual - centre) <= TRIM_MADS * mad
-        if (new == keep).all():
+        coef = least_squares(
+            [r for r, k in zip(x, keep, strict=True) if k], [v for v, k in zip(y, keep, strict=True) if k]
+        )
+        residual = [v - sum(c * t for c, t in zip(coef, r, strict=True)) for r, v in zip(x, y, strict=True)]
+        kept = [e for e, k in zip(residual, keep, strict=True) if k]
+        centre = statistics.median(kept)
+        mad = 1.4826 * statistics.median(abs(e - centre) for e in kept)
+        new = [abs(e - centre) <= TRIM_MADS * mad for e in residual]
+        if new == keep:
             break
         keep = new
-    base, decode, context, prefill = (float(v) for v in coef)
+    base, decode, context, prefill = coef
     times = api.StepTimes(base_s=base, token_s=decode, context_s=context, prefill_token_s=prefill,
                           handling_s=handling(rec))  # fmt: skip
-    return times, float(keep.mean())
+    return times, sum(keep) / len(keep)
 
 
 def handling(rec: Recording) -> float:
@@ -95,4 +114,4 @@ def handling(rec: Recording) -> float:
         before = [e for e in ends if e <= r["queued_s"]]
         if not before or r["queued_s"] - before[-1] > 2e-4:
             waits.append(r["queued_s"] - r["submit_s"])
-    return float(np.median(waits))
+    return statistics.median(waits)
