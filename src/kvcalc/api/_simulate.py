@@ -48,16 +48,23 @@ class Load:
 @dataclass(frozen=True)
 class StepTimes:
     """Step times measured on a real server, in place of speed's model: ``base_s`` a step,
-    ``token_s`` a token fed, ``context_s`` a cached token a decoding sequence reads, and
-    ``handling_s`` the server's time with a request before its first step (the API server)."""
+    ``token_s`` a token fed, ``context_s`` a cached token a decoding sequence reads,
+    ``handling_s`` the server's time with a request before its first step (the API server), and
+    ``prefill_token_s`` a prompt token fed in a prefill chunk where it costs other than a decode
+    token (None: ``token_s``; a decoding sequence's one token carries its sampling and its row of
+    the batch, a chunk's tokens share theirs)."""
 
     base_s: float
     token_s: float
     context_s: float = 0.0
     handling_s: float = 0.0
+    prefill_token_s: float | None = None
 
     def __call__(self, shape: StepShape) -> float:
-        return self.base_s + self.token_s * shape.tokens + self.context_s * shape.decode_context
+        prefill = self.token_s if self.prefill_token_s is None else self.prefill_token_s
+        decode_tokens = shape.tokens - shape.prefill_tokens
+        return (self.base_s + self.token_s * decode_tokens + prefill * shape.prefill_tokens
+                + self.context_s * shape.decode_context)  # fmt: skip
 
 
 @dataclass(frozen=True)
