@@ -27,12 +27,24 @@ def test_json_holds_the_latencies_and_the_pool(run_cli) -> None:
     assert len(data["requests"]) == 2
 
 
+def test_step_times_take_a_prompt_tokens_price_and_the_handling(run_cli) -> None:
+    # The same two requests with a prompt token priced 2e-5 apart from a decode token (1e-5) and
+    # 0.001 s of handling before each request's first step: the prefill step costs 0.002 + 200 x
+    # 2e-5 = 0.006 s, after the 0.001 s handling: TTFT 0.007; the 9 decodes cost 0.00202 s each.
+    result = run_cli(*[w if w != "0.002,1e-5" else "0.002,1e-5,0,2e-5,0.001" for w in BASE], "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ttft"]["p50_s"] == pytest.approx(0.007)
+    assert data["e2e"]["p50_s"] == pytest.approx(0.007 + 9 * 0.00202)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [(("--find", "rate"), "--find needs --slo"),
      (("--slo", "ttft=1s", "--find", "rate", "--plot", "x.png"), "give them without --find"),
      (("--timeline",), "--timeline goes with --json"),
      (("--step-times", "a,b"), "--step-times 'a,b'"),
+     (("--step-times", "1,2,3,4,5,6"), "give A,B[,C,P,H]"),
      (("--gpu", "h100"), "gpu changes nothing here"),
      (("--slo", "latency=1s"), "not one of")],
 )  # fmt: skip

@@ -1,5 +1,6 @@
 """``kvcalc simulate``: a server under load over the exact KV pool, step by step."""
 
+import math
 from typing import Annotated, Any
 
 import typer
@@ -77,8 +78,10 @@ SeedOpt = Annotated[int, typer.Option("--seed", metavar="S", rich_help_panel=WOR
                                       help="The arrivals' random seed: a run is repeatable.")]  # fmt: skip
 StepTimesOpt = Annotated[
     str | None,
-    typer.Option("--step-times", metavar="A,B,C", rich_help_panel=HARDWARE_PANEL,
-                 help="Measured step times in place of speed's: A s a step + B s a token + C s a cached token read."),
+    typer.Option("--step-times", metavar="A,B[,C,P,H]", rich_help_panel=HARDWARE_PANEL,
+                 help="Measured step times in place of speed's: A s a step + B s a token + C s a cached token a "
+                      "decode reads (+ P s a prompt token, if not B; H s of handling before a request's first "
+                      "step)."),
 ]  # fmt: skip
 SloOpt = Annotated[
     str | None,
@@ -219,6 +222,11 @@ def _step_times(text: str | None) -> Any:
         values = [float(p) for p in parts]
     except ValueError:
         values = []
-    if len(values) not in (2, 3) or any(v < 0 for v in values):
-        raise UsageError(f"--step-times {text!r}: give A,B[,C]: seconds a step, a token, a cached token read")
-    return api.StepTimes(*values)
+    if not 2 <= len(values) <= 5 or any(v < 0 or not math.isfinite(v) for v in values):
+        raise UsageError(f"--step-times {text!r}: give A,B[,C,P,H]: seconds a step, a token, a cached token read, "
+                         "a prompt token, a request's handling")  # fmt: skip
+    base, token, *rest = values
+    context = rest[0] if rest else 0.0
+    prefill = rest[1] if len(rest) > 1 else None  # None: a prompt token costs B, as a decode token does
+    handling = rest[2] if len(rest) > 2 else 0.0
+    return api.StepTimes(base, token, context, handling, prefill)
