@@ -99,6 +99,12 @@ def test_chunked_prefill_size_by_gpu_memory(mib: int | None, size: int) -> None:
     assert default_chunked_prefill_size(mib)[0] == size
 
 
+def test_chunked_prefill_size_of_a_24_gib_gpu_by_release() -> None:
+    # sgl-project/sglang#37898 raised the 20-35 GiB tier from 2,048 to 4,096 (from 0.5.19).
+    assert default_chunked_prefill_size(24_564, (0, 5, 18)) == (2048, "a GPU under 35 GiB")
+    assert default_chunked_prefill_size(24_564, (0, 5, 19))[0] == 4096
+
+
 def test_the_engine_simulates_over_its_token_pool() -> None:
     # A 1 GiB budget for Llama 3.1 8B: a token is 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B,
     # so 8,192 tokens. Three requests of 100 + 10 at once: one prefill step for all three (each

@@ -207,7 +207,7 @@ class SGLang(Engine):
         if request.gpu is None:
             notes.append("SGLang sizes its defaults from nvidia-smi's total: --gpu-memory taken as that total")
         smi = request.gpu.smi_mib if request.gpu is not None else request.gpu_bytes // 2**20
-        runtime = sglang_runtime(smi, request.tp, request.pp, request.share)
+        runtime = sglang_runtime(smi, request.tp, request.pp, request.share, self.version)
         return runtime, [*notes, *runtime.notes]
 
     def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
@@ -225,7 +225,7 @@ class SGLang(Engine):
         plan = plan_of(fit)
         if plan.refused_because is not None:
             raise UsageError(plan.refused_because, param="kv_budget")
-        chunk, why = default_chunked_prefill_size(None if gpu_bytes is None else gpu_bytes // 2**20)
+        chunk, why = default_chunked_prefill_size(None if gpu_bytes is None else gpu_bytes // 2**20, self.version)
         notes = [f"SGLang's scheduler: {plan.max_total_tokens:,} tokens in pages of {plan.page_size}, "
                  f"max_running_requests {plan.max_running_requests:,}, chunked_prefill_size {chunk:,} ({why}; "
                  f"arg_groups/memory_hook.py), max_prefill_tokens {MAX_PREFILL_TOKENS:,}; prefill and decode in "

@@ -42,6 +42,8 @@ from collections import deque
 
 from kvcalc.calc.pages import pad
 from kvcalc.calc.simulate import Batch, Live, Request
+from kvcalc.engines.sglang.releases import CURRENT
+from kvcalc.engines.sglang.runtime import sglang_defaults
 
 # schedule_policy.py CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096).
 CLIP_MAX_NEW_TOKENS = 4096
@@ -259,13 +261,14 @@ class SglangScheduler:
         self._full = None
 
 
-def default_chunked_prefill_size(gpu_mib: int | None) -> tuple[int, str]:
-    """SGLang 0.5.23's chunked_prefill_size by the GPU's memory in MiB (arg_groups/memory_hook.py
-    _handle_gpu_memory_settings; 4096 when the memory is unknown), and the tier's words."""
+def default_chunked_prefill_size(gpu_mib: int | None, version: tuple[int, int, int] = CURRENT) -> tuple[int, str]:
+    """SGLang's chunked_prefill_size by the GPU's memory in MiB (arg_groups/memory_hook.py
+    _handle_gpu_memory_settings, by release: engines/sglang/runtime.py sglang_defaults; 4096 when the
+    memory is unknown), and the tier's words."""
     if gpu_mib is None:
         return 4096, "the GPU's memory unknown"
-    tiers = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
-    for below_gib, size in tiers:
+    size = sglang_defaults(gpu_mib, 1, version)[0]
+    for below_gib in (20, 35, 60, 90, 160):
         if gpu_mib < below_gib * 1024:
             return size, f"a GPU under {below_gib} GiB"
-    return 16384, "a GPU of 160 GiB or more"
+    return size, "a GPU of 160 GiB or more"
