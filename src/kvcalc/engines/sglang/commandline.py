@@ -322,7 +322,7 @@ _QUIET_VALUES = """
 _QUIET_SWITCHES = """
 --skip-tokenizer-init --trust-remote-code --is-embedding --enable-fp32-lm-head --enable-dynamic-chunking
 --enable-priority-scheduling --disable-priority-preemption --abort-on-priority-when-disabled
---schedule-low-priority-values-first --disable-chunked-prefix-cache --disable-overlap-schedule --enable-mixed-chunk
+--schedule-low-priority-values-first --disable-chunked-prefix-cache --disable-overlap-schedule
 --enable-prefill-cp --enable-cp-decode-attn-tp --enable-dp-attention-local-control-broadcast
 --enable-attn-tp-input-scattered --enable-layernorm-sp --disable-attn-tp-gather --enable-p2p-check
 --mlx-enable-sampling --sleep-on-idle --use-ray --smg-grpc-mode --grpc-mode --skip-server-warmup --enable-http2

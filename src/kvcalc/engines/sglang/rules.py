@@ -17,6 +17,7 @@ from kvcalc.engines.sglang.releases import (
     CURRENT,
     DSA_PAGE_SIZE,
     MAMBA_FULL_MEMORY_RATIO,
+    MAMBA_SLOTS_PER_REQUEST,
     MM_RESERVATION,
     OLDEST_READ,
     ROCM_DSA_PRESHUFFLE,
@@ -56,6 +57,7 @@ class SGLang(Engine):
     platform: str = "cuda"
     swa_ratio: float = SWA_FULL_TOKENS_RATIO
     mamba_ratio: float = MAMBA_FULL_MEMORY_RATIO
+    mixed_chunk: bool = False  # --enable-mixed-chunk: simulate's scheduler only
     options_type = SGLangOptions
 
     def step_overhead(self) -> StepOverhead:
@@ -88,10 +90,14 @@ class SGLang(Engine):
             notes.append(f"SGLang runs DSA models with {DSA_PAGE_SIZE}-token pages on CUDA"
                          f"{f', not --page-size {page}' if options.block_size else ''}")  # fmt: skip
             page = DSA_PAGE_SIZE
+        if options.mixed_chunk:
+            notes.append("SGLang --enable-mixed-chunk changes no pool: only simulate's scheduler reads it (a prefill "
+                         "chunk and the running decodes in one step)")  # fmt: skip
         engine = cls(
             page_size=page,
             version=version,
             platform="rocm" if rocm else "cuda",
+            mixed_chunk=options.mixed_chunk,
         )
         return engine, notes
 
@@ -207,7 +213,7 @@ class SGLang(Engine):
         if request.gpu is None:
             notes.append("SGLang sizes its defaults from nvidia-smi's total: --gpu-memory taken as that total")
         smi = request.gpu.smi_mib if request.gpu is not None else request.gpu_bytes // 2**20
-        runtime = sglang_runtime(smi, request.tp, request.pp, request.share)
+        runtime = sglang_runtime(smi, request.tp, request.pp, request.share, self.version)
         return runtime, [*notes, *runtime.notes]
 
     def capacity(self, spec: ModelSpec, workload: Workload, budget: int, context_limit: int | None) -> Fit:
@@ -218,20 +224,23 @@ class SGLang(Engine):
     def scheduler(self, fit: Fit, max_model_len: int, gpu_bytes: int | None) -> tuple[Scheduler, list[str]]:
         """SGLang's scheduler (engines/sglang/scheduler.py) over the token pool of fit's plan, with
         ``sglang serve``'s defaults: chunked_prefill_size by the GPU's memory, max_prefill_tokens
-        16,384, new_token_ratio 0.7 decaying to 0.098, fcfs, no mixed chunk."""
+        16,384, new_token_ratio 0.7 decaying to 0.098, fcfs, mixed chunk as --enable-mixed-chunk says
+        (off by default)."""
         from kvcalc.engines.sglang.capacity import plan_of
         from kvcalc.engines.sglang.scheduler import MAX_PREFILL_TOKENS, SglangScheduler, default_chunked_prefill_size
 
         plan = plan_of(fit)
         if plan.refused_because is not None:
             raise UsageError(plan.refused_because, param="kv_budget")
-        chunk, why = default_chunked_prefill_size(None if gpu_bytes is None else gpu_bytes // 2**20)
+        chunk, why = default_chunked_prefill_size(None if gpu_bytes is None else gpu_bytes // 2**20, self.version)
         notes = [f"SGLang's scheduler: {plan.max_total_tokens:,} tokens in pages of {plan.page_size}, "
                  f"max_running_requests {plan.max_running_requests:,}, chunked_prefill_size {chunk:,} ({why}; "
-                 f"arg_groups/memory_hook.py), max_prefill_tokens {MAX_PREFILL_TOKENS:,}; prefill and decode in "
-                 "separate steps; admission reserves new_token_ratio (0.7, decaying to 0.098) of the running "
-                 "requests' remaining outputs; retraction when decode runs out; the radix cache, the overlap "
-                 "scheduler and mixed chunking not modelled"]  # fmt: skip
+                 f"arg_groups/memory_hook.py), max_prefill_tokens {MAX_PREFILL_TOKENS:,}; "
+                 + ("a prefill chunk and the running decodes in one step (--enable-mixed-chunk)"
+                    if self.mixed_chunk else "prefill and decode in separate steps (no --enable-mixed-chunk)")
+                 + "; admission reserves new_token_ratio (0.7, decaying to 0.098) of the running requests' "
+                 "remaining outputs; retraction when decode runs out; the radix cache and the overlap scheduler "
+                 "not modelled"]  # fmt: skip
         # scheduler.py: max_req_len = min(context_len - 1, pool - 1); a prompt of max_req_len - 5 or more
         # is aborted, and init_req_max_new_tokens cuts max_new_tokens to max_req_len - prompt - 1: every
         # request of max_model_len tokens (prompt up to max_model_len - 1) is served whole from a
@@ -240,11 +249,20 @@ class SGLang(Engine):
         notes.append(f"SGLang's --context-length taken as {context:,}, the least that serves every request of "
                      f"{max_model_len:,} tokens whole (scheduler.py: prompts under context length - 6, outputs cut "
                      "to context length - 2 - prompt)")  # fmt: skip
-        if plan.swa_tokens is not None or plan.mamba_slots is not None:
-            notes.append("SGLang's sliding-window and state pools' own admission checks are not modelled: only the "
-                         "full-attention token pool bounds the simulated requests")  # fmt: skip
+        if plan.mamba_slots is not None:
+            # kv_cache_configurator.py _build_hybrid_req_pool: HybridReqToTokenPool has max_running_requests
+            # request rows beside max_mamba_cache_size state slots; a request is admitted on a free row
+            # (scheduler.py get_num_allocatable_reqs), so the state pool binds through that cap.
+            notes.append(f"SGLang's state pool ({plan.mamba_slots:,} slots, {MAMBA_SLOTS_PER_REQUEST} a running "
+                         f"request) bounds the running requests at max_running_requests {plan.max_running_requests:,}"
+                         "; the slots the radix cache keeps for cached prefixes are not modelled")  # fmt: skip
+        if plan.swa_tokens is not None:
+            notes.append("SGLang's sliding-window pool's own admission check and its eviction of tokens that leave "
+                         "the window are not modelled: only the full-attention token pool bounds the simulated "
+                         "requests")  # fmt: skip
         return SglangScheduler(plan.max_total_tokens, plan.page_size, max_running_requests=plan.max_running_requests,
-                               context_len=context, chunked_prefill_size=chunk), notes  # fmt: skip
+                               context_len=context, chunked_prefill_size=chunk,
+                               mixed_chunk=self.mixed_chunk), notes  # fmt: skip
 
 
 def _version_note(version: tuple[int, int, int]) -> str:

@@ -1,11 +1,15 @@
 """SGLang's scheduler (sglang 0.5.23: srt/managers/scheduler.py, schedule_policy.py PrefillAdder,
 schedule_batch.py, mem_cache/prefill_budget.py, managers/scheduler_components/
 new_token_ratio_tracker.py; the plain path: one GPU rank, fcfs, no speculative decoding, no
-overlap, no mixed chunk), over the token pool ``kvcalc fit`` finds (the SGLang plan's
-max_total_num_tokens in pages of page_size), for ``kvcalc simulate``.
+overlap), over the token pool ``kvcalc fit`` finds (the SGLang plan's max_total_num_tokens in pages
+of page_size), for ``kvcalc simulate``.
 
 Each step (``get_next_batch_to_run``) is a prefill batch when one can be built, else a decode step
-of every running request: prefill and decode never share a step (``enable_mixed_chunk`` off).
+of every running request. With ``enable_mixed_chunk`` off (the default) prefill and decode never
+share a step; on (and chunked prefill on), the running requests decode inside the prefill batch
+(``mix_with_running``), each taking one token of the chunk and input budgets and of the admission
+offsets (``PrefillAdder(num_mixed_decode_tokens=running_bs)``), when the pool still holds their
+tokens after the prefill (``check_decode_mem``; else they sit the step out, unretracted).
 
 - A prefill batch (``_get_new_batch_prefill_raw``): none while ``batch_is_full`` (set when a request
   did not fit or the running requests reach ``max_running_requests``; cleared when a request leaves
@@ -33,7 +37,9 @@ of every running request: prefill and decode never share a step (``enable_mixed_
 
 Not modelled: the radix cache (prompts are taken as unshared, and a retracted request's prefix is
 recomputed, as SGLang does: ``release_req`` does not insert it in the tree), the overlap
-scheduler's one-step lag, mixed chunking, and the hybrid SWA and Mamba pools' own admission checks.
+scheduler's one-step lag, and the hybrid SWA pool's own admission check and window eviction. A
+Mamba hybrid's state pool binds through ``max_running_requests`` (the plan's slots // 3: SGLang's
+HybridReqToTokenPool has that many request rows), which this cap applies.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from collections import deque
 
 from kvcalc.calc.pages import pad
 from kvcalc.calc.simulate import Batch, Live, Request
+from kvcalc.engines.sglang.releases import CURRENT
+from kvcalc.engines.sglang.runtime import sglang_defaults
 
 # schedule_policy.py CLIP_MAX_NEW_TOKENS (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION, default 4096).
 CLIP_MAX_NEW_TOKENS = 4096
@@ -60,7 +68,8 @@ class SglangScheduler:
 
     def __init__(self, max_total_tokens: int, page_size: int, *, max_running_requests: int, context_len: int,
                  chunked_prefill_size: int | None, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
-                 schedule_conservativeness: float = 1.0, ignore_eos: bool = False) -> None:  # fmt: skip
+                 schedule_conservativeness: float = 1.0, ignore_eos: bool = False,
+                 mixed_chunk: bool = False) -> None:  # fmt: skip
         self.pool_units = max_total_tokens
         self.unit_tokens = 1
         self.preemptions = 0
@@ -71,6 +80,8 @@ class SglangScheduler:
         self._chunk = chunked_prefill_size
         self._max_prefill = max_prefill_tokens
         self._ignore_eos = ignore_eos
+        # scheduler.py: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk.
+        self._mixed = mixed_chunk and chunked_prefill_size is not None
         # NewTokenRatioTracker.from_config
         self.ratio_init = min(INIT_NEW_TOKEN_RATIO * schedule_conservativeness, 1.0)
         self.ratio_min = min(self.ratio_init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
@@ -144,10 +155,13 @@ class SglangScheduler:
             self._full = "seqs"
             return [], "seqs"
         ratio = 1.0 if self._ignore_eos else self.new_token_ratio
-        total = current = 0.0  # PrefillBudget's total_offset and current_offset
+        # Mixed chunk: PrefillAdder(num_mixed_decode_tokens=running_bs) takes one token a running
+        # request off the chunk and input budgets, and starts PrefillBudget's offsets at it.
+        mixed = len(self._running) if self._mixed else 0
+        total = current = float(mixed)  # PrefillBudget's total_offset and current_offset
         total += sum(self._max_new(r) * ratio for r in self._running)
-        rem_input = self._max_prefill
-        rem_chunk = self._chunk
+        rem_input = self._max_prefill - mixed
+        rem_chunk = None if self._chunk is None else self._chunk - mixed
         batch: Batch = []
 
         def reserve(n: int, max_new: int) -> None:
@@ -160,6 +174,10 @@ class SglangScheduler:
                 rem_chunk -= paged
 
         chunked = self._chunked
+        if chunked is not None and rem_chunk is not None and rem_chunk <= 0:
+            # The running requests' decode tokens fill the mixed chunk (SGLang would cut a chunk of
+            # no tokens): taken as no prefill this step, every running request decoding.
+            return [], "budget"
         if chunked is not None:  # add_chunked_req
             assert rem_chunk is not None  # only chunked prefill leaves a request half done
             left = chunked.tokens - chunked.computed
@@ -213,7 +231,19 @@ class SglangScheduler:
                 self._full = "kv"
                 stall = "kv" if self._waiting else None
                 break
+        if batch and mixed:
+            self._mix(batch)
         return batch, stall
+
+    def _mix(self, batch: Batch) -> None:
+        """mix_with_running: every running request decodes in the prefill batch when the pool still
+        holds its next token after the prefill (check_decode_mem); else they sit this step out, and
+        no request is retracted. The new_token_ratio decays only in a decode step."""
+        if self._decode_need(self._running) > self._free:
+            return
+        for live in self._running:
+            self._allocate(live, 1)
+            batch.append((live, 1))
 
     def _allocate(self, live: Live, n: int) -> None:
         """alloc_extend / alloc_decode: the request's tokens in whole pages."""
@@ -259,13 +289,14 @@ class SglangScheduler:
         self._full = None
 
 
-def default_chunked_prefill_size(gpu_mib: int | None) -> tuple[int, str]:
-    """SGLang 0.5.23's chunked_prefill_size by the GPU's memory in MiB (arg_groups/memory_hook.py
-    _handle_gpu_memory_settings; 4096 when the memory is unknown), and the tier's words."""
+def default_chunked_prefill_size(gpu_mib: int | None, version: tuple[int, int, int] = CURRENT) -> tuple[int, str]:
+    """SGLang's chunked_prefill_size by the GPU's memory in MiB (arg_groups/memory_hook.py
+    _handle_gpu_memory_settings, by release: engines/sglang/runtime.py sglang_defaults; 4096 when the
+    memory is unknown), and the tier's words."""
     if gpu_mib is None:
         return 4096, "the GPU's memory unknown"
-    tiers = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192))
-    for below_gib, size in tiers:
+    size = sglang_defaults(gpu_mib, 1, version)[0]
+    for below_gib in (20, 35, 60, 90, 160):
         if gpu_mib < below_gib * 1024:
             return size, f"a GPU under {below_gib} GiB"
-    return 16384, "a GPU of 160 GiB or more"
+    return size, "a GPU of 160 GiB or more"
