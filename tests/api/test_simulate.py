@@ -304,3 +304,18 @@ def test_one_slot_by_default_and_said() -> None:
 def test_a_batch_is_refused_by_an_engine_without_slots(engine: str) -> None:
     with pytest.raises(UsageError, match="has no slots"):
         _slots_run(engine, 2)
+
+
+def test_the_theoretical_engines_token_budget_reaches_its_batcher() -> None:
+    """--max-num-tokens 4 (Serving options) on the theoretical engine, each step 1 s: A (2 + 3) and
+    B (6 + 2) at 0. Step 1: A's prompt and B's first 2; step 2: A's decode and 3 more of B's; step 3:
+    A's decode and B's last prompt token: B's first token at 3 s (calc/simulate.py's test derives the
+    same steps). Without the budget both prompts go in step 1: B's first token at 1 s."""
+    trace = ((0.0, 2, 3), (0.0, 6, 2))
+    steps = api.StepTimes(1.0, 0.0, 0.0, 0.0)
+    budget = api.Serving("theoretical", options={"max_num_tokens": 4})
+    chunked = api.simulate(TINY, serving=budget, kv_budget=16 * 2**20, step_times=steps, load=api.Load(trace=trace))
+    whole = api.simulate(TINY, engine="theoretical", kv_budget=16 * 2**20, step_times=steps, load=api.Load(trace=trace))
+    assert [d.ttft_s for d in sorted(chunked.run.done, key=lambda d: d.request.id)] == [1.0, 3.0]
+    assert [d.ttft_s for d in sorted(whole.run.done, key=lambda d: d.request.id)] == [1.0, 1.0]
+    assert any("4-token budget" in n for n in chunked.notes)

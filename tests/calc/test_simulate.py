@@ -43,6 +43,19 @@ def test_a_request_that_cannot_grow_preempts_the_last_admitted() -> None:
     assert sorted(run.itl) == [(1.0, 1), (1.0, 1), (1.0, 1), (1.0, 2), (3.0, 1)]
 
 
+def test_a_token_budget_chunks_prompts_after_the_decodes() -> None:
+    # Budget 4 a step, pool 100. A: 2 + 3, B: 6 + 2, both at 0.
+    # Step 1: A's whole prompt (2), B joins (its 6 held) with the 2 left: A's 1st token at 1.
+    # Step 2: A decodes (1), B's next chunk is the 3 left (5 of 6 read): A's 2nd at 2.
+    # Step 3: A decodes, B's last prompt token: A's 3rd ends it at 3, B's 1st token at 3.
+    # Step 4: B's 2nd ends it at 4. Without the budget both prompts go in step 1 (B's TTFT 1).
+    run = simulate([Request(0, 0.0, 2, 3), Request(1, 0.0, 6, 2)], IdealBatcher(100, token_budget=4), _one_second)
+    a, b = (next(d for d in run.done if d.request.id == i) for i in (0, 1))
+    assert (a.ttft_s, a.e2e_s) == (1.0, 3.0)
+    assert (b.ttft_s, b.e2e_s) == (3.0, 4.0)
+    assert run.steps == 4 and run.peak_used == 4 + 6  # at step 3: A holds 2 + 2 fed tokens, B its 6
+
+
 def test_a_request_longer_than_the_pool_is_refused_not_run() -> None:
     run = simulate([Request(0, 0.0, 10, 5)], IdealBatcher(12), _one_second)
     assert run.done == () and len(run.refused) == 1 and "14 tokens" in run.refused[0][1]

@@ -34,7 +34,7 @@ def test_one_engine_shows_kvcalcs_flag_beside_its_own(run_cli) -> None:
 
 
 def test_an_engine_with_no_knobs_says_so(run_cli) -> None:
-    result = run_cli("engines", "theoretical")
+    result = run_cli("engines", "transformers")
     assert result.exit_code == 0
     assert "no knobs" in result.stdout
     assert run_cli("engines", "transformers", "--json").json()["knobs"] == []

@@ -29,9 +29,10 @@ from tests.helpers.theoretical import estimate
 # llama.cpp -ub, -b, -kvu, --swa-full (common/arg.cpp); a plain llama-server is unified already
 # (server.cpp turns n_parallel auto into 4 unified slots), so -kvu changes nothing there. mlx-lm:
 # mlx_lm.generate's --max-kv-size, --prefill-step-size, --kv-bits, --kv-group-size,
-# --quantized-kv-start, -m/--max-tokens, and mlx_lm.server's --prompt-cache-bytes.
+# --quantized-kv-start, -m/--max-tokens, and mlx_lm.server's --prompt-cache-bytes. The theoretical
+# engine stands for TensorRT-LLM in simulate: trtllm-build's / trtllm-serve's --max_num_tokens.
 ENGINE_FLAGS = {
-    "theoretical": set(),
+    "theoretical": {"--max_num_tokens"},
     "transformers": set(),
     "vllm": {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--enforce-eager"},
     "sglang": {"--page-size"},
@@ -52,7 +53,8 @@ ALL_KNOBS = set().union(*KNOBS.values())
 SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enforce_eager": True,
           "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
           "prefill_step_size": 512, "kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 0, "max_tokens": 2,
-          "prompt_cache_bytes": 2**30, "flash_attention": 1, "parallel": 2, "no_kv_unified": True}  # fmt: skip
+          "prompt_cache_bytes": 2**30, "flash_attention": 1, "parallel": 2, "no_kv_unified": True,
+          "max_num_tokens": 4096}  # fmt: skip
 # Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
 NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
 # Each knob's flag and a value it takes (kvcalc's own spelling, from the knob).
@@ -101,7 +103,7 @@ def test_not_given_is_not_refused(name: str) -> None:
                 enforce_eager=False)  # fmt: skip
 
 
-ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager", "prompt_cache_bytes"}
+ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager", "prompt_cache_bytes", "max_num_tokens"}
 
 
 @pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(ESTIMATE_KNOBS - KNOBS[n])])

@@ -177,7 +177,7 @@ def test_a_registered_toy_engine_shows_its_flags_and_takes_them(run_cli) -> None
 def test_estimate_help_shows_each_engines_knobs_in_its_panel(run_cli) -> None:
     help_text = run_cli("estimate", "--help").stdout
     for plugin in REGISTRY.values():
-        if plugin.options.knobs():
+        if any(k.sizes_cache for k in plugin.options.knobs()):  # theoretical's one knob is simulate's alone
             # the overview names each engine's flags; --engine NAME --help shows its own panel
             assert all(k.flag in help_text for k in plugin.options.knobs() if k.sizes_cache)
             assert plugin.panel not in help_text
@@ -185,6 +185,8 @@ def test_estimate_help_shows_each_engines_knobs_in_its_panel(run_cli) -> None:
     # fit's runtime knobs are fit's alone: an estimate would not read them
     assert "--max-num-seqs" not in help_text
     assert "--max-num-seqs" in run_cli("fit", "--help").stdout
+    assert "--max-num-tokens" not in help_text  # the ideal batcher's token budget: simulate's
+    assert "Theoretical (--engine theoretical):" in run_cli("simulate", "--engine", "theoretical", "--help").stdout
 
 
 def test_the_plugin_bundles_the_engine() -> None:

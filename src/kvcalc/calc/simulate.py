@@ -129,11 +129,19 @@ class IdealBatcher:
     """The theoretical engine's scheduler: a pool of ``pool_tokens`` tokens; every running request
     decodes each step; waiting requests join whole (their prompt in one step), first come first
     served, while the pool holds their prompt; a request that cannot grow preempts the most recently
-    admitted one (its cache dropped, recomputed when it is back). No token budget, no cap on
-    sequences: the best any engine can do with this pool."""
+    admitted one (its cache dropped, recomputed when it is back). No cap on sequences, and by
+    default no token budget: the best any engine can do with this pool.
 
-    def __init__(self, pool_tokens: int) -> None:
+    With ``token_budget`` (an in-flight batcher's tokens a step, TensorRT-LLM's ``max_num_tokens``):
+    the running requests' decodes come first, then prompts in chunks of what the step leaves
+    (chunked context), a running prompt's next chunk before a waiting one's first; a request still
+    joins only where the pool holds its whole prompt."""
+
+    def __init__(self, pool_tokens: int, token_budget: int | None = None) -> None:
+        if token_budget is not None and token_budget < 1:
+            raise ValueError("a token budget is at least 1 token a step")
         self.pool_units = pool_tokens
+        self._budget = token_budget
         self.unit_tokens = 1
         self.preemptions = 0
         self._running: list[Live] = []
@@ -167,17 +175,29 @@ class IdealBatcher:
 
     def schedule(self) -> tuple[Batch, str | None]:
         batch: Batch = []
-        for live in list(self._running):
+        budget = math.inf if self._budget is None else self._budget
+        decoding = [live for live in self._running if live.tokens - live.computed == 1]
+        chunking = [live for live in self._running if live.tokens - live.computed > 1]
+        for live in decoding:
             if live not in self._running:
                 continue  # preempted below by an earlier one
-            while self._used + 1 > self.pool_units and self._running[-1] is not live:
+            if budget < 1:
+                break
+            grow = live.computed + 1 - live.held
+            while self._used + grow > self.pool_units and self._running[-1] is not live:
                 self._preempt(self._running[-1])
-            if self._used + 1 > self.pool_units:
+            if self._used + grow > self.pool_units:
                 self._preempt(live)
                 continue
-            live.held += 1
-            self._used += 1
-            batch.append((live, live.tokens - live.computed))
+            live.held += grow
+            self._used += grow
+            batch.append((live, 1))
+            budget -= 1
+        for live in chunking:  # their whole prompt is held since they joined
+            if live in self._running and budget >= 1:
+                n = int(min(live.tokens - live.computed, budget))
+                batch.append((live, n))
+                budget -= n
         reason = None
         while self._waiting:
             live = self._waiting[0]
@@ -185,11 +205,16 @@ class IdealBatcher:
             if self._used + need > self.pool_units:
                 reason = "kv"
                 break
+            if budget < 1:
+                reason = "budget"
+                break
             self._waiting.popleft()
             live.held += need
             self._used += need
             self._running.append(live)
-            batch.append((live, need))
+            n = int(min(need, budget))
+            batch.append((live, n))
+            budget -= n
         return batch, reason
 
     def _preempt(self, live: Live) -> None:
@@ -205,13 +230,19 @@ class IdealBatcher:
         k more tokens for each."""
         if not self._running or any(live.tokens - live.computed != 1 for live in self._running):
             return None
+        if self._budget is not None and len(self._running) > self._budget:
+            return None  # not every running request decodes each step
+        stall = None
         if self._waiting:
             head = self._waiting[0]
-            if self._used + len(self._running) + head.tokens - head.computed <= self.pool_units:
+            stall = "kv"
+            if self._budget is not None and len(self._running) >= self._budget:
+                stall = "budget"  # no token of the step is left for it, however long
+            elif self._used + len(self._running) + head.tokens - head.computed <= self.pool_units:
                 return None  # it would join the next step
         k = (self.pool_units - self._used) // len(self._running)
         k = min(k, min(live.request.output - live.generated for live in self._running) - 1)
-        return list(self._running), k, "kv" if self._waiting else None
+        return list(self._running), k, stall
 
     def advanced(self, lives: list[Live], k: int) -> None:
         for live in lives:

@@ -11,7 +11,17 @@ if TYPE_CHECKING:
     from kvcalc.calc.simulate import Scheduler
     from kvcalc.calc.step_cost import StepOverhead
     from kvcalc.dtypes import DType
-from kvcalc.engines.knobs import EnginePlugin
+from kvcalc.engines.knobs import EnginePlugin, knob
+
+
+class TheoreticalOptions(EngineOptions):
+    """The ideal batcher's one knob, for ``simulate``: a token budget a step (None: none)."""
+
+    max_num_tokens: int | None = knob(
+        flag="--max-num-tokens", engine_flag="--max_num_tokens", default="none", sizes_cache=False,
+        help="simulate's ideal batcher: at most N tokens a step, prompts chunked to fit (TensorRT-LLM's "
+        "max_num_tokens, 8192 by default in trtllm-build); default no budget.",
+    )  # fmt: skip
 
 
 class Theoretical(Engine):
@@ -22,14 +32,22 @@ class Theoretical(Engine):
     one entry (and indexer key) per ``ratio`` tokens, the T mod ratio tokens not yet pooled (in the
     KV format) and CSA's overlap state (a state, in the run dtype)."""
 
+    options_type = TheoreticalOptions
+    max_num_tokens: int | None = None  # the batcher's token budget a step (--max-num-tokens), simulate's only
+
     # Engine's dataclass methods serve it, with this __init__ for its default name: an @dataclass of
     # its own would generate them again at every start-up (~0.4 ms).
-    def __init__(self, name: str = "theoretical") -> None:
+    def __init__(self, name: str = "theoretical", max_num_tokens: int | None = None) -> None:
         object.__setattr__(self, "name", name)
+        object.__setattr__(self, "max_num_tokens", max_num_tokens)
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:
-        return cls(), []
+        tokens = options.max_num_tokens if isinstance(options, TheoreticalOptions) else None
+        if tokens is None:
+            return cls(), []
+        return cls(max_num_tokens=tokens), [f"--max-num-tokens {tokens:,} is a step's token budget for simulate's "
+                                            "batcher alone: the cache and its pool do not depend on it"]  # fmt: skip
 
     def check_dtype(self, dtype: DType) -> None:
         """Any format: the theoretical figure stores whatever is asked."""
@@ -58,11 +76,14 @@ class Theoretical(Engine):
         from kvcalc.calc.simulate import IdealBatcher
 
         tokens = fit.max_tokens if fit.max_tokens is not None else fit.kv_budget
+        budget = self.max_num_tokens
+        joins = ("joins the next step whole, every running one decodes, no token budget" if budget is None else
+                 f"joins while the step's {budget:,}-token budget lasts (--max-num-tokens), its prompt in chunks "
+                 "of what the running requests' decodes leave")  # fmt: skip
         note = (f"the theoretical engine is the ideal continuous batcher over a pool of {tokens:,} tokens: every "
-                "waiting request that fits joins the next step whole, every running one decodes, no token budget "
-                "and no cap on requests; the latest admitted is preempted (recomputed) when one cannot "
-                "grow")  # fmt: skip
-        return IdealBatcher(tokens), [note]
+                f"waiting request that fits {joins}, no cap on requests; the latest admitted is preempted "
+                "(recomputed) when one cannot grow")  # fmt: skip
+        return IdealBatcher(tokens, token_budget=budget), [note]
 
 
 THEORETICAL = Theoretical()
@@ -72,4 +93,6 @@ PLUGIN = EnginePlugin(
     name="theoretical",
     summary="what attention must keep (the default)",
     rules="kvcalc.engines.theoretical:Theoretical",
+    options=TheoreticalOptions,
+    panel="Theoretical (--engine theoretical)",
 )

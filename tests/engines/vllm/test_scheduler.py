@@ -5,7 +5,7 @@ each test's comment."""
 from __future__ import annotations
 
 from kvcalc.calc.simulate import Request, simulate
-from kvcalc.engines.vllm.scheduler import VllmScheduler
+from kvcalc.engines.vllm.scheduler import VllmScheduler, VllmV0Scheduler
 
 
 def _one_second(_shape: object) -> float:
@@ -59,3 +59,42 @@ def test_a_request_over_the_pool_or_max_model_len_is_refused() -> None:
     # 4 + 10 tokens hold ceil(13 / 4) = 4 blocks at the end: more than the 3 usable.
     assert "4 blocks" in (scheduler.refused(Request(0, 0.0, 4, 10)) or "")
     assert "max_model_len" in (scheduler.refused(Request(0, 0.0, 60, 10)) or "")
+
+
+def test_v0_multi_step_makes_a_new_request_wait_for_the_burst_to_end() -> None:
+    # vLLM 0.6's V0 with --num-scheduler-steps 3 (vllm/sequence.py init_multi_step_from_lookahead_slots:
+    # a decode runs num_lookahead_slots + 1 = 3 steps, a prefill 1). A: 4 + 6 at 0; B: 4 + 2 at 1.5.
+    # Step 1 (0-1): A's prompt, its 1st token at 1. Step 2 (1-2): a burst of 3 decodes starts (A's 2nd).
+    # B arrives at 1.5 but steps 3, 4 (2-4) end the burst (A's 3rd, 4th): B waits ("burst" twice).
+    # Step 5 (4-5): B's prompt alone (prefills first, decodes paused): B's 1st token at 5 (TTFT 3.5).
+    # Steps 6-7: a burst over A and B: B's 2nd at 6 ends it; A's 5th at 6, 6th at 7 ends A.
+    scheduler = VllmV0Scheduler(100, 4, max_num_batched_tokens=64, max_num_seqs=8, max_model_len=64,
+                                num_scheduler_steps=3)  # fmt: skip
+    run = simulate([Request(0, 0.0, 4, 6), Request(1, 1.5, 4, 2)], scheduler, _one_second)
+    a, b = _done(run)[0], _done(run)[1]
+    assert (a.ttft_s, a.e2e_s) == (1.0, 7.0)
+    assert (b.ttft_s, b.e2e_s) == (3.5, 4.5)
+    assert run.steps == 7 and run.stalls == {"burst": 2}
+
+
+def test_v0_without_chunked_prefill_pauses_decodes_for_a_prefill() -> None:
+    # V0's _schedule_default ("Don't schedule decodes if prefills are scheduled"), one step a call.
+    # A: 4 + 3 at 0; B: 4 + 1 at 1.5. Step 1 (0-1): A's prompt (1st token); step 2 (1-2): A's 2nd.
+    # Step 3 (2-3): B's prompt alone, its only token at 3 (TTFT 1.5); A waits.
+    # Step 4 (3-4): A's 3rd token ends it at 4 (V1 would have decoded A beside B's prompt: 3).
+    scheduler = VllmV0Scheduler(100, 4, max_num_batched_tokens=64, max_num_seqs=8, max_model_len=64)
+    run = simulate([Request(0, 0.0, 4, 3), Request(1, 1.5, 4, 1)], scheduler, _one_second)
+    a, b = _done(run)[0], _done(run)[1]
+    assert a.e2e_s == 4.0
+    assert (b.ttft_s, b.e2e_s) == (1.5, 1.5)
+    assert run.steps == 4
+
+
+def test_v0_admits_whole_prompts_within_the_token_budget() -> None:
+    # Budget 6: A's 4-token prompt joins (2 left); B's 4 do not fit the 2 and V0 does not chunk:
+    # B waits for the next step ("budget"). Step 1: A's prompt (1 token out: done at 1).
+    # Step 2: B's prompt, its token at 2.
+    scheduler = VllmV0Scheduler(100, 4, max_num_batched_tokens=6, max_num_seqs=8, max_model_len=64)
+    run = simulate([Request(0, 0.0, 4, 1), Request(1, 0.0, 4, 1)], scheduler, _one_second)
+    assert (_done(run)[0].e2e_s, _done(run)[1].e2e_s) == (1.0, 2.0)
+    assert run.stalls == {"budget": 1}

@@ -187,3 +187,100 @@ class VllmScheduler:
             batch.append((live, n))
             budget -= n
         return None
+
+
+class VllmV0Scheduler(VllmScheduler):
+    """vLLM V0's default scheduler (vllm/core/scheduler.py ``_schedule_default``, vllm 0.6.x; V0 was
+    the engine until 0.8), without chunked prefill, optionally with multi-step scheduling
+    (``--num-scheduler-steps N``):
+
+    - prefills first: waiting requests from the head join WHOLE (their prompt in one step) while the
+      token budget (``max_num_batched_tokens``), ``max_num_seqs`` (the running ones counted) and the
+      blocks of their sequence hold; "Don't schedule decodes if prefills are scheduled": a step with
+      prefills decodes nothing;
+    - else every running request decodes, the last one preempted (recomputed, back at the head of
+      the queue) when the blocks run short, as V1 does;
+    - multi-step: a decode batch runs ``num_scheduler_steps`` steps before the scheduler is called
+      again (a decode gets ``num_lookahead_slots + 1 = N`` steps, a prefill 1: vllm/sequence.py
+      ``SequenceGroup.init_multi_step_from_lookahead_slots``; llm_engine.py schedules only when the
+      cached outputs have no remaining steps), so a request that arrives meanwhile waits for the
+      burst to end. A request that ends within a burst frees its blocks at once here (vLLM runs its
+      slot to the burst's end: its compute is not counted).
+    """
+
+    def __init__(self, num_gpu_blocks: int, block_size: int, *, max_num_batched_tokens: int, max_num_seqs: int,
+                 max_model_len: int, num_scheduler_steps: int = 1,
+                 blocks_for: Callable[[int], int] | None = None) -> None:  # fmt: skip
+        super().__init__(num_gpu_blocks, block_size, max_num_batched_tokens=max_num_batched_tokens,
+                         max_num_seqs=max_num_seqs, max_model_len=max_model_len, blocks_for=blocks_for)  # fmt: skip
+        self.steps = num_scheduler_steps
+        self._burst = 0  # decode steps left in the current burst
+
+    def schedule(self) -> tuple[Batch, str | None]:
+        if self._burst > 0 and self._running:
+            self._burst -= 1
+            return self._decodes()
+        self._burst = 0
+        batch: Batch = []
+        stall = self._admit_whole(batch)
+        if batch:
+            return batch, stall
+        decoded, why = self._decodes()
+        if decoded:
+            self._burst = self.steps - 1
+        return decoded, why or stall
+
+    def _decodes(self) -> tuple[Batch, str | None]:
+        batch: Batch = []
+        preempted = False
+        index = 0
+        while index < len(self._running):
+            live = self._running[index]
+            while not self._allocate(live, 1):
+                victim = self._running[-1]
+                self._preempt(victim)
+                preempted = True
+                if victim is live:
+                    break
+            else:
+                batch.append((live, 1))
+                index += 1
+                continue
+            break
+        if preempted:
+            self._burst = 0
+        return batch, ("kv" if preempted else ("burst" if self._waiting else None))
+
+    def _admit_whole(self, batch: Batch) -> str | None:
+        budget = self._budget
+        while self._waiting:
+            live = self._waiting[0]
+            n = live.tokens - live.computed
+            if len(self._running) >= self._seqs:
+                return "seqs"
+            if n > budget:
+                return "budget"
+            if self._blocks_for(min(live.tokens, self._max_len)) > self._free or not self._allocate(live, n):
+                return "kv"
+            self._waiting.popleft()
+            self._running.append(live)
+            batch.append((live, n))
+            budget -= n
+        return None
+
+    def steady(self) -> tuple[list[Live], int, str | None] | None:
+        """Pure decoding within the current burst: its remaining steps (waiting requests wait for
+        its end whatever fits), none ending and blocks for every one's growth."""
+        running = self._running
+        if self._burst < 2 or not running or any(live.tokens - live.computed != 1 for live in running):
+            return None
+        cap = min(self._burst, min(live.request.output - live.generated for live in running) - 1)
+        while cap >= 2 and self._growth(running, cap) > self._free:
+            cap -= 1
+        if cap < 2:
+            return None
+        return list(running), cap, "burst" if self._waiting else None
+
+    def advanced(self, lives: list[Live], k: int) -> None:
+        super().advanced(lives, k)
+        self._burst -= k
