@@ -78,3 +78,13 @@ def test_batch_runs_llama_servers_slots(run_cli) -> None:
 def test_batch_is_refused_without_slots(run_cli) -> None:
     result = run_cli(*BASE, "--batch", "2")
     assert result.exit_code == 2 and "vllm has no slots: --batch sizes" in result.stderr
+
+
+@pytest.mark.parametrize(("engine", "flag"), [("sglang", "--enable-mixed-chunk"), ("theoretical", "--max-num-tokens")])
+def test_a_schedulers_own_knob_is_simulates_alone(run_cli, engine: str, flag: str) -> None:
+    # Only simulate's scheduler reads it: no pool or runtime depends on it, so fit has no such flag.
+    value = () if flag == "--enable-mixed-chunk" else ("4096",)
+    result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, flag, *value)
+    assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr, result.stderr
+    result = run_cli(*BASE[:2], "--engine", engine, *BASE[4:], flag, *value, "--json")
+    assert result.exit_code == 0, result.stderr

@@ -16,14 +16,17 @@ from kvcalc.engines import REGISTRY, Knob
 SIZE_HELP = " SIZE: 80GB (80 x 10^9 B), 80GiB (80 x 2^30 B), or bytes (80B)."
 
 
-def command_knobs(*, runtime: bool) -> dict[Knob, str]:
+def command_knobs(*, runtime: bool, simulate: bool = False) -> dict[Knob, str]:
     """The knobs a command takes (``runtime``: also those that only size fit's runtime, vLLM's
-    --max-num-seqs), each once, with its help panel: its engine's, or for a knob several engines
-    share (vLLM's --block-size, SGLang's --page-size) one naming them all."""
+    --max-num-seqs; ``simulate``: also those only simulate's schedulers read), each once, with its
+    help panel: its engine's, or for a knob several engines share (vLLM's --block-size, SGLang's
+    --page-size) one naming them all."""
     knobs: dict[str, Knob] = {}
     panels: dict[str, list[str]] = {}
     for plugin in REGISTRY.values():
         for knob in plugin.options.knobs():
+            if knob.simulate_only and not simulate:
+                continue
             if knob.sizes_cache or runtime:
                 knobs.setdefault(knob.name, knob)
                 title = plugin.panel or f"{plugin.name} (--engine {plugin.name})"
@@ -65,7 +68,9 @@ def knob_values(knobs: dict[str, Any]) -> dict[str, int | bool]:
     return given
 
 
-def engine_knobs(*, runtime: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def engine_knobs(
+    *, runtime: bool = False, simulate: bool = False
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Add every engine's knobs to a command as flags (see ``command_knobs``); the command takes
     them as its ``knobs`` parameter: the ones given, parsed (``knob_values``). Typer reads the
     wrapper's ``__signature__`` and ``__annotations__``."""
@@ -73,7 +78,7 @@ def engine_knobs(*, runtime: bool = False) -> Callable[[Callable[..., None]], Ca
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command)
         own = [p for p in signature.parameters.values() if p.name != "knobs"]
-        knobs = command_knobs(runtime=runtime)
+        knobs = command_knobs(runtime=runtime, simulate=simulate)
         added = [
             inspect.Parameter(knob.name, inspect.Parameter.KEYWORD_ONLY, default=False if knob.is_flag else None,
                               annotation=knob_annotation(knob, panel))

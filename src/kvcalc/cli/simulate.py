@@ -105,7 +105,7 @@ TimelineOpt = Annotated[
 ]  # fmt: skip
 
 
-@engine_knobs(runtime=True)
+@engine_knobs(runtime=True, simulate=True)
 def simulate(
     model: ModelArg = None,
     gpu: GpuOpt = None,
@@ -141,7 +141,7 @@ def simulate(
       kvcalc simulate llama-3.1-8b --gpu h100 --engine vllm -p 1k -o 256 --rate 10
       kvcalc simulate qwen3-8b --gpu h100 -p 2k -o 512 --concurrency 64 -n 500
       kvcalc simulate qwen3-8b --gpu h100 -n 200 --slo ttft=1s --find rate
-      kvcalc simulate llama-3.1-8b --gpu h100 --engine llama-server --batch 4 -p 1k -o 256 --rate 2
+      kvcalc simulate llama-3.1-8b --gpu h100 --engine llama-server -b 4 --rate 2
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
     step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each

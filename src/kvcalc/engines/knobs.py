@@ -27,24 +27,27 @@ class Knob:
     """One knob of an engine: its API name (the options field), kvcalc's flag, the engine's own
     spelling of it, its help, how it is written and its bounds, and its default as help shows it.
     ``sizes_cache``: whether it shapes the cache an estimate sizes (False: only fit's runtime).
+    ``simulate_only``: read by simulate's scheduler alone (a step's token budget, mixed chunks): no
+    pool or runtime depends on it, so only ``kvcalc simulate`` offers its flag.
 
     A plain class, not a dataclass: every command builds its flags from every engine's knobs at
     start-up, where a dataclass costs about 0.4 ms to define (benchmarks/startup.py)."""
 
     __slots__ = ("default", "engine_flag", "flag", "help", "kind", "maximum", "metavar", "minimum", "name",
-                 "sizes_cache")  # fmt: skip
+                 "simulate_only", "sizes_cache")  # fmt: skip
 
     def __init__(self, name: str, flag: str, engine_flag: str, help: str, kind: KnobKind = "int",
                  minimum: int = 1, maximum: int = MAX_COUNT, default: str = "", metavar: str = "N",
-                 sizes_cache: bool = True) -> None:  # fmt: skip
+                 sizes_cache: bool = True, simulate_only: bool = False) -> None:  # fmt: skip
         self.name, self.flag, self.engine_flag, self.help, self.kind = name, flag, engine_flag, help, kind
         self.minimum, self.maximum, self.default, self.metavar = minimum, maximum, default, metavar
-        self.sizes_cache = sizes_cache
+        self.sizes_cache = sizes_cache and not simulate_only
+        self.simulate_only = simulate_only
 
     def named(self, name: str) -> Knob:
         """This knob under the name of the options field that holds it."""
         return Knob(name, self.flag, self.engine_flag, self.help, self.kind, self.minimum, self.maximum,
-                    self.default, self.metavar, self.sizes_cache)  # fmt: skip
+                    self.default, self.metavar, self.sizes_cache, self.simulate_only)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"Knob({self.name!r}, {self.flag!r}, engine_flag={self.engine_flag!r})"
@@ -81,11 +84,12 @@ def knob(
     default: str = "",
     metavar: str = "N",
     sizes_cache: bool = True,
+    simulate_only: bool = False,
 ) -> Any:
     """A knob of an ``EngineOptions`` subclass, written as its attribute's default
     (``block_size: int | None = knob(...)``): not given, the attribute is None (False for a flag),
     the engine's default; the class records the ``Knob`` under the attribute's name."""
-    return Knob("", flag, engine_flag, help, kind, minimum, maximum, default, metavar, sizes_cache)
+    return Knob("", flag, engine_flag, help, kind, minimum, maximum, default, metavar, sizes_cache, simulate_only)
 
 
 class EngineOptions:

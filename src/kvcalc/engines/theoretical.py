@@ -18,7 +18,7 @@ class TheoreticalOptions(EngineOptions):
     """The ideal batcher's one knob, for ``simulate``: a token budget a step (None: none)."""
 
     max_num_tokens: int | None = knob(
-        flag="--max-num-tokens", engine_flag="--max_num_tokens", default="none", sizes_cache=False,
+        flag="--max-num-tokens", engine_flag="--max_num_tokens", default="none", simulate_only=True,
         help="simulate's ideal batcher: at most N tokens a step, prompts chunked to fit (TensorRT-LLM's "
         "max_num_tokens, 8192 by default in trtllm-build); default no budget.",
     )  # fmt: skip
@@ -40,6 +40,15 @@ class Theoretical(Engine):
     def __init__(self, name: str = "theoretical", max_num_tokens: int | None = None) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "max_num_tokens", max_num_tokens)
+
+    # Not a dataclass field (see above), so equality and hashing name it here: engines with other
+    # budgets are other engines (caches keyed by an engine must not share their schedulers).
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and self.name == other.name
+                and self.max_num_tokens == other.max_num_tokens)  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.name, self.max_num_tokens))
 
     @classmethod
     def configure(cls, options: EngineOptions, target: Target) -> tuple[Engine, list[str]]:

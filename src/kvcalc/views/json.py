@@ -405,4 +405,4 @@ def knob_row(knob: Knob) -> dict[str, Any]:
     return {"name": knob.name, "flag": knob.flag, "engine_flag": knob.engine_flag, "kind": knob.kind,
             "default": knob.default, "minimum": None if knob.is_flag else knob.minimum,
             "maximum": None if knob.is_flag else knob.maximum, "applies_to_estimate": knob.sizes_cache,
-            "help": knob.help}  # fmt: skip
+            "simulate_only": knob.simulate_only, "help": knob.help}  # fmt: skip

@@ -20,7 +20,7 @@ class SGLangOptions(EngineOptions):
     )  # fmt: skip
     mixed_chunk: bool = knob(
         flag="--enable-mixed-chunk", engine_flag="--enable-mixed-chunk", kind="flag", default="off",
-        sizes_cache=False, help="SGLang: a prefill chunk and the running decodes in one step (simulate).",
+        simulate_only=True, help="SGLang: a prefill chunk and the running decodes in one step (simulate).",
     )  # fmt: skip
 
 
