@@ -37,6 +37,8 @@ def test_json_holds_the_latencies_and_the_pool(run_cli) -> None:
      (("--slo", "latency=1s"), "not one of"),
      (("--shared-prefix", "64,0"), "--shared-prefix '64,0'"),
      (("--shared-prefix", "64", "--no-prefix-caching"), "changes nothing without a prefix cache"),
+     # The CPU build's blocks are 128 tokens: a prefix of 64 shares none (vLLM caches full blocks).
+     (("--shared-prefix", "64"), "fills no block of 128"),
      (("--shared-prefix", "101"), "longer than the shortest prompt")],
 )  # fmt: skip
 def test_misuse_is_one_line(run_cli, extra: tuple[str, ...], message: str) -> None:
@@ -60,4 +62,5 @@ def test_a_shared_prefix_shortens_the_first_token(run_cli) -> None:
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["ttft"]["p90_s"] == pytest.approx(0.01896)
+    assert (data["load"]["shared_prefix"], data["load"]["prefixes"]) == (768, 1)
     assert any("prefix cache: 2,304 of" in n for n in data["notes"])
