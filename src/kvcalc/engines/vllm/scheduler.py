@@ -72,8 +72,8 @@ class VllmScheduler:
         self.hit_tokens = 0  # prompt tokens taken from the cache
         self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
         self._ref = [0] * num_gpu_blocks
-        self._hash_of: dict[int, tuple[int, int, int]] = {}
-        self._cached: dict[tuple[int, int, int], dict[int, None]] = {}
+        self._hash_of: dict[int, int] = {}  # block: its hash (_key)
+        self._cached: dict[int, dict[int, None]] = {}  # hash: the blocks cached under it
         self._blocks: dict[int, list[int]] = {}  # request id: its blocks
         self._num_cached: dict[int, int] = {}  # request id: its leading blocks cached
 
@@ -110,7 +110,8 @@ class VllmScheduler:
 
     def _allocate(self, live: Live, n: int) -> bool:
         if self._plain and live.computed + n <= live.held * self.unit_tokens:
-            if self.prefix_caching:
+            # Its cached blocks are always computed // block_size (cached as each one fills).
+            if self.prefix_caching and (live.computed + n) // self.unit_tokens > live.computed // self.unit_tokens:
                 self._cache(live, live.computed + n)
             return True  # within the blocks it holds
         need = self._blocks_for(live.computed + n) - live.held
@@ -142,12 +143,12 @@ class VllmScheduler:
             self._ref[block] = 1
             blocks.append(block)
 
-    def _key(self, request: Request, index: int) -> tuple[int, int, int]:
-        """Block ``index``'s hash chain: its group's when it ends within the shared prefix, else the
-        request's own."""
+    def _key(self, request: Request, index: int) -> int:
+        """Block ``index``'s hash chain: its group's when it ends within the shared prefix (negative),
+        else the request's own."""
         if request.prefix >= 0 and (index + 1) * self.unit_tokens <= request.prefix_len:
-            return (0, request.prefix, index)
-        return (1, request.id, index)
+            return -((request.prefix << 32) | index) - 1
+        return (request.id << 32) | index
 
     def _cache(self, live: Live, tokens: int) -> None:
         """cache_blocks: the full blocks of the first ``tokens`` (at most the sequence) cached."""
@@ -155,12 +156,16 @@ class VllmScheduler:
         done = self._num_cached.get(live.request.id, 0)
         if full <= done:
             return
-        blocks = self._blocks[live.request.id]
+        blocks, request, hash_of, cached = self._blocks[live.request.id], live.request, self._hash_of, self._cached
         for index in range(done, full):
-            block, key = blocks[index], self._key(live.request, index)
-            if block not in self._hash_of:
-                self._hash_of[block] = key
-                self._cached.setdefault(key, {})[block] = None
+            block, key = blocks[index], self._key(request, index)
+            if block not in hash_of:
+                hash_of[block] = key
+                holders = cached.get(key)
+                if holders is None:
+                    cached[key] = {block: None}
+                else:
+                    holders[block] = None
         self._num_cached[live.request.id] = full
 
     def _hit(self, live: Live) -> list[int]:
