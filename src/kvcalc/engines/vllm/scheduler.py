@@ -20,12 +20,27 @@ Each step (``Scheduler.schedule``):
 A step that feeds the last token of a sequence samples the next; a finished request frees its
 blocks in the same step. Block 0 is vLLM's null block: ``num_gpu_blocks - 1`` are usable
 (block_pool.py), which is also why its usage metric divides by ``num_gpu_blocks - 1``.
-Prefix caching is not modelled (prompts are taken as unshared).
+
+Prefix caching (``prefix_caching``, vLLM's default; one KV cache group): only FULL blocks are
+cached, under a hash of every token up to their end (v1/core/kv_cache_utils.py hash_block_tokens),
+so a block is shared by the requests whose first tokens up to its end are the same: here the
+blocks wholly inside a request's shared prefix (Request.prefix, prefix_len), and a preempted
+request's own blocks. A block is cached (``cache_blocks``) in the step its last token is
+scheduled, so a request admitted later in the same step already hits it. A waiting request's hit
+(kv_cache_manager.py ``get_computed_blocks``) is the longest run of cached leading blocks within
+``num_tokens - 1`` tokens (the last token is recomputed for its logits); its computed tokens start
+there, and the step feeds only the rest. Hit blocks are shared (ref counts): one no request holds
+is free but still cached, evictable, and counts as free; ``allocate_slots`` counts a hit block
+that is free among the blocks to allocate (touching it takes it off the free queue). Freed blocks
+(block_pool.py ``free_blocks``, a request's in reverse, tail first) go to the END of the free queue
+when cached and to its FRONT when not; new blocks are taken from the front, evicting the cached
+block they were (LRU). A preempted request's blocks are freed like a finished one's, and it may
+hit them again when it is back.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from kvcalc.calc.simulate import Batch, Live, Request
@@ -36,7 +51,7 @@ class VllmScheduler:
 
     def __init__(self, num_gpu_blocks: int, block_size: int, *, max_num_batched_tokens: int, max_num_seqs: int,
                  max_model_len: int, long_prefill_token_threshold: int = 0,
-                 blocks_for: Callable[[int], int] | None = None) -> None:  # fmt: skip
+                 blocks_for: Callable[[int], int] | None = None, prefix_caching: bool = False) -> None:  # fmt: skip
         self.pool_units = num_gpu_blocks
         # Blocks a request of n tokens holds: cdiv(n, block_size) for one group of full attention;
         # the plan's blocks_per_request for several groups.
@@ -51,6 +66,16 @@ class VllmScheduler:
         self._threshold = long_prefill_token_threshold
         self._running: list[Live] = []
         self._waiting: deque[Live] = deque()
+        # Prefix caching (one group of full attention only): read by kvcalc's API to refuse a shared
+        # prefix it would not model; the block pool's ids, ref counts, hashes and free queue.
+        self.prefix_caching = prefix_caching and self._plain
+        self.hit_tokens = 0  # prompt tokens taken from the cache
+        self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
+        self._ref = [0] * num_gpu_blocks
+        self._hash_of: dict[int, int] = {}  # block: its hash (_key)
+        self._cached: dict[int, dict[int, None]] = {}  # hash: the blocks cached under it
+        self._blocks: dict[int, list[int]] = {}  # request id: its blocks
+        self._num_cached: dict[int, int] = {}  # request id: its leading blocks cached
 
     def refused(self, request: Request) -> str | None:
         tokens = request.prompt + request.output
@@ -74,8 +99,7 @@ class VllmScheduler:
         return self.pool_units - 1 - self._free
 
     def release(self, live: Live) -> None:
-        self._free += live.held
-        live.held = 0
+        self._free_blocks(live)
         self._running.remove(live)
 
     def _new_tokens(self, live: Live, budget: int) -> int:
@@ -86,18 +110,131 @@ class VllmScheduler:
 
     def _allocate(self, live: Live, n: int) -> bool:
         if self._plain and live.computed + n <= live.held * self.unit_tokens:
+            # Its cached blocks are always computed // block_size (cached as each one fills).
+            if self.prefix_caching and (live.computed + n) // self.unit_tokens > live.computed // self.unit_tokens:
+                self._cache(live, live.computed + n)
             return True  # within the blocks it holds
         need = self._blocks_for(live.computed + n) - live.held
         if need > self._free:
             return False
+        self._take(live, need)
+        if self.prefix_caching:
+            self._cache(live, live.computed + n)
+        return True
+
+    # --- the block pool with prefix caching (block_pool.py) ------------------------------------------
+
+    def _take(self, live: Live, need: int) -> None:
+        """get_new_blocks: ``need`` blocks from the front of the free queue, each evicted from the
+        cache if it was cached."""
         self._free -= need
         live.held += need
-        return True
+        if not self.prefix_caching:
+            return
+        blocks = self._blocks.setdefault(live.request.id, [])
+        for _ in range(need):
+            block = self._queue.popitem(last=False)[0]
+            key = self._hash_of.pop(block, None)
+            if key is not None:
+                holders = self._cached[key]
+                del holders[block]
+                if not holders:
+                    del self._cached[key]
+            self._ref[block] = 1
+            blocks.append(block)
+
+    def _key(self, request: Request, index: int) -> int:
+        """Block ``index``'s hash chain: its group's when it ends within the shared prefix (negative),
+        else the request's own."""
+        if request.prefix >= 0 and (index + 1) * self.unit_tokens <= request.prefix_len:
+            return -((request.prefix << 32) | index) - 1
+        return (request.id << 32) | index
+
+    def _cache(self, live: Live, tokens: int) -> None:
+        """cache_blocks: the full blocks of the first ``tokens`` (at most the sequence) cached."""
+        full = min(tokens, live.tokens) // self.unit_tokens
+        done = self._num_cached.get(live.request.id, 0)
+        if full <= done:
+            return
+        blocks, request, hash_of, cached = self._blocks[live.request.id], live.request, self._hash_of, self._cached
+        for index in range(done, full):
+            block, key = blocks[index], self._key(request, index)
+            if block not in hash_of:
+                hash_of[block] = key
+                holders = cached.get(key)
+                if holders is None:
+                    cached[key] = {block: None}
+                else:
+                    holders[block] = None
+        self._num_cached[live.request.id] = full
+
+    def _hit(self, live: Live) -> list[int]:
+        """get_computed_blocks: the longest run of cached leading blocks within tokens - 1."""
+        found: list[int] = []
+        if not self.prefix_caching:
+            return found
+        for index in range((live.tokens - 1) // self.unit_tokens):
+            holders = self._cached.get(self._key(live.request, index))
+            if not holders:
+                break
+            found.append(next(iter(holders)))
+        return found
+
+    def _free_blocks(self, live: Live) -> None:
+        """free_blocks, tail first: a block no request holds goes to the free queue's end when
+        cached (evicted last), to its front when not."""
+        self._free += live.held
+        live.held = 0
+        if not self.prefix_caching:
+            return
+        blocks = self._blocks.pop(live.request.id, [])
+        self._num_cached.pop(live.request.id, None)
+        for block in reversed(blocks):
+            self._ref[block] -= 1
+            if self._ref[block]:
+                self._free -= 1  # still held by another request
+            else:
+                self._queue[block] = None
+                if block not in self._hash_of:
+                    self._queue.move_to_end(block, last=False)
+
+    def _adopt(self, live: Live, hit: list[int]) -> None:
+        """touch: the hit blocks become the request's (ref counts up; off the free queue if free)."""
+        for block in hit:
+            if not self._ref[block]:
+                del self._queue[block]
+                self._free -= 1
+            self._ref[block] += 1
+        self._blocks[live.request.id] = list(hit)
+        self._num_cached[live.request.id] = len(hit)
+        live.held = len(hit)
+        live.computed = len(hit) * self.unit_tokens
+        self.hit_tokens += live.computed
+
+    def _admission_blocks(self, live: Live) -> int:
+        """The free blocks a waiting request needs to be admitted: its whole sequence's, less its
+        cache hit's, plus the hit blocks that are free."""
+        hit = self._hit(live)
+        evictable = sum(1 for block in hit if not self._ref[block])
+        return self._blocks_for(min(live.tokens, self._max_len)) - len(hit) + evictable
+
+    def _admit_hit(self, live: Live, hit: list[int], budget: int) -> int:
+        """allocate_slots for a waiting request with a cache hit: the blocks of its whole sequence
+        past the hit, and the hit blocks that are free (touching takes them off the free queue), must
+        be free now; then the hit is its, and its first chunk (the new tokens the budget leaves)
+        gets blocks. 0 when it does not fit."""
+        if self._admission_blocks(live) > self._free:
+            return 0
+        self._adopt(live, hit)
+        n = self._new_tokens(live, budget)
+        allocated = self._allocate(live, n)
+        assert allocated, "the whole sequence fit, so its first chunk does"
+        return n
 
     def _preempt(self, live: Live) -> None:
         self._running.remove(live)
-        self._free += live.held
-        live.held = live.computed = 0
+        self._free_blocks(live)
+        live.computed = 0
         live.preemptions += 1
         self.preemptions += 1
         self._waiting.appendleft(live)
@@ -141,7 +278,7 @@ class VllmScheduler:
         if self._waiting:
             stall = "seqs" if len(running) >= self._seqs else "kv"
             head = self._waiting[0]
-            fits = self._blocks_for(min(head.tokens, self._max_len)) <= self._free - self._growth(running, 1)
+            fits = self._admission_blocks(head) <= self._free - self._growth(running, 1)
             if stall == "kv" and (fits or len(running) >= self._budget):
                 return None  # it could be admitted after the next step's decodes (or the budget binds)
         cap = min(live.request.output - live.generated for live in running) - 1  # none ends in them
@@ -165,9 +302,9 @@ class VllmScheduler:
 
     def advanced(self, lives: list[Live], k: int) -> None:
         for live in lives:
-            grown = self._blocks_for(live.computed)
-            self._free -= grown - live.held
-            live.held = grown
+            self._take(live, self._blocks_for(live.computed) - live.held)
+            if self.prefix_caching:
+                self._cache(live, live.computed)
 
     def _admit_waiting(self, batch: Batch, budget: int) -> str | None:
         while self._waiting:
@@ -176,12 +313,18 @@ class VllmScheduler:
             if len(self._running) >= self._seqs:
                 return "seqs"
             live = self._waiting[0]
-            whole = self._blocks_for(min(live.tokens, self._max_len))
-            if whole > self._free:
-                return "kv"
-            n = self._new_tokens(live, budget)
-            if not self._allocate(live, n):
-                return "kv"
+            hit = self._hit(live)
+            if hit:
+                n = self._admit_hit(live, hit, budget)
+                if not n:
+                    return "kv"
+            else:
+                whole = self._blocks_for(min(live.tokens, self._max_len))
+                if whole > self._free:
+                    return "kv"
+                n = self._new_tokens(live, budget)
+                if not self._allocate(live, n):
+                    return "kv"
             self._waiting.popleft()
             self._running.append(live)
             batch.append((live, n))
