@@ -36,7 +36,7 @@ class Request:
     output: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Live:
     """A request inside the engine. ``computed``: tokens whose K/V the engine holds (the prompt's
     processed part, then every output token fed back); ``generated``: output tokens sampled. A step
@@ -80,17 +80,22 @@ StepTime = Callable[[StepShape], float]
 
 
 def shape_of(batch: Batch) -> StepShape:
-    tokens = attended = prefill = context = decoding = 0
+    tokens = attended = prefill = context = decoding = decoders = read = 0
     for live, n in batch:
+        computed = live.computed
+        if n == 1 and computed >= live.request.prompt:  # decoding (the hot path): a token attending c + 1
+            read += computed + 1
+            decoders += 1
+            continue
         tokens += n
         # A chunk of n tokens after c held attends c + 1 ... c + n positions; it reads c + n.
-        attended += n * live.computed + n * (n + 1) // 2
-        context += live.computed + n
-        if n > 1 or live.computed < live.request.prompt:
+        attended += n * computed + n * (n + 1) // 2
+        context += computed + n
+        if n > 1 or computed < live.request.prompt:
             prefill += n
         else:
-            decoding += live.computed + 1
-    return StepShape(tokens, attended, len(batch), prefill, context, decoding)
+            decoding += computed + 1
+    return StepShape(tokens + decoders, attended + read, len(batch), prefill, context + read, decoding + read)
 
 
 class Scheduler(Protocol):
@@ -402,20 +407,30 @@ def simulate(
         now += step_time(shape)
         decoded = 0
         for live, n in batch:
-            if live.scheduled_s is None:
-                live.scheduled_s = start
-            live.computed += n
-            if live.computed < live.tokens:
-                continue  # a prefill chunk short of the sequence's end samples nothing
-            live.generated += 1
-            if live.first_token_s is None:
-                live.first_token_s = now
-            elif live.last_token_s is not None:
-                if live.last_token_s == start:
-                    decoded += 1  # its gap is this step's time
-                else:
-                    itl.append((now - live.last_token_s, 1))  # back after a wait (a preemption)
-            live.last_token_s = now
+            request = live.request
+            if live.last_token_s == start and n == 1 and live.computed + 1 == request.prompt + live.generated:
+                # The hot path: a decode right after its last token (its gap is this step's time).
+                live.computed += 1
+                live.generated += 1
+                decoded += 1
+                live.last_token_s = now
+                if live.generated < request.output:
+                    continue
+            else:
+                if live.scheduled_s is None:
+                    live.scheduled_s = start
+                live.computed += n
+                if live.computed < live.tokens:
+                    continue  # a prefill chunk short of the sequence's end samples nothing
+                live.generated += 1
+                if live.first_token_s is None:
+                    live.first_token_s = now
+                elif live.last_token_s is not None:
+                    if live.last_token_s == start:
+                        decoded += 1  # its gap is this step's time
+                    else:
+                        itl.append((now - live.last_token_s, 1))  # back after a wait (a preemption)
+                live.last_token_s = now
             if live.generated >= live.request.output:
                 live.finished_s = now
                 scheduler.release(live)
@@ -441,10 +456,14 @@ def _fast_forward(
     if found is None:
         return None
     lives, k, stall = found
-    if k < 2 or any(live.last_token_s != now for live in lives):
-        return None  # one was left out of the last step: its gap is not this step's time
+    if k < 2:
+        return None
+    context = 0
+    for live in lives:
+        if live.last_token_s != now:
+            return None  # one was left out of the last step: its gap is not this step's time
+        context += live.computed + 1
     r = len(lives)
-    context = sum(live.computed + 1 for live in lives)
     first = step_time(StepShape(r, context, r, 0, context, context))
 
     def starts(j: int, last: float) -> float:  # when step j (0-based) starts, from now

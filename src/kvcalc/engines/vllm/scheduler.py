@@ -106,9 +106,20 @@ class VllmScheduler:
         batch: Batch = []
         budget = self._budget
         preempted = False
-        index = 0
-        while index < len(self._running) and budget > 0:
-            live = self._running[index]
+        running, size = self._running, self.unit_tokens if self._plain else 0
+        for live in running[:budget]:  # the hot path: one token to decode within the blocks it holds
+            if live.request.prompt + live.generated - live.computed != 1 or live.computed >= live.held * size:
+                break
+            batch.append((live, 1))
+        index = len(batch)
+        budget -= index
+        while index < len(running) and budget > 0:
+            live = running[index]
+            if live.request.prompt + live.generated - live.computed == 1 and live.computed < live.held * size:
+                batch.append((live, 1))  # the hot path again, after a request that was not
+                budget -= 1
+                index += 1
+                continue
             n = self._new_tokens(live, budget)
             if n <= 0:
                 index += 1
@@ -133,19 +144,29 @@ class VllmScheduler:
         """Pure decoding for k steps (kvcalc.calc.simulate's fast path): every running request has
         one token to feed and all fit the budget, no waiting request could join (none, or the head
         blocked by blocks or max_num_seqs, which k decode steps only make truer), and the free blocks
-        cover every request's growth by k tokens (the most such k)."""
+        cover every request's growth by k tokens (the most such k; None where no request could take
+        two such steps before it ends)."""
         running = self._running
-        if not running or len(running) > self._budget or any(live.tokens - live.computed != 1 for live in running):
+        if not running or len(running) > self._budget:
             return None
+        cap = 1 << 62
+        for live in reversed(running):  # the newest are the likeliest to be reading their prompt
+            if live.request.prompt + live.generated - live.computed != 1:
+                return None
+            if (left := live.request.output - live.generated) < cap:  # (min() costs a call a request)
+                cap = left
+        cap -= 1  # none ends in them
+        if cap < 2:
+            return None  # too few steps to take together (the caller's bound)
         stall = None
         if self._waiting:
             stall = "seqs" if len(running) >= self._seqs else "kv"
             head = self._waiting[0]
-            fits = self._blocks_for(min(head.tokens, self._max_len)) <= self._free - self._growth(running, 1)
-            if stall == "kv" and (fits or len(running) >= self._budget):
+            if stall == "kv" and (len(running) >= self._budget
+                                  or self._blocks_for(min(head.tokens, self._max_len))
+                                  <= self._free - self._growth(running, 1)):  # fmt: skip
                 return None  # it could be admitted after the next step's decodes (or the budget binds)
-        cap = min(live.request.output - live.generated for live in running) - 1  # none ends in them
-        if cap < 2 or self._growth(running, cap) <= self._free:
+        if self._growth(running, cap) <= self._free:
             return list(running), cap, stall
         low, high = 0, cap
         while high - low > 1:
