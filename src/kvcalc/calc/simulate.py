@@ -407,14 +407,14 @@ def simulate(
         now += step_time(shape)
         decoded = 0
         for live, n in batch:
-            request = live.request
-            if live.last_token_s == start and n == 1 and live.computed + 1 == request.prompt + live.generated:
+            request, generated = live.request, live.generated + 1
+            if n == 1 and live.last_token_s == start and live.computed + n == request.prompt + generated - 1:
                 # The hot path: a decode right after its last token (its gap is this step's time).
                 live.computed += 1
-                live.generated += 1
+                live.generated = generated
                 decoded += 1
                 live.last_token_s = now
-                if live.generated < request.output:
+                if generated < request.output:
                     continue
             else:
                 if live.scheduled_s is None:

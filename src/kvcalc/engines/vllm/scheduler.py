@@ -161,28 +161,30 @@ class VllmScheduler:
         stall = None
         if self._waiting:
             stall = "seqs" if len(running) >= self._seqs else "kv"
-            head = self._waiting[0]
-            if stall == "kv" and (len(running) >= self._budget
-                                  or self._blocks_for(min(head.tokens, self._max_len))
-                                  <= self._free - self._growth(running, 1)):  # fmt: skip
+            room = self._free - self._blocks_for(min(self._waiting[0].tokens, self._max_len))
+            if stall == "kv" and (len(running) >= self._budget or self._fits(running, 1, room)):
                 return None  # it could be admitted after the next step's decodes (or the budget binds)
-        if self._growth(running, cap) <= self._free:
+        if self._fits(running, cap, self._free):
             return list(running), cap, stall
         low, high = 0, cap
         while high - low > 1:
             middle = (low + high) // 2
-            if self._growth(running, middle) <= self._free:
+            if self._fits(running, middle, self._free):
                 low = middle
             else:
                 high = middle
         return list(running), low, stall
 
-    def _growth(self, lives: list[Live], k: int) -> int:
-        """Blocks the requests take to hold k more tokens each."""
+    def _fits(self, lives: list[Live], k: int, room: int) -> bool:
+        """Whether the requests can take k more tokens each within ``room`` free blocks. Without
+        reading each where they surely can: a request holds at least cdiv(computed, size) blocks, so k
+        more tokens take at most cdiv(k, size) more."""
         if self._plain:
             size = self.unit_tokens
-            return sum(-(-(live.computed + k) // size) - live.held for live in lives)
-        return sum(self._blocks_for(live.computed + k) - live.held for live in lives)
+            if len(lives) * -(-k // size) <= room:
+                return True
+            return sum(-(-(live.computed + k) // size) - live.held for live in lives) <= room
+        return sum(self._blocks_for(live.computed + k) - live.held for live in lives) <= room
 
     def advanced(self, lives: list[Live], k: int) -> None:
         for live in lives:
