@@ -172,17 +172,18 @@ class IdealBatcher:
 
     def schedule(self) -> tuple[Batch, str | None]:
         batch: Batch = []
-        for live in list(self._running):
-            if live not in self._running:
-                continue  # preempted below by an earlier one
+        index = 0
+        while index < len(self._running):  # preemption takes from the end: those after this one
+            live = self._running[index]
             while self._used + 1 > self.pool_units and self._running[-1] is not live:
                 self._preempt(self._running[-1])
             if self._used + 1 > self.pool_units:
-                self._preempt(live)
+                self._preempt(live)  # the last one: the loop ends
                 continue
             live.held += 1
             self._used += 1
             batch.append((live, live.tokens - live.computed))
+            index += 1
         reason = None
         while self._waiting:
             live = self._waiting[0]
@@ -340,6 +341,25 @@ class ClosedLoop:
         return request
 
 
+class ShapeCache:
+    """A step time remembered by its shape: a run's steps repeat their shapes (the same lengths reach
+    the same contexts; a slot decodes alone through the same ones request after request), and a
+    step's time is a function of its shape alone. At most ``size`` shapes, then it starts over."""
+
+    def __init__(self, step_time: StepTime, size: int = 1 << 16) -> None:
+        self._step_time = step_time
+        self._size = size
+        self._seconds: dict[StepShape, float] = {}
+
+    def __call__(self, shape: StepShape) -> float:
+        seconds = self._seconds.get(shape)
+        if seconds is None:
+            if len(self._seconds) >= self._size:
+                self._seconds.clear()
+            seconds = self._seconds[shape] = self._step_time(shape)
+        return seconds
+
+
 def simulate(
     arrivals: Sequence[Request] | ClosedLoop,
     scheduler: Scheduler,
@@ -353,6 +373,7 @@ def simulate(
     ``handling_s``: the server's time with a request before its scheduler sees it (the API server:
     parsing, tokenizing), counted in its queue and first token."""
     closed = arrivals if isinstance(arrivals, ClosedLoop) else None
+    timed = ShapeCache(step_time)
     pending: list[tuple[float, int, Request]] = []
     first = closed.first() if closed is not None else list(arrivals)  # type: ignore[arg-type]
     for request in first:
@@ -374,7 +395,7 @@ def simulate(
                 _next_of(closed, now, pending, handling_s)
                 continue
             scheduler.admit(Live(request))
-        ahead = _fast_forward(scheduler, step_time, now, pending[0][0] if pending else math.inf)
+        ahead = _fast_forward(scheduler, timed, now, pending[0][0] if pending else math.inf)
         if ahead is not None:
             advanced, seconds, durations, stall = ahead
             if stall is not None:
@@ -404,7 +425,7 @@ def simulate(
         if timeline:
             samples.append(Sample(now, running, waiting, used, scheduler.preemptions, shape.tokens))
         start = now
-        now += step_time(shape)
+        now += timed(shape)
         decoded = 0
         for live, n in batch:
             request, generated = live.request, live.generated + 1
