@@ -149,6 +149,9 @@ class VllmScheduler:
         running = self._running
         if not running or len(running) > self._budget:
             return None
+        oldest = running[0]  # the likeliest to end first: when it ends within 2 steps, none is read
+        if oldest.request.output - oldest.generated - 1 < 2:
+            return None
         cap = 1 << 62
         for live in reversed(running):  # the newest are the likeliest to be reading their prompt
             if live.request.prompt + live.generated - live.computed != 1:
@@ -187,8 +190,9 @@ class VllmScheduler:
         return sum(self._blocks_for(live.computed + k) - live.held for live in lives) <= room
 
     def advanced(self, lives: list[Live], k: int) -> None:
+        size = self.unit_tokens
         for live in lives:
-            grown = self._blocks_for(live.computed)
+            grown = -(-live.computed // size) if self._plain else self._blocks_for(live.computed)
             self._free -= grown - live.held
             live.held = grown
 
