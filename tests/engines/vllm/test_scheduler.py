@@ -99,3 +99,13 @@ def test_a_decode_at_a_block_boundary_takes_a_block() -> None:
         live.computed, live.generated = 16, 2
     batch, _ = scheduler.schedule()
     assert [n for _, n in batch] == [1, 1] and scheduler.used_units() == 4
+
+
+def test_steady_takes_nothing_together_when_a_request_ends_within_two_steps() -> None:
+    # Either request at 38 of its 40 tokens (computed 15 + 37) ends at its 40th: 40 - 38 - 1 = 1
+    # step could be taken with none ending, under the 2 worth taking together. The oldest first
+    # (read alone), then the newest (read in the scan of all).
+    for ending in (0, 1):
+        scheduler, lives = _decoding_pair(100)
+        lives[ending].computed, lives[ending].generated = 52, 38
+        assert scheduler.steady() is None
