@@ -7,7 +7,18 @@ import math
 
 import pytest
 
-from kvcalc.calc.simulate import ClosedLoop, IdealBatcher, Length, Request, percentile, poisson, simulate, stats
+from kvcalc.calc.simulate import (
+    ClosedLoop,
+    IdealBatcher,
+    Length,
+    Request,
+    ShapeCache,
+    StepShape,
+    percentile,
+    poisson,
+    simulate,
+    stats,
+)
 
 
 def _one_second(_shape: object) -> float:
@@ -99,3 +110,23 @@ def test_percentiles_interpolate_as_numpy_does() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 90) == pytest.approx(3.7)
     summary = stats([4.0, 1.0, 3.0, 2.0])
     assert (summary.mean, summary.p50, summary.count) == (2.5, 2.5, 4)
+
+
+def test_a_step_time_is_remembered_by_its_whole_shape() -> None:
+    # Two decode steps of one sequence that differ only in the cached tokens the decoding sequence
+    # reads (decode_context 10 vs 11) cost 1 + 10 and 1 + 11 under this step time; asked again,
+    # the first shape is not timed a second time.
+    calls: list[StepShape] = []
+
+    def step_time(shape: StepShape) -> float:
+        calls.append(shape)
+        return 1.0 + shape.decode_context
+
+    timed = ShapeCache(step_time, size=2)
+    a, b = StepShape(1, 10, 1, 0, 10, 10), StepShape(1, 10, 1, 0, 10, 11)
+    assert (timed(a), timed(b), timed(a)) == (11.0, 12.0, 11.0)
+    assert calls == [a, b]
+    # A third shape fills it past its 2: it starts over, and a is timed again.
+    c = StepShape(2, 20, 2, 0, 20, 20)
+    assert (timed(c), timed(a)) == (21.0, 11.0)
+    assert calls == [a, b, c, a]

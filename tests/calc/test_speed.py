@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from kvcalc import api
-from kvcalc.calc.speed import AttentionShape, attention_flops, moe_layer_count, split_weights
+from kvcalc.calc.speed import AttentionShape, Hardware, attention_flops, moe_layer_count, split_weights
 from kvcalc.errors import UsageError
 from kvcalc.inputs.hf.dims import ModelDims
 from kvcalc.units import parse_rate
@@ -592,3 +592,16 @@ def test_serving_throughputs_agree_with_the_output_length(source: dict[str, Any]
         if m.keys() >= BOTH:
             tokens = m["output_throughput_tok_s"] / m["request_throughput_req_s"]
             assert tokens == pytest.approx(output, rel=0.05), f"{source['id']}: {tokens:.1f} a request vs {output}"
+
+
+def test_each_gpu_keeps_its_own_rates_exactly() -> None:
+    # The rates are made once per Hardware (simulate asks for thousands of steps): two GPUs that
+    # differ only in efficiency must not share them. 1 byte at 3 B/s is 1/3 s; at half of it 2/3 s;
+    # 7 FLOPs at 3 FLOP/s x 1/3 is 7 s. Each rounded once from the exact fraction.
+    full = Hardware("a", 3, 3, "bf16")
+    half = Hardware("a", 3, 3, "bf16", bandwidth_efficiency=Fraction(1, 2), flops_efficiency=Fraction(1, 3))
+    assert (full.memory_seconds(1), half.memory_seconds(1)) == (1 / 3, 2 / 3)
+    assert (full.compute_seconds(7), half.compute_seconds(7)) == (7 / 3, 7.0)
+    # 2**60 + 32 bytes at 3 B/s: (2**60 + 32) / 3 = 384,307,168,202,282,336 s exactly, which rounds
+    # to 3.843071682022824e17; a float of the bytes first (2**60) / 3 gives ...823e17.
+    assert full.memory_seconds(2**60 + 32) == 3.843071682022824e17 != float(2**60 + 32) / 3

@@ -40,7 +40,7 @@ class Request:
     prefix_len: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Live:
     """A request inside the engine. ``computed``: tokens whose K/V the engine holds (the prompt's
     processed part, then every output token fed back); ``generated``: output tokens sampled. A step
@@ -84,17 +84,22 @@ StepTime = Callable[[StepShape], float]
 
 
 def shape_of(batch: Batch) -> StepShape:
-    tokens = attended = prefill = context = decoding = 0
+    tokens = attended = prefill = context = decoding = decoders = read = 0
     for live, n in batch:
+        computed = live.computed
+        if n == 1 and computed >= live.request.prompt:  # decoding (the hot path): a token attending c + 1
+            read += computed + 1
+            decoders += 1
+            continue
         tokens += n
         # A chunk of n tokens after c held attends c + 1 ... c + n positions; it reads c + n.
-        attended += n * live.computed + n * (n + 1) // 2
-        context += live.computed + n
-        if n > 1 or live.computed < live.request.prompt:
+        attended += n * computed + n * (n + 1) // 2
+        context += computed + n
+        if n > 1 or computed < live.request.prompt:
             prefill += n
         else:
-            decoding += live.computed + 1
-    return StepShape(tokens, attended, len(batch), prefill, context, decoding)
+            decoding += computed + 1
+    return StepShape(tokens + decoders, attended + read, len(batch), prefill, context + read, decoding + read)
 
 
 class Scheduler(Protocol):
@@ -372,6 +377,25 @@ class ClosedLoop:
         return request
 
 
+class ShapeCache:
+    """A step time remembered by its shape: a run's steps repeat their shapes (the same lengths reach
+    the same contexts; a slot decodes alone through the same ones request after request), and a
+    step's time is a function of its shape alone. At most ``size`` shapes, then it starts over."""
+
+    def __init__(self, step_time: StepTime, size: int = 1 << 16) -> None:
+        self._step_time = step_time
+        self._size = size
+        self._seconds: dict[StepShape, float] = {}
+
+    def __call__(self, shape: StepShape) -> float:
+        seconds = self._seconds.get(shape)
+        if seconds is None:
+            if len(self._seconds) >= self._size:
+                self._seconds.clear()
+            seconds = self._seconds[shape] = self._step_time(shape)
+        return seconds
+
+
 def simulate(
     arrivals: Sequence[Request] | ClosedLoop,
     scheduler: Scheduler,
@@ -385,6 +409,7 @@ def simulate(
     ``handling_s``: the server's time with a request before its scheduler sees it (the API server:
     parsing, tokenizing), counted in its queue and first token."""
     closed = arrivals if isinstance(arrivals, ClosedLoop) else None
+    timed = ShapeCache(step_time)
     pending: list[tuple[float, int, Request]] = []
     first = closed.first() if closed is not None else list(arrivals)  # type: ignore[arg-type]
     for request in first:
@@ -406,7 +431,7 @@ def simulate(
                 _next_of(closed, now, pending, handling_s)
                 continue
             scheduler.admit(Live(request))
-        ahead = _fast_forward(scheduler, step_time, now, pending[0][0] if pending else math.inf)
+        ahead = _fast_forward(scheduler, timed, now, pending[0][0] if pending else math.inf)
         if ahead is not None:
             advanced, seconds, durations, stall = ahead
             if stall is not None:
@@ -436,23 +461,33 @@ def simulate(
         if timeline:
             samples.append(Sample(now, running, waiting, used, scheduler.preemptions, shape.tokens))
         start = now
-        now += step_time(shape)
+        now += timed(shape)
         decoded = 0
         for live, n in batch:
-            if live.scheduled_s is None:
-                live.scheduled_s = start
-            live.computed += n
-            if live.computed < live.tokens:
-                continue  # a prefill chunk short of the sequence's end samples nothing
-            live.generated += 1
-            if live.first_token_s is None:
-                live.first_token_s = now
-            elif live.last_token_s is not None:
-                if live.last_token_s == start:
-                    decoded += 1  # its gap is this step's time
-                else:
-                    itl.append((now - live.last_token_s, 1))  # back after a wait (a preemption)
-            live.last_token_s = now
+            request, generated = live.request, live.generated + 1
+            if n == 1 and live.last_token_s == start and live.computed + n == request.prompt + generated - 1:
+                # The hot path: a decode right after its last token (its gap is this step's time).
+                live.computed += 1
+                live.generated = generated
+                decoded += 1
+                live.last_token_s = now
+                if generated < request.output:
+                    continue
+            else:
+                if live.scheduled_s is None:
+                    live.scheduled_s = start
+                live.computed += n
+                if live.computed < live.tokens:
+                    continue  # a prefill chunk short of the sequence's end samples nothing
+                live.generated += 1
+                if live.first_token_s is None:
+                    live.first_token_s = now
+                elif live.last_token_s is not None:
+                    if live.last_token_s == start:
+                        decoded += 1  # its gap is this step's time
+                    else:
+                        itl.append((now - live.last_token_s, 1))  # back after a wait (a preemption)
+                live.last_token_s = now
             if live.generated >= live.request.output:
                 live.finished_s = now
                 scheduler.release(live)
@@ -478,10 +513,14 @@ def _fast_forward(
     if found is None:
         return None
     lives, k, stall = found
-    if k < 2 or any(live.last_token_s != now for live in lives):
-        return None  # one was left out of the last step: its gap is not this step's time
+    if k < 2:
+        return None
+    context = 0
+    for live in lives:
+        if live.last_token_s != now:
+            return None  # one was left out of the last step: its gap is not this step's time
+        context += live.computed + 1
     r = len(lives)
-    context = sum(live.computed + 1 for live in lives)
     first = step_time(StepShape(r, context, r, 0, context, context))
 
     def starts(j: int, last: float) -> float:  # when step j (0-based) starts, from now

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from kvcalc.dims import ModelDims
@@ -44,11 +45,19 @@ class Hardware:
     def is_bound(self) -> bool:
         return self.bandwidth_efficiency == 1 and self.flops_efficiency == 1
 
+    # n / (peak x efficiency) exactly, rounded once (int / int is correctly rounded, as float(Fraction)
+    # is), the rate's fraction made once: kvcalc simulate asks for thousands of steps.
+    @cached_property
+    def _rates(self) -> tuple[Fraction, Fraction]:
+        return Fraction(self.bandwidth * self.bandwidth_efficiency), Fraction(self.flops * self.flops_efficiency)
+
     def memory_seconds(self, nbytes: int) -> float:
-        return float(Fraction(nbytes) / (self.bandwidth * self.bandwidth_efficiency))
+        rate = self._rates[0]
+        return nbytes * rate.denominator / rate.numerator
 
     def compute_seconds(self, flops: int) -> float:
-        return float(Fraction(flops) / (self.flops * self.flops_efficiency))
+        rate = self._rates[1]
+        return flops * rate.denominator / rate.numerator
 
 
 # --- weights as a step reads them ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@ each test's comment."""
 
 from __future__ import annotations
 
-from kvcalc.calc.simulate import Request, simulate
+from kvcalc.calc.simulate import Live, Request, simulate
 from kvcalc.engines.vllm.scheduler import VllmScheduler, VllmV0Scheduler
 
 
@@ -182,3 +182,53 @@ def test_a_preempted_request_hits_its_own_blocks_again() -> None:
 
     assert run(True) == [8]
     assert run(False) == [8, 5]
+
+
+def _decoding_pair(num_gpu_blocks: int) -> tuple[VllmScheduler, list[Live]]:
+    # Two requests of 15 + 40 tokens, blocks of 16: one step reads both prompts (a block each) and
+    # samples their first tokens, as the simulator's loop records it (computed 15, generated 1).
+    scheduler = VllmScheduler(num_gpu_blocks, 16, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=128)
+    lives = [Live(Request(i, 0.0, 15, 40)) for i in range(2)]
+    for live in lives:
+        scheduler.admit(live)
+    batch, _ = scheduler.schedule()
+    assert [n for _, n in batch] == [15, 15]
+    for live in lives:
+        live.computed, live.generated = 15, 1
+    return scheduler, lives
+
+
+def test_steady_counts_the_blocks_each_request_holds_not_a_bound() -> None:
+    # 4 blocks (3 usable), 2 held by the prompts: 1 free. The shortcut's bound (2 requests x
+    # cdiv(k, 16) blocks) says even k = 1 needs 2 blocks; read one by one, a 16th token fits each
+    # request's block (0 more) and a 17th needs a 2nd block each (2 > 1 free): k = 1 exactly.
+    scheduler, _ = _decoding_pair(4)
+    found = scheduler.steady()
+    assert found is not None and found[1] == 1
+    # 100 blocks (99 usable, 97 free): 40 - 1 sampled - 1 (none ends) = 38 steps, the bound
+    # 2 x cdiv(38, 16) = 6 blocks surely fits.
+    scheduler, _ = _decoding_pair(100)
+    found = scheduler.steady()
+    assert found is not None and found[1] == 38
+
+
+def test_a_decode_at_a_block_boundary_takes_a_block() -> None:
+    # 6 blocks (5 usable): the prompts hold 2. Each 16th token fits the block it holds (the decode
+    # hot path takes nothing); each 17th needs a second block: 2 + 2 = 4 in use.
+    scheduler, lives = _decoding_pair(6)
+    batch, _ = scheduler.schedule()
+    assert [n for _, n in batch] == [1, 1] and scheduler.used_units() == 2
+    for live in lives:
+        live.computed, live.generated = 16, 2
+    batch, _ = scheduler.schedule()
+    assert [n for _, n in batch] == [1, 1] and scheduler.used_units() == 4
+
+
+def test_steady_takes_nothing_together_when_a_request_ends_within_two_steps() -> None:
+    # Either request at 38 of its 40 tokens (computed 15 + 37) ends at its 40th: 40 - 38 - 1 = 1
+    # step could be taken with none ending, under the 2 worth taking together. The oldest first
+    # (read alone), then the newest (read in the scan of all).
+    for ending in (0, 1):
+        scheduler, lives = _decoding_pair(100)
+        lives[ending].computed, lives[ending].generated = 52, 38
+        assert scheduler.steady() is None

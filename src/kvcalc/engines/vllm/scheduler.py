@@ -243,9 +243,27 @@ class VllmScheduler:
         batch: Batch = []
         budget = self._budget
         preempted = False
-        index = 0
-        while index < len(self._running) and budget > 0:
-            live = self._running[index]
+        # The hot path: one token to decode within the blocks it holds (not filling one, with prefix
+        # caching on: a block that fills is cached then, by _allocate; size 0: several groups, never).
+        running, size = self._running, self.unit_tokens if self._plain else 0
+        fills = size if self.prefix_caching else 0
+        for live in running[:budget]:
+            computed = live.computed
+            if (live.request.prompt + live.generated - computed != 1 or computed >= live.held * size
+                    or (fills and (computed + 1) % fills == 0)):  # fmt: skip
+                break
+            batch.append((live, 1))
+        index = len(batch)
+        budget -= index
+        while index < len(running) and budget > 0:
+            live = running[index]
+            computed = live.computed
+            if (live.request.prompt + live.generated - computed == 1 and computed < live.held * size
+                    and not (fills and (computed + 1) % fills == 0)):  # fmt: skip
+                batch.append((live, 1))  # the hot path again, after a request that was not
+                budget -= 1
+                index += 1
+                continue
             n = self._new_tokens(live, budget)
             if n <= 0:
                 index += 1
@@ -270,35 +288,50 @@ class VllmScheduler:
         """Pure decoding for k steps (kvcalc.calc.simulate's fast path): every running request has
         one token to feed and all fit the budget, no waiting request could join (none, or the head
         blocked by blocks or max_num_seqs, which k decode steps only make truer), and the free blocks
-        cover every request's growth by k tokens (the most such k)."""
+        cover every request's growth by k tokens (the most such k; None where no request could take
+        two such steps before it ends)."""
         running = self._running
-        if not running or len(running) > self._budget or any(live.tokens - live.computed != 1 for live in running):
+        if not running or len(running) > self._budget:
             return None
+        oldest = running[0]  # the likeliest to end first: when it ends within 2 steps, none is read
+        if oldest.request.output - oldest.generated - 1 < 2:
+            return None
+        cap = 1 << 62
+        for live in reversed(running):  # the newest are the likeliest to be reading their prompt
+            if live.request.prompt + live.generated - live.computed != 1:
+                return None
+            if (left := live.request.output - live.generated) < cap:  # (min() costs a call a request)
+                cap = left
+        cap -= 1  # none ends in them
+        if cap < 2:
+            return None  # too few steps to take together (the caller's bound)
         stall = None
         if self._waiting:
             stall = "seqs" if len(running) >= self._seqs else "kv"
-            head = self._waiting[0]
-            fits = self._admission_blocks(head) <= self._free - self._growth(running, 1)
-            if stall == "kv" and (fits or len(running) >= self._budget):
+            room = self._free - self._admission_blocks(self._waiting[0])
+            if stall == "kv" and (len(running) >= self._budget or self._fits(running, 1, room)):
                 return None  # it could be admitted after the next step's decodes (or the budget binds)
-        cap = min(live.request.output - live.generated for live in running) - 1  # none ends in them
-        if cap < 2 or self._growth(running, cap) <= self._free:
+        if self._fits(running, cap, self._free):
             return list(running), cap, stall
         low, high = 0, cap
         while high - low > 1:
             middle = (low + high) // 2
-            if self._growth(running, middle) <= self._free:
+            if self._fits(running, middle, self._free):
                 low = middle
             else:
                 high = middle
         return list(running), low, stall
 
-    def _growth(self, lives: list[Live], k: int) -> int:
-        """Blocks the requests take to hold k more tokens each."""
+    def _fits(self, lives: list[Live], k: int, room: int) -> bool:
+        """Whether the requests can take k more tokens each within ``room`` free blocks. Without
+        reading each where they surely can: a request holds at least cdiv(computed, size) blocks, so k
+        more tokens take at most cdiv(k, size) more."""
         if self._plain:
             size = self.unit_tokens
-            return sum(-(-(live.computed + k) // size) - live.held for live in lives)
-        return sum(self._blocks_for(live.computed + k) - live.held for live in lives)
+            if len(lives) * -(-k // size) <= room:
+                return True
+            return sum(-(-(live.computed + k) // size) - live.held for live in lives) <= room
+        return sum(self._blocks_for(live.computed + k) - live.held for live in lives) <= room
 
     def advanced(self, lives: list[Live], k: int) -> None:
         for live in lives:
@@ -418,7 +451,7 @@ class VllmV0Scheduler(VllmScheduler):
         if self._burst < 2 or not running or any(live.tokens - live.computed != 1 for live in running):
             return None
         cap = min(self._burst, min(live.request.output - live.generated for live in running) - 1)
-        while cap >= 2 and self._growth(running, cap) > self._free:
+        while cap >= 2 and not self._fits(running, cap, self._free):
             cap -= 1
         if cap < 2:
             return None
