@@ -228,11 +228,11 @@ def test_fp8_weights_given_grow_the_pool_and_shorten_decode() -> None:
 
 
 # `kvcalc simulate` against published serving benchmarks measured under load
-# (benchmarks/data/serving_measurements.yaml, 14 sources; SERVING_SOURCES.md says why each is
+# (benchmarks/data/serving_measurements.yaml, 23 sources; SERVING_SOURCES.md says why each is
 # trusted). benchmarks/serving.py runs every load of every source kvcalc can run through
 # api.simulate and compares the latencies the source prints, statistic for statistic; sources are
 # split in two by a hash of their id. Its --check holds the held-out half's median
-# |ln(simulated / measured)| to thresholds set at what the simulator achieves (TTFT 0.6, TPOT 0.15),
+# |ln(simulated / measured)| to thresholds set at what the simulator achieves (TTFT 0.75, TPOT 0.15),
 # not issue 40's goals (TTFT 0.3), which it misses.
 
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "serving.py"
