@@ -107,3 +107,19 @@ def test_a_shared_prefix_shortens_the_first_token(run_cli) -> None:
     assert data["ttft"]["p90_s"] == pytest.approx(0.01896)
     assert (data["load"]["shared_prefix"], data["load"]["prefixes"]) == (768, 1)
     assert any("prefix cache: 2,304 of" in n for n in data["notes"])
+
+
+def test_sglangs_radix_cache_shares_no_prefix_within_one_prefill_step(run_cli) -> None:
+    # SGLang (chunked_prefill_size 4,096, the GPU unknown): the same 4 requests at once all go in step 1
+    # (4 x 1,000 tokens within the chunk), before any prefix is in the tree: none hits, each computes
+    # its 1,000: 0.002 + 4,000 x 1e-5 = 0.042 s to every first token. --no-prefix-caching is taken.
+    args = ("simulate", TINY, "--engine", "sglang", "--kv-budget", "16MiB", "--step-times", "0.002,1e-5", "-p", "1000",
+            "-o", "10", "-n", "4", "--rate", "inf", "--json")  # fmt: skip
+    result = run_cli(*args, "--shared-prefix", "768")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ttft"]["p50_s"] == pytest.approx(0.042) and data["ttft"]["p99_s"] == pytest.approx(0.042)
+    assert any("prefix cache: 0 of" in n for n in data["notes"])
+    result = run_cli(*args, "--no-prefix-caching")
+    assert result.exit_code == 0, result.stderr
+    assert any("prefix caching off, as asked" in n for n in json.loads(result.stdout)["notes"])

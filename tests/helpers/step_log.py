@@ -53,9 +53,12 @@ class StepLog:
         return self.inner.refused(request)
 
 
-def run_steps(scheduler: Scheduler, requests: Sequence[tuple[float, int, int]]) -> tuple[Run, StepLog, dict[int, Done]]:
-    """Run (arrival s, prompt, output) requests, ids in order, one second a step."""
+def run_steps(scheduler: Scheduler, requests: Sequence[tuple[float, int, int]],
+              prefixes: Sequence[tuple[int, int]] = ()) -> tuple[Run, StepLog, dict[int, Done]]:  # fmt: skip
+    """Run (arrival s, prompt, output) requests, ids in order, one second a step; ``prefixes``: each
+    request's (shared prefix group, its length), where given."""
     log = StepLog(scheduler)
-    arrivals = [Request(i, at, prompt, output) for i, (at, prompt, output) in enumerate(requests)]
+    groups = list(prefixes) or [(-1, 0)] * len(requests)
+    arrivals = [Request(i, at, prompt, output, *groups[i]) for i, (at, prompt, output) in enumerate(requests)]
     run = simulate(arrivals, log, lambda shape: 1.0)
     return run, log, {d.request.id: d for d in run.done}

@@ -217,8 +217,9 @@ def _prefix_caching(scheduler: Scheduler, engine: str, load: Load, lengths: Sequ
     if shared > shortest:
         raise UsageError(f"shared_prefix {shared:,} is longer than the shortest prompt, {shortest:,} tokens",
                          param="shared_prefix")  # fmt: skip
-    if shared < scheduler.unit_tokens:
-        raise UsageError(f"a shared prefix of {shared:,} tokens fills no block of {scheduler.unit_tokens:,}: "
+    grain = getattr(scheduler, "cache_tokens", scheduler.unit_tokens)  # what its cache shares whole
+    if shared < grain:
+        raise UsageError(f"a shared prefix of {shared:,} tokens fills no block of {grain:,}: "
                          f"{engine}'s prefix cache shares whole blocks only, so it changes nothing",
                          param="shared_prefix")  # fmt: skip
     notes.append(f"every prompt's first {shared:,} tokens shared with the other requests of its group, "

@@ -60,7 +60,8 @@ SharedPrefixOpt = Annotated[
 PrefixCachingOpt = Annotated[
     bool | None,
     typer.Option("--prefix-caching/--no-prefix-caching", rich_help_panel=WORKLOAD_PANEL, show_default=False,
-                 help="The engine's prefix cache on or off (default: the engine's; vLLM's is on)."),
+                 help="The engine's prefix cache on or off (default: the engine's; vLLM's and SGLang's radix "
+                      "cache are on)."),
 ]  # fmt: skip
 RateOpt = Annotated[
     str | None,
@@ -158,7 +159,8 @@ def simulate(
 
     Requests arrive (--rate, Poisson; or --concurrency clients), the engine's scheduler builds each
     step within its pool (vLLM: token budget, chunked prefill, preemption by recompute, prefix
-    caching), and each step takes speed's estimate for its mix of prefill and decode tokens.
+    caching; SGLang: its radix cache too), and each step takes speed's estimate for its mix of
+    prefill and decode tokens.
     llama-server runs --batch slots (-np) of --max-model-len tokens each.
     """
     from kvcalc import api

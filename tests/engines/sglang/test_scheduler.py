@@ -17,10 +17,11 @@ from tests.helpers.step_log import run_steps
 
 
 def _sglang(pool: int, *, chunk: int | None = 100, running: int = 10, ignore_eos: bool = False,
-            conservativeness: float = 1.0, mixed: bool = False) -> SglangScheduler:  # fmt: skip
-    return SglangScheduler(pool, 1, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
+            conservativeness: float = 1.0, mixed: bool = False, radix: bool = False,
+            page: int = 1) -> SglangScheduler:  # fmt: skip
+    return SglangScheduler(pool, page, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
                            ignore_eos=ignore_eos, schedule_conservativeness=conservativeness,
-                           mixed_chunk=mixed)  # fmt: skip
+                           mixed_chunk=mixed, prefix_caching=radix)  # fmt: skip
 
 
 def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
@@ -103,6 +104,88 @@ def test_max_running_requests_holds_the_next_request() -> None:
     assert log.steps == [{0: 2}, {0: 1}, {1: 2}, {1: 1}]
     assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
     assert run.stalls == {"seqs": 2}
+
+
+def test_admission_counts_the_batch_once() -> None:
+    # PrefillAdder allocates nothing (prepare_for_extend does, after it): remaining_total is the
+    # pool's free tokens before the batch less the offsets. Pool 100: A (30, 5) reserves
+    # 30 + 1 + 5 = 36; B needs 30 + 5 + 1 = 36 < 100 - 36 = 64: both in step 1 (counting A's 30
+    # tokens twice, 36 < 70 - 36 = 34 would fail).
+    _, log, _ = run_steps(_sglang(100, chunk=None), [(0, 30, 5), (0, 30, 5)])
+    assert log.steps[0] == {0: 30, 1: 30}
+
+
+def test_the_radix_cache_shares_a_groups_prefix_once_it_is_in_the_tree() -> None:
+    # Pool 1,000, page 1, no chunking; 4 requests of 300 + 3 tokens, the first 256 shared (group 0):
+    # A, B at 0, C at 0.5, D at 2.5. ratio 0.7.
+    # step 1: A needs 300 + 3 + 1 = 304 < 1,000; B 304 < 1,000 - 304: both compute all 300 (the
+    #   prefix is inserted only after the step): 600 tokens used.
+    # step 2: A's prompt goes into the tree (group node 256, A's own 44); B's insert finds the 256
+    #   there and frees its copy: 256 + 44 + 44 = 344. C matches 256 (< 300 - 1) and computes 44:
+    #   388 used; its first token at t=2 (TTFT 1.5).
+    # step 3: decode A, B, C (391). step 4: D (arrived 2.5) hits 256, computes 44: 435.
+    # step 5: decode A, B, C and D (439): A's, B's and C's 3rd tokens end them; their own 46 tokens
+    #   each stay in the tree, unlocked (evictable counts as free): step 6 decodes D alone with
+    #   256 + 44 + 2 = 302 used.
+    run, log, done = run_steps(_sglang(1000, chunk=None, radix=True), [(0, 300, 3), (0, 300, 3), (0.5, 300, 3),
+                               (2.5, 300, 3)], [(0, 256)] * 4)  # fmt: skip
+    assert log.steps == [{0: 300, 1: 300}, {2: 44}, {0: 1, 1: 1, 2: 1}, {3: 44}, {0: 1, 1: 1, 2: 1, 3: 1}, {3: 1}]
+    assert [s.used_units for s in run.samples] == [600, 388, 391, 435, 439, 302]
+    assert [done[i].ttft_s for i in range(4)] == [1, 1, 1.5, 1.5]
+    scheduler = log.inner
+    assert isinstance(scheduler, SglangScheduler) and scheduler.hit_tokens == 2 * 256
+    # --disable-radix-cache: C computes all 300 in step 2.
+    _, log, _ = run_steps(_sglang(1000, chunk=None), [(0, 300, 3), (0, 300, 3), (0.5, 300, 3), (2.5, 300, 3)],
+                          [(0, 256)] * 4)  # fmt: skip
+    assert log.steps[1] == {2: 300}
+
+
+@pytest.mark.parametrize(("page", "hit", "used"), [(1, 255, [256, 257, 258]), (16, 240, [256, 272, 288])])
+def test_the_hit_is_whole_pages_within_the_prompt_less_one(page: int, hit: int, used: list[int]) -> None:
+    # A and B: prompts of 256 tokens, all of them the shared prefix; B arrives at 0.5. Step 1: A's
+    # 256 (the tree's after the step). Step 2: B matches at most input_len - 1 = 255 tokens, in whole
+    # pages: 255 (page 1) or 240 (page 16), and computes the rest: 1 token (257 used) or 16 (272).
+    # Step 3: B's insert frees its copy of the tree's tokens (back to 256); A and B decode, each
+    # taking a new page: 258, or 256 + 2 x 16 = 288.
+    run, log, _ = run_steps(_sglang(1000, chunk=None, radix=True, page=page), [(0, 256, 2), (0.5, 256, 2)],
+                            [(0, 256), (0, 256)])  # fmt: skip
+    assert log.steps == [{0: 256}, {1: 256 - hit}, {0: 1, 1: 1}]
+    assert [s.used_units for s in run.samples] == used
+    assert isinstance(log.inner, SglangScheduler) and log.inner.hit_tokens == hit
+
+
+def test_the_tree_evicts_least_recently_used_leaves_when_the_pool_needs_room() -> None:
+    # Pool 200, page 1, no chunking; group 0's prefix 64. A (80 + 2) at 0: step 1 its 80; step 2
+    # its decode ends it: the tree holds the prefix 64 and A's own 17, unlocked; 119 free.
+    # B (group 0, 80 + 2) at 1.5: step 3 hits 64, computes 16; step 4 its decode ends it: the tree
+    # holds 64 + 17 + 17 (B's), free 102. C (no group, 150 + 2) at 3.5: step 5 needs 153 < 102 + 98
+    # evictable: its 150 tokens evict A's 17 (least recently used), B's 17, then the prefix (a leaf
+    # once its children are gone): 50 free. D (group 0, 80 + 2) at 4.5 needs 83, over 50 - 0.7:
+    # it waits out C's decode (step 6) and at step 7 computes all 80: its prefix was evicted.
+    run, log, done = run_steps(_sglang(200, chunk=None, radix=True), [(0, 80, 2), (1.5, 80, 2), (3.5, 150, 2),
+                               (4.5, 80, 2)], [(0, 64), (0, 64), (-1, 0), (0, 64)])  # fmt: skip
+    assert log.steps == [{0: 80}, {0: 1}, {1: 16}, {1: 1}, {2: 150}, {2: 1}, {3: 80}, {3: 1}]
+    assert isinstance(log.inner, SglangScheduler) and log.inner.hit_tokens == 64
+    assert done[3].first_token_s == 7 and run.preemptions == 0
+
+
+def test_a_retracted_requests_prompt_stays_in_the_tree() -> None:
+    # Pool 60, page 1, conservativeness 0.1 (ratio 0.07): A (4 + 40) at 0, B (10 + 40) at 1.5.
+    # Step 1 A's 4; step 2 A decodes; step 3 B needs 10 + 40 + 1 = 51 < 55 - 38 x 0.0699: its 10.
+    # Both decode from step 4 (free 43 after it) to step 25 (free 1). Step 26 needs 2: retract B
+    # (23 outputs to A's 24): its own 22 tokens freed (free 23), its prompt stays in the tree,
+    # unlocked (release_req evicts only while the free tokens are under 20 x 1 kept request); ratio
+    # min(1, (24 + 20) / 41) = 1. Step 27: B's 33 tokens hit its 10 and need 23 + 17 + 1 = 41, over
+    # 22 + 10 - 10 (its own path, locked while weighed) - 15 x 1.0 = 7: it waits out A (ends at 41).
+    # Step 42: B computes 23 (not 33): A's 43 tokens left in the tree are evicted for them; its 40th
+    # output at step 58.
+    _, log, done = run_steps(_sglang(60, chunk=None, conservativeness=0.1, radix=True), [(0, 4, 40), (1.5, 10, 40)])
+    assert (log.steps[25], log.steps[41]) == ({0: 1}, {1: 23})
+    assert (done[0].finished_s, done[1].finished_s, done[1].preemptions) == (41, 58, 1)
+    assert isinstance(log.inner, SglangScheduler) and log.inner.hit_tokens == 10
+    # --disable-radix-cache: B's whole 33 again at step 42.
+    _, log, _ = run_steps(_sglang(60, chunk=None, conservativeness=0.1), [(0, 4, 40), (1.5, 10, 40)])
+    assert log.steps[41] == {1: 33}
 
 
 def test_requests_sglang_would_cut_or_refuse() -> None:

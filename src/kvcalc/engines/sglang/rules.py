@@ -239,8 +239,7 @@ class SGLang(Engine):
                  + ("a prefill chunk and the running decodes in one step (--enable-mixed-chunk)"
                     if self.mixed_chunk else "prefill and decode in separate steps (no --enable-mixed-chunk)")
                  + "; admission reserves new_token_ratio (0.7, decaying to 0.098) of the running requests' "
-                 "remaining outputs; retraction when decode runs out; the radix cache and the overlap scheduler "
-                 "not modelled"]  # fmt: skip
+                 "remaining outputs; retraction when decode runs out; the overlap scheduler not modelled"]  # fmt: skip
         # scheduler.py: max_req_len = min(context_len - 1, pool - 1); a prompt of max_req_len - 5 or more
         # is aborted, and init_req_max_new_tokens cuts max_new_tokens to max_req_len - prompt - 1: every
         # request of max_model_len tokens (prompt up to max_model_len - 1) is served whole from a
@@ -260,9 +259,20 @@ class SGLang(Engine):
             notes.append("SGLang's sliding-window pool's own admission check and its eviction of tokens that leave "
                          "the window are not modelled: only the full-attention token pool bounds the simulated "
                          "requests")  # fmt: skip
+        # The radix cache on the plain token pool (the hybrid pools' trees, MambaRadixCache and SWARadixCache,
+        # are not modelled).
+        radix = plan.mamba_slots is None and plan.swa_tokens is None
+        if radix:
+            notes.append("the radix cache on, SGLang's default (no --disable-radix-cache): shared prefixes and a "
+                         "retracted request's prompt matched in whole pages of the tree, its unlocked nodes "
+                         "evictable (LRU) and counted free; fcfs order (the default --schedule-policy); not "
+                         "modelled: lpm's reordering by longest match, a group's prefix inserted part way by a "
+                         "chunk ending inside it")  # fmt: skip
+        else:
+            notes.append("the radix cache of a hybrid pool not modelled: every prompt computed whole")
         return SglangScheduler(plan.max_total_tokens, plan.page_size, max_running_requests=plan.max_running_requests,
-                               context_len=context, chunked_prefill_size=chunk,
-                               mixed_chunk=self.mixed_chunk), notes  # fmt: skip
+                               context_len=context, chunked_prefill_size=chunk, mixed_chunk=self.mixed_chunk,
+                               prefix_caching=radix), notes  # fmt: skip
 
 
 def _version_note(version: tuple[int, int, int]) -> str:

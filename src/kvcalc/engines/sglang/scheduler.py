@@ -35,16 +35,41 @@ tokens after the prefill (``check_decode_mem``; else they sit the step out, unre
   to ``min``; it returns to ``init`` (0.7 x schedule_conservativeness 1.0; min 0.14 x init) when the
   server is idle (``on_idle``).
 
-Not modelled: the radix cache (prompts are taken as unshared, and a retracted request's prefix is
-recomputed, as SGLang does: ``release_req`` does not insert it in the tree), the overlap
-scheduler's one-step lag, and the hybrid SWA pool's own admission check and window eviction. A
-Mamba hybrid's state pool binds through ``max_running_requests`` (the plan's slots // 3: SGLang's
-HybridReqToTokenPool has that many request rows), which this cap applies.
+The radix cache (``prefix_caching``, SGLang's default; ``--disable-radix-cache`` turns it off;
+mem_cache/radix_cache.py RadixCache, mem_cache/common.py): a tree of a group's shared prefix
+(Request.prefix, its ``prefix_len`` tokens in whole pages) and under it each request's own tokens.
+A waiting request taken up for admission matches the tree (``match_prefix``): its group's prefix
+and, for a retracted request, its own prompt, in whole pages and at most ``input_len - 1``
+(schedule_batch.py ``_compute_max_prefix_len``); the matched tokens are neither computed nor
+allocated again, and its admission counts only the tokens past them. What a prefill batch computed
+is inserted after the step (``checkpoint_kv_cache``, its prompt in whole pages), so two requests
+of one new group admitted in the same step both compute the prefix (the second's copy is freed
+when its insert finds the first's); a finished request's whole sequence is inserted
+(``release_kv_cache(checkpoint=True)``). Nodes a running request uses are locked (``lock``:
+the node and its ancestors); the others are evictable and count as free, for admission
+(prefill_budget.py ``remaining_total``: available + ``evictable_size``), for the decode check and
+in the pool's usage (pool_stats_observer.py: ``max_total - available - evictable``). An allocation
+the free tokens do not hold evicts whole leaves, least recently used first (``evict``, LRU: a
+group's prefix goes only after every request's tokens under it). A retracted request frees its own
+tokens but not its prompt in the tree (``release_kv_cache(checkpoint=False)`` frees from
+``cache_protected_len``), then the tree is evicted until the free tokens hold 20 decode steps of
+the requests kept (schedule_batch.py ``release_req``): its prompt, if still there, is not
+recomputed when it is back.
+
+Not modelled: the radix cache's other policies (``--schedule-policy lpm`` orders the queue by
+longest match; fcfs is the default, arg_groups/fields/schedule.py), a group's prefix inserted
+part way (a chunk ending inside it inserts nothing here), the overlap scheduler's one-step lag,
+and the hybrid SWA pool's own admission check and window eviction (the radix cache is modelled
+on the plain token pool only). A Mamba hybrid's state pool binds through ``max_running_requests``
+(the plan's slots // 3: SGLang's HybridReqToTokenPool has that many request rows), which this
+cap applies.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
+from dataclasses import dataclass
 
 from kvcalc.calc.pages import pad
 from kvcalc.calc.simulate import Batch, Live, Request
@@ -63,13 +88,26 @@ RETRACT_DECODE_STEPS = 20
 MAX_PREFILL_TOKENS = 16384
 
 
+@dataclass(eq=False, slots=True)
+class _Node:
+    """A radix tree node: a group's shared prefix (key -(group + 1)) or a request's own tokens (key
+    its id), under its group's node or the root (parent None)."""
+
+    key: int
+    parent: _Node | None
+    tokens: int = 0
+    lock: int = 0  # lock_ref: running requests whose path holds it
+    children: int = 0
+    time: int = 0  # last_access_time, as a running count of touches
+
+
 class SglangScheduler:
     """SGLang's scheduling over a pool of ``max_total_tokens`` tokens in pages of ``page_size``."""
 
     def __init__(self, max_total_tokens: int, page_size: int, *, max_running_requests: int, context_len: int,
                  chunked_prefill_size: int | None, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
                  schedule_conservativeness: float = 1.0, ignore_eos: bool = False,
-                 mixed_chunk: bool = False) -> None:  # fmt: skip
+                 mixed_chunk: bool = False, prefix_caching: bool = False) -> None:  # fmt: skip
         self.pool_units = max_total_tokens
         self.unit_tokens = 1
         self.preemptions = 0
@@ -92,6 +130,17 @@ class SglangScheduler:
         self._chunked: Live | None = None
         self._waiting: deque[Live] = deque()
         self._full: str | None = None  # batch_is_full, and why it was set
+        # The radix cache: read by kvcalc's API to take a shared prefix (or refuse one where it is off).
+        self.prefix_caching = prefix_caching
+        self.cache_tokens = page_size  # the tree matches whole pages
+        self.hit_tokens = 0  # tokens taken from the tree, not computed
+        self._nodes: dict[int, _Node] = {}
+        self._evictable = 0  # tokens of nodes no running request locks
+        self._heap: list[tuple[int, int]] = []  # (time, key) of evictable leaves, stale ones skipped
+        self._clock = 0
+        self._part: dict[int, int] = {}  # request id: its leading tokens the tree owns (cache_protected_len)
+        self._locked: dict[int, list[_Node]] = {}  # request id: the path it locks
+        self._pending: list[Live] = []  # the last prefill batch's requests, inserted before the next step
 
     # --- the Scheduler protocol -----------------------------------------------------------------
 
@@ -121,17 +170,21 @@ class SglangScheduler:
         return len(self._waiting)
 
     def used_units(self) -> int:
-        return self.pool_units - self._free
+        return self.pool_units - self._free - self._evictable
 
     def release(self, live: Live) -> None:
-        self._free += live.held
-        live.held = 0
+        self._checkpoint(live)  # release_kv_cache(checkpoint=True): the whole sequence into the tree
+        self._drop(live)
         (self._running if live in self._running else self._fresh).remove(live)
         self._full = None  # a request left the batch (filter_batch)
         if not self._running and not self._fresh and self._chunked is None and not self._waiting:
             self.new_token_ratio = self.ratio_init  # on_idle: new_token_ratio_tracker.reset()
 
     def schedule(self) -> tuple[Batch, str | None]:
+        for live in self._pending:  # checkpoint_kv_cache after the prefill batch's forward
+            if live.held:
+                self._checkpoint(live)
+        self._pending = []
         self._running += self._fresh  # merge_batch: the last prefill batch joins the running batch
         self._fresh = []
         batch, stall = self._prefill()
@@ -173,6 +226,9 @@ class SglangScheduler:
             if rem_chunk is not None:
                 rem_chunk -= paged
 
+        # PrefillAdder allocates nothing (prepare_for_extend does, after it): its available_size is the
+        # pool's free tokens before this batch's, which the offsets above already count.
+        spent = 0
         chunked = self._chunked
         if chunked is not None and rem_chunk is not None and rem_chunk <= 0:
             # The running requests' decode tokens fill the mixed chunk (SGLang would cut a chunk of
@@ -182,10 +238,11 @@ class SglangScheduler:
             assert rem_chunk is not None  # only chunked prefill leaves a request half done
             left = chunked.tokens - chunked.computed
             # available_chunk_tokens: what the pool has left, or the whole chunk to make progress.
-            take = min(rem_chunk, int(self._free - total))
+            take = min(rem_chunk, int(self._free + self._evictable - total))  # (nothing spent yet)
             n = min(left, take if take > 0 else rem_chunk)
-            self._allocate(chunked, n)
+            spent += self._allocate(chunked, n)
             batch.append((chunked, n))
+            self._pending.append(chunked)
             reserve(n, 0 if n < left else min(chunked.request.output, CLIP_MAX_NEW_TOKENS))
             if n == left:
                 self._fresh.append(chunked)
@@ -201,9 +258,12 @@ class SglangScheduler:
                 stall = self._full
                 break
             live = self._waiting[0]
-            left = live.tokens - live.computed
+            path, hit = self._match(live)
+            left = live.tokens - hit
             need = left + self._max_new(live) + self._page
-            if not need < self._free - total:  # check_prefill: total_tokens < remaining_total
+            # _lock_node: the request's matched path is not evictable while it is weighed.
+            room = self._free + self._evictable + spent - sum(node.tokens for node in path if not node.lock)
+            if not need < room - total:  # check_prefill: total_tokens < remaining_total
                 self._full = "kv" if batch or self._running else None
                 stall = "kv"
                 break
@@ -219,15 +279,18 @@ class SglangScheduler:
                     break
                 whole = False
             self._waiting.popleft()
-            self._allocate(live, n)
+            self._adopt(live, path, hit)
+            spent += self._allocate(live, n)
             batch.append((live, n))
+            self._pending.append(live)
             # _select_prefill_admission reserves the whole clipped max_new_tokens, outputs so far or not.
             reserve(n, min(live.request.output, CLIP_MAX_NEW_TOKENS) if whole else 0)
             if whole:
                 self._fresh.append(live)
             else:
                 self._chunked = live
-            if not (self._free - total > 0 and self._free - current > 0):  # budget_state: NO_TOKEN
+            room = self._free + self._evictable + spent
+            if not (room - total > 0 and room - current > 0):  # budget_state: NO_TOKEN
                 self._full = "kv"
                 stall = "kv" if self._waiting else None
                 break
@@ -239,17 +302,21 @@ class SglangScheduler:
         """mix_with_running: every running request decodes in the prefill batch when the pool still
         holds its next token after the prefill (check_decode_mem); else they sit this step out, and
         no request is retracted. The new_token_ratio decays only in a decode step."""
-        if self._decode_need(self._running) > self._free:
+        if self._decode_need(self._running) > self._free + self._evictable:
             return
         for live in self._running:
             self._allocate(live, 1)
             batch.append((live, 1))
 
-    def _allocate(self, live: Live, n: int) -> None:
-        """alloc_extend / alloc_decode: the request's tokens in whole pages."""
+    def _allocate(self, live: Live, n: int) -> int:
+        """alloc_extend / alloc_decode: the request's tokens in whole pages, evicting from the tree
+        what the free tokens lack."""
         need = pad(live.computed + n, self._page) - live.held
+        if need > self._free:
+            self._evict(need)
         self._free -= need
         live.held += need
+        return need
 
     # --- decode ---------------------------------------------------------------------------------------
 
@@ -258,7 +325,7 @@ class SglangScheduler:
         return sum(self._page for r in reqs if r.computed % self._page == 0)
 
     def _decode(self) -> Batch:
-        if self._decode_need(self._running) > self._free:
+        if self._decode_need(self._running) > self._free + self._evictable:
             self._retract()
         else:
             self.new_token_ratio = max(self.new_token_ratio - self._decay, self.ratio_min)
@@ -272,13 +339,14 @@ class SglangScheduler:
         """retract_decode: fewest outputs (then longest prompt) out first, until the step fits."""
         keep = sorted(self._running, key=lambda r: (r.generated, -r.request.prompt), reverse=True)
         first = True
-        while first or self._decode_need(keep) > self._free:
+        while first or self._decode_need(keep) > self._free + self._evictable:
             if len(keep) == 1:
                 break
             first = False
             victim = keep.pop()
-            self._free += victim.held
-            victim.held = victim.computed = 0
+            self._drop(victim)  # release_kv_cache(checkpoint=False): its prompt stays in the tree
+            self._evict(len(keep) * RETRACT_DECODE_STEPS)  # release_req: room for the kept requests
+            victim.computed = 0
             victim.preemptions += 1
             self.preemptions += 1
             self._waiting.append(victim)
@@ -287,6 +355,131 @@ class SglangScheduler:
         asked = sum(r.request.output for r in self._running)
         self.new_token_ratio = min(1.0, (outputs + RETRACT_DECODE_STEPS * len(self._running)) / (asked + 1))
         self._full = None
+
+    # --- the radix cache ---------------------------------------------------------------------------
+
+    def _tick(self, node: _Node) -> None:
+        """A touch (match or insert): the node's last_access_time now; an evictable leaf (re)queued."""
+        self._clock += 1
+        node.time = self._clock
+        if not node.lock and not node.children:
+            self._push(node)
+
+    def _push(self, node: _Node) -> None:
+        """An evictable leaf onto the eviction heap; the heap rebuilt when stale entries pile up."""
+        heap = self._heap
+        heapq.heappush(heap, (node.time, node.key))
+        if len(heap) > 2 * len(self._nodes) + 1024:
+            heap[:] = [(n.time, n.key) for n in self._nodes.values() if not n.lock and not n.children]
+            heapq.heapify(heap)
+
+    def _match(self, live: Live) -> tuple[list[_Node], int]:
+        """match_prefix: the tree's nodes on the request's path (its group's prefix, then its own
+        prompt if a retraction left it) and the tokens hit, in whole pages within input_len - 1."""
+        if not self.prefix_caching or live.held:
+            return [], live.computed
+        path: list[_Node] = []
+        request = live.request
+        group = self._nodes.get(-request.prefix - 1) if request.prefix >= 0 else None
+        if group is not None:
+            path.append(group)
+        own = self._nodes.get(request.id)
+        if own is not None:
+            path.append(own)
+        for node in path:
+            self._tick(node)
+        cap = (live.tokens - 1) // self._page * self._page
+        return path, min(sum(node.tokens for node in path), cap)
+
+    def _lock(self, live: Live, path: list[_Node]) -> None:
+        """lock(last_node) for the new path, then unlock the request's old one."""
+        for node in path:
+            if not node.lock:
+                self._evictable -= node.tokens
+            node.lock += 1
+        self._unlock(live)
+        self._locked[live.request.id] = path
+
+    def _unlock(self, live: Live) -> None:
+        for node in self._locked.pop(live.request.id, []):
+            node.lock -= 1
+            if not node.lock:
+                self._evictable += node.tokens
+                if not node.children:
+                    self._push(node)
+
+    def _adopt(self, live: Live, path: list[_Node], hit: int) -> None:
+        """An admitted request's hit: its first tokens, the tree's, locked; computed from there."""
+        if not path:
+            return
+        self._lock(live, path)
+        self._part[live.request.id] = hit
+        live.held = live.computed = hit
+        self.hit_tokens += hit
+
+    def _checkpoint(self, live: Live) -> None:
+        """checkpoint / the finished insert: the request's computed tokens in whole pages into the tree
+        (its group's prefix, then its own tokens); what the tree held already is freed from its row."""
+        if not self.prefix_caching:
+            return
+        request, page = live.request, self._page
+        done = live.computed // page * page
+        prefix = request.prefix_len // page * page if request.prefix >= 0 else 0
+        if done < prefix or not done:
+            return  # a chunk ending inside the group's prefix: not inserted here
+        path: list[_Node] = []
+        had = 0
+        parent = None
+        if prefix:
+            parent = self._nodes.get(-request.prefix - 1)
+            if parent is None:
+                parent = self._nodes[-request.prefix - 1] = _Node(-request.prefix - 1, None, prefix)
+                self._evictable += prefix  # (locked below)
+            else:
+                had = parent.tokens
+            path.append(parent)
+        if done > prefix:
+            own = self._nodes.get(request.id)
+            if own is None:
+                own = self._nodes[request.id] = _Node(request.id, parent)
+                if parent is not None:
+                    parent.children += 1
+            had += own.tokens
+            grow = done - prefix - own.tokens
+            if grow > 0:
+                own.tokens += grow
+                if not own.lock:
+                    self._evictable += grow
+            path.append(own)
+        part = self._part.get(request.id, 0)
+        self._free += max(min(done, had) - part, 0)  # its own copy of what the tree held: freed
+        self._part[request.id] = done
+        for node in path:
+            self._tick(node)
+        self._lock(live, path)
+
+    def _drop(self, live: Live) -> None:
+        """release_kv_cache: the request's own tokens freed, its path unlocked."""
+        self._free += live.held - self._part.pop(live.request.id, 0)
+        live.held = 0
+        self._unlock(live)
+
+    def _evict(self, tokens: int) -> None:
+        """evict: unlocked leaves, least recently used first, until ``tokens`` are free or none is left."""
+        heap, nodes = self._heap, self._nodes
+        while self._free < tokens and heap:
+            time, key = heapq.heappop(heap)
+            node = nodes.get(key)
+            if node is None or node.lock or node.children or node.time != time:
+                continue  # stale
+            del nodes[key]
+            self._free += node.tokens
+            self._evictable -= node.tokens
+            parent = node.parent
+            if parent is not None:
+                parent.children -= 1
+                if not parent.children and not parent.lock:
+                    heapq.heappush(heap, (parent.time, parent.key))  # (no rebuild inside the pop loop)
 
 
 def default_chunked_prefill_size(gpu_mib: int | None, version: tuple[int, int, int] = CURRENT) -> tuple[int, str]:
