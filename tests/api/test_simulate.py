@@ -232,7 +232,7 @@ def test_fp8_weights_given_grow_the_pool_and_shorten_decode() -> None:
 # trusted). benchmarks/serving.py runs every load of every source kvcalc can run through
 # api.simulate and compares the latencies the source prints, statistic for statistic; sources are
 # split in two by a hash of their id. Its --check holds the held-out half's median
-# |ln(simulated / measured)| to thresholds set at what the simulator achieves (TTFT 0.75, TPOT 0.15),
+# |ln(simulated / measured)| to thresholds set at what the simulator achieves (TTFT 1.0, TPOT 0.15),
 # not issue 40's goals (TTFT 0.3), which it misses.
 
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "serving.py"
@@ -267,6 +267,24 @@ def test_the_benchmark_runs_api_simulate_itself(bench: Any) -> None:
     _, handling = bench._coster(str(lone.source["id"]))
     moved = bench.run(lone, bench.Knobs(handling_s=handling + 0.1))
     assert moved.done[0].ttft_s - shipped.done[0].ttft_s == pytest.approx(0.1, abs=1e-9)
+
+
+def test_a_drawn_dataset_gives_each_request_its_own_lengths(bench: Any) -> None:
+    """InferenceX's client draws each prompt and output uniform over [int(0.8 L), L] (its
+    utils/bench_serving/benchmark_serving.py sample_uniform; range_ratio 0.8 in the YAML): for the
+    8k/1k source, prompts in [int(0.8 x 8192), 8192] = [6553, 8192] and outputs in [819, 1024]; at 32
+    clients, 10 x 32 = 320 prompts capped at COUNT_CAP 300, one pair a request, not all alike (the
+    closed loop's clients would otherwise stay in lockstep)."""
+    points, _ = bench.points()
+    point = next(p for p in points if p.source["id"] == "sglang-0512-8xh200-deepseek-r1-fp8-8k1k"
+                 and p.concurrency == 32)  # fmt: skip
+    load = bench.load_of(point)
+    assert load.concurrency == 32 and load.count == 300 and len(load.lengths) == 300
+    assert all(6553 <= p <= 8192 and 819 <= o <= 1024 for p, o in load.lengths)
+    assert len(set(load.lengths)) > 250
+    assert bench.load_of(point).lengths == load.lengths  # a fixed seed: the same run every time
+    fixed = next(p for p in points if p.source["dataset"].get("range_ratio") is None and p.concurrency)
+    assert bench.load_of(fixed).lengths == ()
 
 
 def _slots_run(engine: str, batch: int | None) -> api.SimulationReport:
