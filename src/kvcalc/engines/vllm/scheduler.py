@@ -419,10 +419,13 @@ class VllmScheduler:
         return sum(self._blocks_for(live.computed + k) - live.held for live in lives) <= room
 
     def advanced(self, lives: list[Live], k: int) -> None:
+        blocks_for, shared, size = self._blocks_for, self._shared, self.unit_tokens
         for live in lives:
-            self._take(live, self._blocks_for(live.computed) - live.held)
-            if live.computed - k < live.request.prefix_len and self.prefix_caching:
-                self._cache(live, (live.computed - k) // self.unit_tokens, live.computed)
+            need = blocks_for(live.computed) - live.held
+            if need:
+                self._take(live, need)
+            if shared and live.computed - k < live.request.prefix_len:
+                self._cache(live, (live.computed - k) // size, live.computed)
 
     def _admit_waiting(self, batch: Batch, budget: int) -> str | None:
         while self._waiting:
