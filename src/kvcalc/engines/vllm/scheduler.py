@@ -222,8 +222,18 @@ class VllmScheduler:
         found: list[_Block] = []
         if not self.prefix_caching:
             return found
-        for index in range((live.tokens - 1) // self.unit_tokens):
-            holders = self._cached.get(self._key(live.request, index))
+        request, cached, size = live.request, self._cached, self.unit_tokens
+        blocks = (live.tokens - 1) // size
+        shared = min(blocks, request.prefix_len // size if request.prefix >= 0 else 0)
+        group = -(request.prefix << 32) - 1  # _key's, inline: block index's is group - index
+        for index in range(shared):
+            holders = cached.get(group - index)
+            if not holders:
+                return found
+            found.append(next(iter(holders)))
+        own = request.id << 32
+        for index in range(shared, blocks):
+            holders = cached.get(own | index)
             if not holders:
                 break
             found.append(next(iter(holders)))
