@@ -9,7 +9,7 @@ that looked at each token would at least cost. Goal (issue 40): about a second o
 (2 cores), and the ratio to the floor it reports.
 
 Measured here (2 shared cores, medians of 3, each beside the commit before it, b4239b5, in the same
-session, four pairs), vLLM's prefix caching on as it is by default: 1.00-1.09 s, 17-19x its floor
+session, six pairs), vLLM's prefix caching on as it is by default: 1.00-1.11 s, 17-19x its floor
 of 0.06 s (before: 2.94-3.15 s, 49-57x, its block pool tracking every block by id), 24,077 steps of
 which 15,692 are built one by one; with prefix caching off, the same within the noise (0.96-1.04 s).
 Every request's TTFT and end to end are identical to before's.
