@@ -184,6 +184,58 @@ def test_a_preempted_request_hits_its_own_blocks_again() -> None:
     assert run(False) == [8, 5]
 
 
+def _queue(scheduler: VllmScheduler) -> list[object]:
+    """The free queue, front first: a run of anonymous blocks as its count, a hittable block as its
+    hash (None: a hit took it off the queue)."""
+    return [e if isinstance(e, int) else (e[0].key if e[0] is not None else None) for e in scheduler._queue]
+
+
+def test_the_run_length_free_queue_evicts_in_vllms_order() -> None:
+    # 12 blocks of 4: 11 usable, the queue one run [11]. Hashes (_key): group 0's block k is
+    # -(k + 1); request 1's own block k is (1 << 32) | k.
+    # A (group 0, prefix 8, prompt 10) takes 3 blocks: [8]; its 2 prefix blocks fill and are cached.
+    # A ends: tail first, its partial 3rd block (uncached) to the front: [9]; then g0#1, g0#0 (cached)
+    # to the end: [9, -2, -1]. B (id 1, no prefix, 8 tokens) takes 2: [7, -2, -1]; B is preempted:
+    # its 2 full blocks (cached, hittable by B alone) to the end tail first: [7, -2, -1, B#1, B#0].
+    # C (id 2, 8 tokens) takes 2 ([5, ...]) and ends: its 2 cached blocks no one can hit go to the
+    # end as anonymous: [5, -2, -1, B#1, B#0, 2]. D (24 tokens) takes 6: the run of 5, then g0#1
+    # (evicted): [-1, B#1, B#0, 2]. A group-0 prompt of 10 now hits 1 block (g0#0; g0#1 is gone),
+    # B (9 tokens: 8 of them within its hit's cap) hits its 2. B is readmitted: B#0 and B#1 leave
+    # the queue (emptied cells, not counted): [-1, None, None, 2], 3 free. E (8 tokens) takes 2:
+    # g0#0 evicted, the empty cells skipped, 1 of the run: [1], and a group-0 prompt hits nothing.
+    scheduler = VllmScheduler(12, 4, max_num_batched_tokens=64, max_num_seqs=8, max_model_len=64, prefix_caching=True)
+    b_own = 1 << 32
+    assert _queue(scheduler) == [11]
+    a = Live(Request(0, 0.0, 10, 1, prefix=0, prefix_len=8))
+    assert scheduler._allocate(a, 10)
+    assert _queue(scheduler) == [8]
+    a.computed, a.generated = 10, 1
+    scheduler._free_blocks(a, preempted=False)
+    assert _queue(scheduler) == [9, -2, -1]
+    b = Live(Request(1, 0.0, 8, 4))
+    assert scheduler._allocate(b, 8)
+    b.computed, b.generated = 8, 1
+    scheduler._free_blocks(b, preempted=True)
+    b.computed = 0
+    assert _queue(scheduler) == [7, -2, -1, b_own | 1, b_own]
+    c = Live(Request(2, 0.0, 8, 1))
+    assert scheduler._allocate(c, 8)
+    c.computed, c.generated = 8, 1
+    scheduler._free_blocks(c, preempted=False)
+    assert _queue(scheduler) == [5, -2, -1, b_own | 1, b_own, 2]
+    d = Live(Request(3, 0.0, 24, 1))
+    assert scheduler._allocate(d, 24)
+    assert _queue(scheduler) == [-1, b_own | 1, b_own, 2] and scheduler._free == 5
+    assert len(scheduler._hit(Live(Request(4, 0.0, 10, 1, prefix=0, prefix_len=8)))) == 1
+    hit = scheduler._hit(b)
+    assert len(hit) == 2
+    scheduler._adopt(b, hit)
+    assert _queue(scheduler) == [-1, None, None, 2] and scheduler._free == 3
+    assert scheduler._allocate(Live(Request(5, 0.0, 8, 1)), 8)
+    assert _queue(scheduler) == [1] and scheduler._free == 1
+    assert scheduler._hit(Live(Request(6, 0.0, 10, 1, prefix=0, prefix_len=8))) == []
+
+
 def _decoding_pair(num_gpu_blocks: int) -> tuple[VllmScheduler, list[Live]]:
     # Two requests of 15 + 40 tokens, blocks of 16: one step reads both prompts (a block each) and
     # samples their first tokens, as the simulator's loop records it (computed 15, generated 1).

@@ -36,14 +36,40 @@ that is free among the blocks to allocate (touching it takes it off the free que
 when cached and to its FRONT when not; new blocks are taken from the front, evicting the cached
 block they were (LRU). A preempted request's blocks are freed like a finished one's, and it may
 hit them again when it is back.
+
+The pool here tracks by identity only the blocks that can be hit (``_Block``): those of a shared
+prefix, and a preempted request's own full blocks. A request's other blocks (past its prefix)
+carry its own hashes, which only it can hit, and only once preempted: while it runs they are a
+count (``held``; the first ``computed // block_size`` of them cached), and a finished request's go
+back to the free queue as anonymous blocks. The free queue is run-length encoded: a deque of runs
+of anonymous blocks (ints) and one-item cells holding a hittable block (emptied when a hit takes it
+off the queue), so taking n blocks pops O(runs), not O(n). Hits, ref counts and the order blocks
+are evicted in are vLLM's, as above.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 
 from kvcalc.calc.simulate import Batch, Live, Request
+
+
+class _Block:
+    """A block that can be hit: its hash (``_key``; None until it is full and cached), how many
+    requests hold it, and its cell in the free queue while it is free."""
+
+    __slots__ = ("cell", "key", "ref")
+
+    def __init__(self, key: int | None = None, ref: int = 1) -> None:
+        self.key = key
+        self.ref = ref
+        self.cell: list[_Block | None] | None = None
+
+
+# The free queue's entries, front first: a run of that many anonymous blocks, or a hittable block's
+# cell ([None] once a hit took it off the queue).
+_Entry = int | list[_Block | None]
 
 
 class VllmScheduler:
@@ -67,15 +93,14 @@ class VllmScheduler:
         self._running: list[Live] = []
         self._waiting: deque[Live] = deque()
         # Prefix caching (one group of full attention only): read by kvcalc's API to refuse a shared
-        # prefix it would not model; the block pool's ids, ref counts, hashes and free queue.
+        # prefix it would not model; the free queue, the hittable blocks cached under each hash, and
+        # each request's leading hittable blocks (its others are a count: held).
         self.prefix_caching = prefix_caching and self._plain
         self.hit_tokens = 0  # prompt tokens taken from the cache
-        self._queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
-        self._ref = [0] * num_gpu_blocks
-        self._hash_of: dict[int, int] = {}  # block: its hash (_key)
-        self._cached: dict[int, dict[int, None]] = {}  # hash: the blocks cached under it
-        self._blocks: dict[int, list[int]] = {}  # request id: its blocks
-        self._num_cached: dict[int, int] = {}  # request id: its leading blocks cached
+        self._queue: deque[_Entry] = deque([num_gpu_blocks - 1] if num_gpu_blocks > 1 else [])
+        self._cached: dict[int, dict[_Block, None]] = {}  # hash: the blocks cached under it
+        self._ids: dict[int, list[_Block]] = {}  # request id: its hittable blocks, from its first
+        self._shared = False  # a request with a shared prefix has come (its blocks fill into the cache)
 
     def refused(self, request: Request) -> str | None:
         tokens = request.prompt + request.output
@@ -87,6 +112,8 @@ class VllmScheduler:
         return None
 
     def admit(self, live: Live) -> None:
+        if self.prefix_caching and live.request.prefix >= 0:
+            self._shared = True
         self._waiting.append(live)
 
     def running(self) -> int:
@@ -99,7 +126,7 @@ class VllmScheduler:
         return self.pool_units - 1 - self._free
 
     def release(self, live: Live) -> None:
-        self._free_blocks(live)
+        self._free_blocks(live, preempted=False)
         self._running.remove(live)
 
     def _new_tokens(self, live: Live, budget: int) -> int:
@@ -109,39 +136,59 @@ class VllmScheduler:
         return min(n, budget, self._max_len - live.computed - 1) if n > 1 else min(n, budget)
 
     def _allocate(self, live: Live, n: int) -> bool:
-        if self._plain and live.computed + n <= live.held * self.unit_tokens:
-            # Its cached blocks are always computed // block_size (cached as each one fills).
-            if self.prefix_caching and (live.computed + n) // self.unit_tokens > live.computed // self.unit_tokens:
-                self._cache(live, live.computed + n)
+        computed = live.computed
+        if self._plain and computed + n <= live.held * self.unit_tokens:
+            # Its cached blocks are always computed // block_size (cached as each one fills); only
+            # those of a shared prefix are hashed here, its own ones when it is preempted.
+            if computed < live.request.prefix_len and self.prefix_caching:
+                self._cache(live, computed // self.unit_tokens, computed + n)
             return True  # within the blocks it holds
-        need = self._blocks_for(live.computed + n) - live.held
+        need = self._blocks_for(computed + n) - live.held
         if need > self._free:
             return False
         self._take(live, need)
-        if self.prefix_caching:
-            self._cache(live, live.computed + n)
+        if computed < live.request.prefix_len and self.prefix_caching:
+            self._cache(live, computed // self.unit_tokens, computed + n)
         return True
 
     # --- the block pool with prefix caching (block_pool.py) ------------------------------------------
 
     def _take(self, live: Live, need: int) -> None:
         """get_new_blocks: ``need`` blocks from the front of the free queue, each evicted from the
-        cache if it was cached."""
+        cache if it was cached; those within its shared prefix become hittable blocks."""
         self._free -= need
-        live.held += need
+        held = live.held
+        live.held = held + need
         if not self.prefix_caching:
             return
-        blocks = self._blocks.setdefault(live.request.id, [])
-        for _ in range(need):
-            block = self._queue.popitem(last=False)[0]
-            key = self._hash_of.pop(block, None)
-            if key is not None:
-                holders = self._cached[key]
-                del holders[block]
-                if not holders:
-                    del self._cached[key]
-            self._ref[block] = 1
-            blocks.append(block)
+        queue, left = self._queue, need
+        while left:
+            entry = queue[0]
+            if isinstance(entry, int):
+                if entry > left:
+                    queue[0] = entry - left
+                    break
+                queue.popleft()
+                left -= entry
+                continue
+            queue.popleft()
+            block = entry[0]
+            if block is not None:  # (None: a hit took it off the queue)
+                self._evict(block)
+                left -= 1
+        request = live.request
+        if request.prefix >= 0 and held < request.prefix_len // self.unit_tokens:
+            ids = self._ids.setdefault(request.id, [])  # all its blocks so far are hittable
+            ids.extend(_Block() for _ in range(held, min(request.prefix_len // self.unit_tokens, held + need)))
+
+    def _evict(self, block: _Block) -> None:
+        key = block.key
+        assert key is not None, "a block on the queue's cells is cached"
+        holders = self._cached[key]
+        del holders[block]
+        if not holders:
+            del self._cached[key]
+        block.cell = None
 
     def _key(self, request: Request, index: int) -> int:
         """Block ``index``'s hash chain: its group's when it ends within the shared prefix (negative),
@@ -150,63 +197,110 @@ class VllmScheduler:
             return -((request.prefix << 32) | index) - 1
         return (request.id << 32) | index
 
-    def _cache(self, live: Live, tokens: int) -> None:
-        """cache_blocks: the full blocks of the first ``tokens`` (at most the sequence) cached."""
-        full = min(tokens, live.tokens) // self.unit_tokens
-        done = self._num_cached.get(live.request.id, 0)
-        if full <= done:
-            return
-        blocks, request, hash_of, cached = self._blocks[live.request.id], live.request, self._hash_of, self._cached
-        for index in range(done, full):
-            block, key = blocks[index], self._key(request, index)
-            if block not in hash_of:
-                hash_of[block] = key
-                holders = cached.get(key)
-                if holders is None:
-                    cached[key] = {block: None}
-                else:
-                    holders[block] = None
-        self._num_cached[live.request.id] = full
+    def _hold(self, block: _Block, key: int) -> None:
+        """Caches the block under ``key`` (after the blocks already cached under it)."""
+        block.key = key
+        holders = self._cached.get(key)
+        if holders is None:
+            self._cached[key] = {block: None}
+        else:
+            holders[block] = None
 
-    def _hit(self, live: Live) -> list[int]:
+    def _cache(self, live: Live, done: int, tokens: int) -> None:
+        """cache_blocks: the full blocks of the first ``tokens`` (at most the sequence) cached, the
+        first ``done`` already; here only its hittable ones (those of its shared prefix)."""
+        ids = self._ids.get(live.request.id)
+        if ids is None:
+            return
+        for index in range(done, min(min(tokens, live.tokens) // self.unit_tokens, len(ids))):
+            block = ids[index]
+            if block.key is None:
+                self._hold(block, self._key(live.request, index))
+
+    def _hit(self, live: Live) -> list[_Block]:
         """get_computed_blocks: the longest run of cached leading blocks within tokens - 1."""
-        found: list[int] = []
+        found: list[_Block] = []
         if not self.prefix_caching:
             return found
-        for index in range((live.tokens - 1) // self.unit_tokens):
-            holders = self._cached.get(self._key(live.request, index))
+        request, cached, size = live.request, self._cached, self.unit_tokens
+        blocks = (live.tokens - 1) // size
+        shared = min(blocks, request.prefix_len // size if request.prefix >= 0 else 0)
+        group = -(request.prefix << 32) - 1  # _key's, inline: block index's is group - index
+        for index in range(shared):
+            holders = cached.get(group - index)
+            if not holders:
+                return found
+            found.append(next(iter(holders)))
+        own = request.id << 32
+        for index in range(shared, blocks):
+            holders = cached.get(own | index)
             if not holders:
                 break
             found.append(next(iter(holders)))
         return found
 
-    def _free_blocks(self, live: Live) -> None:
+    def _to_front(self, count: int) -> None:
+        queue = self._queue
+        first = queue[0] if queue else None
+        if isinstance(first, int):
+            queue[0] = first + count
+        else:
+            queue.appendleft(count)
+
+    def _to_back(self, count: int) -> None:
+        queue = self._queue
+        last = queue[-1] if queue else None
+        if isinstance(last, int):
+            queue[-1] = last + count
+        else:
+            queue.append(count)
+
+    def _enqueue(self, block: _Block) -> None:
+        cell: list[_Block | None] = [block]
+        block.cell = cell
+        self._queue.append(cell)
+
+    def _free_blocks(self, live: Live, *, preempted: bool) -> None:
         """free_blocks, tail first: a block no request holds goes to the free queue's end when
-        cached (evicted last), to its front when not."""
-        self._free += live.held
+        cached (evicted last), to its front when not. Its own cached blocks (past its hittable
+        ones) become hittable when it is preempted, else anonymous."""
+        held = live.held
+        self._free += held
         live.held = 0
         if not self.prefix_caching:
             return
-        blocks = self._blocks.pop(live.request.id, [])
-        self._num_cached.pop(live.request.id, None)
-        for block in reversed(blocks):
-            self._ref[block] -= 1
-            if self._ref[block]:
+        ids = self._ids.pop(live.request.id, [])
+        first = len(ids)
+        own = max(0, min(live.computed // self.unit_tokens, held) - first)  # its own cached blocks
+        if held - first - own:
+            self._to_front(held - first - own)
+        if own and preempted:
+            for index in range(first + own - 1, first - 1, -1):
+                block = _Block(ref=0)
+                self._hold(block, self._key(live.request, index))
+                self._enqueue(block)
+        elif own:
+            self._to_back(own)
+        for block in reversed(ids):
+            block.ref -= 1
+            if block.ref:
                 self._free -= 1  # still held by another request
+            elif block.key is None:
+                self._to_front(1)
             else:
-                self._queue[block] = None
-                if block not in self._hash_of:
-                    self._queue.move_to_end(block, last=False)
+                self._enqueue(block)
 
-    def _adopt(self, live: Live, hit: list[int]) -> None:
+    def _adopt(self, live: Live, hit: list[_Block]) -> None:
         """touch: the hit blocks become the request's (ref counts up; off the free queue if free)."""
         for block in hit:
-            if not self._ref[block]:
-                del self._queue[block]
+            if not block.ref:
+                cell = block.cell
+                assert cell is not None, "a free cached block is on the queue"
+                cell[0] = None
+                block.cell = None
                 self._free -= 1
-            self._ref[block] += 1
-        self._blocks[live.request.id] = list(hit)
-        self._num_cached[live.request.id] = len(hit)
+            block.ref += 1
+        self._ids[live.request.id] = list(hit)
         live.held = len(hit)
         live.computed = len(hit) * self.unit_tokens
         self.hit_tokens += live.computed
@@ -215,10 +309,10 @@ class VllmScheduler:
         """The free blocks a waiting request needs to be admitted: its whole sequence's, less its
         cache hit's, plus the hit blocks that are free."""
         hit = self._hit(live)
-        evictable = sum(1 for block in hit if not self._ref[block])
+        evictable = sum(1 for block in hit if not block.ref)
         return self._blocks_for(min(live.tokens, self._max_len)) - len(hit) + evictable
 
-    def _admit_hit(self, live: Live, hit: list[int], budget: int) -> int:
+    def _admit_hit(self, live: Live, hit: list[_Block], budget: int) -> int:
         """allocate_slots for a waiting request with a cache hit: the blocks of its whole sequence
         past the hit, and the hit blocks that are free (touching takes them off the free queue), must
         be free now; then the hit is its, and its first chunk (the new tokens the budget leaves)
@@ -233,7 +327,7 @@ class VllmScheduler:
 
     def _preempt(self, live: Live) -> None:
         self._running.remove(live)
-        self._free_blocks(live)
+        self._free_blocks(live, preempted=True)
         live.computed = 0
         live.preemptions += 1
         self.preemptions += 1
@@ -243,10 +337,11 @@ class VllmScheduler:
         batch: Batch = []
         budget = self._budget
         preempted = False
-        # The hot path: one token to decode within the blocks it holds (not filling one, with prefix
-        # caching on: a block that fills is cached then, by _allocate; size 0: several groups, never).
+        # The hot path: one token to decode within the blocks it holds (not filling one, where a
+        # shared prefix's block could fill: it is cached then, by _allocate; size 0: several groups,
+        # never).
         running, size = self._running, self.unit_tokens if self._plain else 0
-        fills = size if self.prefix_caching else 0
+        fills = size if self._shared else 0
         for live in running[:budget]:
             computed = live.computed
             if (live.request.prompt + live.generated - computed != 1 or computed >= live.held * size
@@ -334,10 +429,13 @@ class VllmScheduler:
         return sum(self._blocks_for(live.computed + k) - live.held for live in lives) <= room
 
     def advanced(self, lives: list[Live], k: int) -> None:
+        blocks_for, shared, size = self._blocks_for, self._shared, self.unit_tokens
         for live in lives:
-            self._take(live, self._blocks_for(live.computed) - live.held)
-            if self.prefix_caching:
-                self._cache(live, live.computed)
+            need = blocks_for(live.computed) - live.held
+            if need:
+                self._take(live, need)
+            if shared and live.computed - k < live.request.prefix_len:
+                self._cache(live, (live.computed - k) // size, live.computed)
 
     def _admit_waiting(self, batch: Batch, budget: int) -> str | None:
         while self._waiting:
