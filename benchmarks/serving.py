@@ -73,9 +73,18 @@ What it finds (unfitted, as shipped; median |ln(simulated / measured)|, held-out
   ``CHECK``'s TTFT follows to 1.0 (salt "": 0.91 held-out). What is left there is no scheduling: a
   request's own prefill and handling (speed's DeepSeek MLA prefill on TP 8 and SGLang's per-request
   costs, vLLM's fitted ones assumed) are short of the measured by about 100 ms; and two server flags
-  InferenceX sets that the simulator does not model: B200's ``--scheduler-recv-interval`` 10 (30 from
-  16 clients: a new request waits for up to that many decode steps, scheduler_components/
-  recv_skipper.py) and MI325X's ``--num-continuous-decode-steps 4``.
+  InferenceX sets that the simulator did not model (next item).
+- The sources' scheduler flags passed (issue 40's U; the YAML's ``flags``, cited in its ``flags_note``,
+  read by ``scheduler_knobs``): B200's ``--scheduler-recv-interval`` 10, 30 from 16 clients
+  (InferenceX's benchmarks/single_node/dsr1_fp8_b200.sh at the run's date): SGLang reads new requests
+  only every that many decode steps (and after each prefill; scheduler_components/recv_skipper.py),
+  so a request that arrives meanwhile waits; its TTFT at 2 / 8 / 16 / 32 / 64 clients 0.20 / 0.18 /
+  0.15 / 0.15 / 0.11x -> 0.30 / 0.31 / 0.59 / 0.65 / 0.36x the measured (one client: the scheduler is
+  idle when the request comes, 0.21x as before), TPOT about as before. MI325X's
+  ``--num-continuous-decode-steps 4`` is passed and changes nothing: SGLang 0.5.23 declares it and no
+  code reads it. Held-out TTFT / TPOT for salts "", 1, 2, 3 0.91 / 0.11 -> 0.84 / 0.10, 0.87 / 0.11
+  (B200 in the fit half: 0.90 / 0.11 -> 0.68 / 0.11 there), 1.10 / 0.11 -> 1.02 / 0.10, 0.80 / 0.11
+  (fit half 1.28 / 0.14 -> 0.94 / 0.11); every point TTFT 0.88 -> 0.84, TPOT 0.11.
 
 Issue 40's TTFT goal (0.3) is still missed. What is left: NIM's clients at concurrency 5 to 50 start
 together in the simulator and stay in lockstep (each 5,000-token prompt queued behind the others'
@@ -313,7 +322,7 @@ def run(point: Point, knobs: Knobs = Knobs()) -> sim.Run:
     limit = max(p + o for p, o in lengths)
     flags = point.source.get("flags") or {}
     limit = max(limit, int(flags.get("max_model_len", 0)))
-    serving = api.Serving(s.engine, kv_dtype=s.kv_dtype, options=dict(s.options))
+    serving = api.Serving(s.engine, kv_dtype=s.kv_dtype, options=dict(s.options) | scheduler_knobs(point))
     if knobs == Knobs() and s.v0_steps is None:  # api.simulate itself, as a user runs it
         return api.simulate(s.model, load=load, gpu=s.gpu, serving=serving, tp=s.tp,
                             max_model_len=limit, compute=s.compute, timeline=False).run  # fmt: skip
@@ -327,6 +336,18 @@ def run(point: Point, knobs: Knobs = Knobs()) -> sim.Run:
         timer = lambda shape: scale * base(shape)  # noqa: E731
     handling = handling if knobs.handling_s is None else knobs.handling_s
     return sim.simulate(api_sim._arrivals(load, lengths), scheduler, timer, timeline=False, handling_s=handling)
+
+
+# Server flags the sources set that simulate's scheduler reads, as the engine's knobs (SGLang's
+# --scheduler-recv-interval and --num-continuous-decode-steps: engines/sglang/__init__.py).
+SCHEDULER_FLAGS = {"scheduler_recv_interval": "recv_interval", "num_continuous_decode_steps": "continuous_decode_steps"}
+
+
+def scheduler_knobs(point: Point) -> dict[str, int]:
+    """The scheduler flags the point's source sets (the YAML's ``flags``, a point's own over its
+    source's, cited in ``flags_note``), as kvcalc knobs."""
+    flags = (point.source.get("flags") or {}) | (point.raw.get("flags") or {})
+    return {knob: int(flags[flag]) for flag, knob in SCHEDULER_FLAGS.items() if flag in flags}
 
 
 def _v0(current: Any, max_model_len: int, steps: int) -> VllmV0Scheduler:

@@ -85,10 +85,12 @@ def test_batch_is_refused_without_slots(run_cli) -> None:
     assert result.exit_code == 2 and "vllm has no slots: --batch sizes" in result.stderr
 
 
-@pytest.mark.parametrize(("engine", "flag"), [("sglang", "--enable-mixed-chunk"), ("theoretical", "--max-num-tokens")])
-def test_a_schedulers_own_knob_is_simulates_alone(run_cli, engine: str, flag: str) -> None:
+@pytest.mark.parametrize(("engine", "flag", "value"), [
+    ("sglang", "--enable-mixed-chunk", ()), ("sglang", "--scheduler-recv-interval", ("10",)),
+    ("sglang", "--num-continuous-decode-steps", ("4",)), ("theoretical", "--max-num-tokens", ("4096",)),
+])  # fmt: skip
+def test_a_schedulers_own_knob_is_simulates_alone(run_cli, engine: str, flag: str, value: tuple[str, ...]) -> None:
     # Only simulate's scheduler reads it: no pool or runtime depends on it, so fit has no such flag.
-    value = () if flag == "--enable-mixed-chunk" else ("4096",)
     result = run_cli("fit", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, flag, *value)
     assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr, result.stderr
     result = run_cli(*BASE[:2], "--engine", engine, *BASE[4:], flag, *value, "--json")

@@ -387,3 +387,9 @@ def test_enable_mixed_chunk_is_read_as_the_engine_option() -> None:
     # server_args enable_mixed_chunk (a store_true switch, default False): simulate's scheduler reads it.
     assert read("sglang serve Qwen/Qwen3-8B --enable-mixed-chunk").settings["mixed_chunk"] is True
     assert "mixed_chunk" not in read("sglang serve Qwen/Qwen3-8B").settings
+
+
+def test_recv_interval_and_continuous_decode_steps_are_read_as_engine_options() -> None:
+    # server_args scheduler_recv_interval and num_continuous_decode_steps (ints, default 1): simulate reads them.
+    settings = read("sglang serve Qwen/Qwen3-8B --scheduler-recv-interval 30 --num-continuous-decode-steps 4").settings
+    assert (settings["recv_interval"], settings["continuous_decode_steps"]) == (30, 4)

@@ -18,10 +18,10 @@ from tests.helpers.step_log import run_steps
 
 def _sglang(pool: int, *, chunk: int | None = 100, running: int = 10, ignore_eos: bool = False,
             conservativeness: float = 1.0, mixed: bool = False, radix: bool = False,
-            page: int = 1) -> SglangScheduler:  # fmt: skip
+            page: int = 1, recv: int = 1) -> SglangScheduler:  # fmt: skip
     return SglangScheduler(pool, page, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
                            ignore_eos=ignore_eos, schedule_conservativeness=conservativeness,
-                           mixed_chunk=mixed, prefix_caching=radix)  # fmt: skip
+                           mixed_chunk=mixed, prefix_caching=radix, recv_interval=recv)  # fmt: skip
 
 
 def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
@@ -53,6 +53,36 @@ def test_mixed_chunk_decodes_the_running_requests_in_the_prefill_step() -> None:
     assert log.steps == [{0: 2}, {1: 3, 0: 1}, {1: 3, 0: 1}, {0: 1, 1: 1}]
     assert (done[0].first_token_s, done[0].finished_s) == (1, 4)
     assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
+
+
+def test_a_request_arriving_mid_interval_is_read_at_the_next_poll() -> None:
+    # --scheduler-recv-interval 3 (recv_skipper.py: the counter grows by the last batch's weight, decode
+    # 1, no batch 1, prefill 1000; at 3 it resets and the requests are read). A (2 prompt, 10 out) at
+    # t=0, B (2, 2) at t=1.5. Step 1 (t=0): no batch yet (counter 1), idle iterations until 3, then A
+    # is read and prefilled (1st token t=1). Step 2: after a prefill (1000) it polls, nothing there:
+    # decode A. B is seen from t=2, but step 3 (counter 1) and step 4 (2) do not poll: A decodes.
+    # Step 5 (t=4, counter 3): B read and prefilled (1st token t=5); step 6 decodes both (B's 2nd ends
+    # it at t=6); A's 10 tokens at t=1, 2, 3, 4, 6, 7, ..., 11: 11 steps.
+    _, log, done = run_steps(_sglang(100, recv=3), [(0, 2, 10), (1.5, 2, 2)])
+    assert log.steps == [{0: 2}, {0: 1}, {0: 1}, {0: 1}, {1: 2}, {0: 1, 1: 1}] + [{0: 1}] * 5
+    assert (done[1].first_token_s, done[1].finished_s) == (5, 6)
+    assert done[0].finished_s == 11
+    # An interval of 1 (the default) reads B at step 3 (t=2): 1st token t=3, ended at t=4.
+    _, log, done = run_steps(_sglang(100), [(0, 2, 10), (1.5, 2, 2)])
+    assert log.steps[2:4] == [{1: 2}, {0: 1, 1: 1}]
+    assert (done[1].first_token_s, done[1].finished_s) == (3, 4)
+
+
+def test_a_prefill_resets_the_receive_counter() -> None:
+    # Interval 2: A (2, 6) at 0, B (2, 2) at 1.5, C (2, 2) at 4.5. Step 1 (t=0) prefills A; step 2
+    # (t=1, after a prefill: poll, empty) decodes A; step 3 (t=2, counter 1) decodes A though B waits;
+    # step 4 (t=3, counter 2: poll) prefills B (1st token t=4); step 5 (t=4, poll after the prefill,
+    # C not there yet) decodes A and B (B ends at t=5); C is seen from t=5: step 6 (counter 1) decodes
+    # A; step 7 (t=6, counter 2: poll) prefills C (1st token t=7); step 8 decodes A and C (both end at
+    # t=8: A's tokens at t=1, 2, 3, 5, 6, 8).
+    _, log, done = run_steps(_sglang(100, recv=2), [(0, 2, 6), (1.5, 2, 2), (4.5, 2, 2)])
+    assert log.steps == [{0: 2}, {0: 1}, {0: 1}, {1: 2}, {0: 1, 1: 1}, {0: 1}, {2: 2}, {0: 1, 2: 1}]
+    assert {i: (d.first_token_s, d.finished_s) for i, d in done.items()} == {0: (1, 8), 1: (4, 5), 2: (7, 8)}
 
 
 def test_mixed_chunk_needs_chunked_prefill() -> None:
@@ -234,6 +264,29 @@ def test_enable_mixed_chunk_is_read_from_the_engine_options() -> None:
                           step_times=StepTimes(1.0, 0.0))  # fmt: skip
         assert report.run.steps == steps
         assert any(words in n for n in report.notes if n.startswith("SGLang's scheduler"))
+
+
+def test_the_receive_interval_is_read_from_the_engine_options() -> None:
+    # The pool above; A (100, 10) at t=0, B (100, 2) at t=1.5. Interval 1: B read at t=2, prefilled in
+    # step 3 (1st token t=3: TTFT 1.5). --scheduler-recv-interval 3: steps 3 and 4 decode A (counter
+    # 1, 2), step 5 (t=4) reads and prefills B (1st token t=5: TTFT 3.5).
+    load = Load(trace=((0.0, 100, 10), (1.5, 100, 2)))
+    for options, ttft in (({}, 1.5), ({"recv_interval": 3}, 3.5)):
+        report = simulate("llama-3.1-8b", load=load, serving=Serving("sglang", options=options), kv_budget=2**30,
+                          step_times=StepTimes(1.0, 0.0))  # fmt: skip
+        b = next(d for d in report.run.done if d.request.id == 1)
+        assert b.first_token_s - b.request.arrival_s == ttft
+    assert any("--scheduler-recv-interval" in n for n in report.notes if n.startswith("SGLang's scheduler"))
+
+
+def test_num_continuous_decode_steps_changes_nothing_and_says_so() -> None:
+    # SGLang 0.5.23 declares num_continuous_decode_steps (arg_groups/fields/schedule.py) and no code of
+    # srt/ reads it: the same run as without it, and a note.
+    load = Load(trace=((0.0, 100, 10), (0.5, 100, 2)))
+    plain, four = (simulate("llama-3.1-8b", load=load, serving=Serving("sglang", options=o), kv_budget=2**30,
+                            step_times=StepTimes(1.0, 0.0)) for o in ({}, {"continuous_decode_steps": 4}))  # fmt: skip
+    assert four.run.done == plain.run.done and four.run.steps == plain.run.steps == 11
+    assert any("--num-continuous-decode-steps 4 changes nothing" in n for n in four.notes)
 
 
 def test_a_mamba_hybrids_state_pool_bounds_the_running_requests() -> None:

@@ -58,6 +58,7 @@ class SGLang(Engine):
     swa_ratio: float = SWA_FULL_TOKENS_RATIO
     mamba_ratio: float = MAMBA_FULL_MEMORY_RATIO
     mixed_chunk: bool = False  # --enable-mixed-chunk: simulate's scheduler only
+    recv_interval: int = 1  # --scheduler-recv-interval: simulate's scheduler only
     options_type = SGLangOptions
 
     def step_overhead(self) -> StepOverhead:
@@ -93,11 +94,20 @@ class SGLang(Engine):
         if options.mixed_chunk:
             notes.append("SGLang --enable-mixed-chunk changes no pool: only simulate's scheduler reads it (a prefill "
                          "chunk and the running decodes in one step)")  # fmt: skip
+        if options.recv_interval is not None:
+            notes.append(f"SGLang --scheduler-recv-interval {options.recv_interval} changes no pool: only simulate's "
+                         "scheduler reads it (new requests read every that many decode steps)")  # fmt: skip
+        if options.continuous_decode_steps is not None:
+            # arg_groups/fields/schedule.py declares num_continuous_decode_steps; no code of sglang 0.5.23's srt/
+            # reads it (its managers/scheduler.py run_batch / get_next_batch_to_run run one step an iteration).
+            notes.append(f"SGLang --num-continuous-decode-steps {options.continuous_decode_steps} changes nothing: "
+                         "SGLang 0.5.23 declares it (arg_groups/fields/schedule.py) and no code reads it")  # fmt: skip
         engine = cls(
             page_size=page,
             version=version,
             platform="rocm" if rocm else "cuda",
             mixed_chunk=options.mixed_chunk,
+            recv_interval=options.recv_interval or 1,
         )
         return engine, notes
 
@@ -238,6 +248,9 @@ class SGLang(Engine):
                  f"arg_groups/memory_hook.py), max_prefill_tokens {MAX_PREFILL_TOKENS:,}; "
                  + ("a prefill chunk and the running decodes in one step (--enable-mixed-chunk)"
                     if self.mixed_chunk else "prefill and decode in separate steps (no --enable-mixed-chunk)")
+                 + (f"; new requests read every {self.recv_interval} decode steps and after each prefill "
+                    "(--scheduler-recv-interval, scheduler_components/recv_skipper.py)"
+                    if self.recv_interval > 1 else "")
                  + "; admission reserves new_token_ratio (0.7, decaying to 0.098) of the running requests' "
                  "remaining outputs; retraction when decode runs out; the overlap scheduler not modelled"]  # fmt: skip
         # scheduler.py: max_req_len = min(context_len - 1, pool - 1); a prompt of max_req_len - 5 or more
@@ -272,7 +285,7 @@ class SGLang(Engine):
             notes.append("the radix cache of a hybrid pool not modelled: every prompt computed whole")
         return SglangScheduler(plan.max_total_tokens, plan.page_size, max_running_requests=plan.max_running_requests,
                                context_len=context, chunked_prefill_size=chunk, mixed_chunk=self.mixed_chunk,
-                               prefix_caching=radix), notes  # fmt: skip
+                               prefix_caching=radix, recv_interval=self.recv_interval), notes  # fmt: skip
 
 
 def _version_note(version: tuple[int, int, int]) -> str:

@@ -56,6 +56,17 @@ tokens but not its prompt in the tree (``release_kv_cache(checkpoint=False)`` fr
 the requests kept (schedule_batch.py ``release_req``): its prompt, if still there, is not
 recomputed when it is back.
 
+The receive interval (``--scheduler-recv-interval N``, default 1; managers/scheduler_components/
+recv_skipper.py SchedulerRecvSkipper, called from request_receiver.py ``recv_requests`` at the top of
+each ``event_loop_normal`` iteration): at N > 1 the scheduler reads new requests only when a counter,
+raised each iteration by the weight of the batch the last iteration ran (environ.py
+SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_*: a decode step 1, no batch 1, any other batch, a prefill or
+mixed one, 1000), reaches N, and then resets it: after a prefill the next step polls; after a decode,
+every N decode steps. A request that arrives meanwhile waits (counted as waiting) for that poll. An
+idle iteration (no batch) takes no time here, so an idle scheduler polls at once.
+``--num-continuous-decode-steps`` is declared in 0.5.23 (arg_groups/fields/schedule.py) and read by no
+code of the release (srt/ has no other use of it): it changes nothing.
+
 Not modelled: the radix cache's other policies (``--schedule-policy lpm`` orders the queue by
 longest match; fcfs is the default, arg_groups/fields/schedule.py), a group's prefix inserted
 part way (a chunk ending inside it inserts nothing here), the overlap scheduler's one-step lag,
@@ -86,6 +97,10 @@ NEW_TOKEN_RATIO_DECAY_STEPS = 600
 RETRACT_DECODE_STEPS = 20
 # arg_groups/fields/schedule.py: max_prefill_tokens 16384.
 MAX_PREFILL_TOKENS = 16384
+# environ.py SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE 1, _NONE 1 (no batch), _DEFAULT 1000 (the rest).
+RECV_WEIGHT_DECODE = 1
+RECV_WEIGHT_IDLE = 1
+RECV_WEIGHT_OTHER = 1000
 
 
 @dataclass(eq=False, slots=True)
@@ -107,7 +122,7 @@ class SglangScheduler:
     def __init__(self, max_total_tokens: int, page_size: int, *, max_running_requests: int, context_len: int,
                  chunked_prefill_size: int | None, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
                  schedule_conservativeness: float = 1.0, ignore_eos: bool = False,
-                 mixed_chunk: bool = False, prefix_caching: bool = False) -> None:  # fmt: skip
+                 mixed_chunk: bool = False, prefix_caching: bool = False, recv_interval: int = 1) -> None:  # fmt: skip
         self.pool_units = max_total_tokens
         self.unit_tokens = 1
         self.preemptions = 0
@@ -129,6 +144,13 @@ class SglangScheduler:
         self._fresh: list[Live] = []  # the last prefill batch's requests, merged into running next step
         self._chunked: Live | None = None
         self._waiting: deque[Live] = deque()
+        # SchedulerRecvSkipper (None at an interval of 1: every iteration polls): arrivals not yet read,
+        # the counter, and the weight of the batch the last iteration ran (no batch at start).
+        self._recv_interval = recv_interval
+        self._inbox: list[Live] = []
+        self._recv_counter = 0
+        self._last_weight = RECV_WEIGHT_IDLE
+        self._prefilled = False
         self._full: str | None = None  # batch_is_full, and why it was set
         # The radix cache: read by kvcalc's API to take a shared prefix (or refuse one where it is off).
         self.prefix_caching = prefix_caching
@@ -161,13 +183,16 @@ class SglangScheduler:
         return None
 
     def admit(self, live: Live) -> None:
-        self._waiting.append(live)
+        if self._recv_interval <= 1:
+            self._waiting.append(live)
+        else:
+            self._inbox.append(live)  # read at the next poll (_poll)
 
     def running(self) -> int:
         return len(self._running) + len(self._fresh) + (self._chunked is not None)
 
     def waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._inbox)
 
     def used_units(self) -> int:
         return self.pool_units - self._free - self._evictable
@@ -187,7 +212,31 @@ class SglangScheduler:
         self._pending = []
         self._running += self._fresh  # merge_batch: the last prefill batch joins the running batch
         self._fresh = []
+        self._poll(self._last_weight)
+        batch, stall = self._step()
+        while not batch and self._inbox:
+            # idle iterations (no batch, weight 1 each) until the poll, taken as no time
+            self._poll(max(RECV_WEIGHT_IDLE, self._recv_interval - self._recv_counter))
+            batch, stall = self._step()
+        weight = RECV_WEIGHT_OTHER if self._prefilled else RECV_WEIGHT_DECODE
+        self._last_weight = weight if batch else RECV_WEIGHT_IDLE
+        return batch, stall
+
+    def _poll(self, weight: int) -> None:
+        """SchedulerRecvSkipper.handle: the counter raised by the last iteration's batch's weight; at the
+        interval it resets and the requests that arrived are read into the waiting queue."""
+        if not self._inbox and self._recv_interval <= 1:
+            return
+        self._recv_counter += weight
+        if self._recv_counter >= self._recv_interval:
+            self._recv_counter = 0
+            self._waiting.extend(self._inbox)
+            self._inbox = []
+
+    def _step(self) -> tuple[Batch, str | None]:
+        """get_next_batch_to_run: a prefill batch when one can be built, else a decode step."""
         batch, stall = self._prefill()
+        self._prefilled = bool(batch)
         if batch:
             return batch, stall
         if self._running:
