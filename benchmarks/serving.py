@@ -81,10 +81,11 @@ What it finds (unfitted, as shipped; median |ln(simulated / measured)|, held-out
   so a request that arrives meanwhile waits; its TTFT at 2 / 8 / 16 / 32 / 64 clients 0.20 / 0.18 /
   0.15 / 0.15 / 0.11x -> 0.30 / 0.31 / 0.59 / 0.65 / 0.36x the measured (one client: the scheduler is
   idle when the request comes, 0.21x as before), TPOT about as before. MI325X's
-  ``--num-continuous-decode-steps 4`` is passed and changes nothing: SGLang 0.5.23 declares it and no
-  code reads it. Held-out TTFT / TPOT for salts "", 1, 2, 3 0.91 / 0.11 -> 0.84 / 0.10, 0.87 / 0.11
-  (B200 in the fit half: 0.90 / 0.11 -> 0.68 / 0.11 there), 1.10 / 0.11 -> 1.02 / 0.10, 0.80 / 0.11
-  (fit half 1.28 / 0.14 -> 0.94 / 0.11); every point TTFT 0.88 -> 0.84, TPOT 0.11.
+  ``--num-continuous-decode-steps 4`` is recorded but not passed: SGLang 0.5.23 declares it and no
+  code reads it (kvcalc has no flag for it). Held-out TTFT / TPOT for salts "", 1, 2, 3 0.91 / 0.11
+  -> 0.84 / 0.10, 0.87 / 0.11 (B200 in the fit half: 0.90 / 0.11 -> 0.68 / 0.11 there), 1.10 / 0.11
+  -> 1.02 / 0.10, 0.80 / 0.11 (fit half 1.28 / 0.14 -> 0.94 / 0.11); every point TTFT 0.88 -> 0.84,
+  TPOT 0.11.
 
 Issue 40's TTFT goal (0.3) is still missed. What is left: NIM's clients at concurrency 5 to 50 start
 together in the simulator and stay in lockstep (each 5,000-token prompt queued behind the others'
@@ -339,8 +340,8 @@ def run(point: Point, knobs: Knobs = Knobs()) -> sim.Run:
 
 
 # Server flags the sources set that simulate's scheduler reads, as the engine's knobs (SGLang's
-# --scheduler-recv-interval and --num-continuous-decode-steps: engines/sglang/__init__.py).
-SCHEDULER_FLAGS = {"scheduler_recv_interval": "recv_interval", "num_continuous_decode_steps": "continuous_decode_steps"}
+# --scheduler-recv-interval: engines/sglang/__init__.py).
+SCHEDULER_FLAGS = {"scheduler_recv_interval": "recv_interval"}
 
 
 def scheduler_knobs(point: Point) -> dict[str, int]:

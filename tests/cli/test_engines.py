@@ -27,7 +27,6 @@ def test_one_engine_shows_kvcalcs_flag_beside_its_own(run_cli) -> None:
         ("--block-size", "--page-size"),
         ("--enable-mixed-chunk", "--enable-mixed-chunk"),
         ("--scheduler-recv-interval", "--scheduler-recv-interval"),
-        ("--num-continuous-decode-steps", "--num-continuous-decode-steps"),
     ]
     # an alias names its engine; llama.cpp's -kvu is llama-server's already
     flags = [k["engine_flag"] for k in run_cli("engines", "llamacpp", "--json").json()["knobs"]]

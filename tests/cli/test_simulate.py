@@ -87,7 +87,7 @@ def test_batch_is_refused_without_slots(run_cli) -> None:
 
 @pytest.mark.parametrize(("engine", "flag", "value"), [
     ("sglang", "--enable-mixed-chunk", ()), ("sglang", "--scheduler-recv-interval", ("10",)),
-    ("sglang", "--num-continuous-decode-steps", ("4",)), ("theoretical", "--max-num-tokens", ("4096",)),
+    ("theoretical", "--max-num-tokens", ("4096",)),
 ])  # fmt: skip
 def test_a_schedulers_own_knob_is_simulates_alone(run_cli, engine: str, flag: str, value: tuple[str, ...]) -> None:
     # Only simulate's scheduler reads it: no pool or runtime depends on it, so fit has no such flag.

@@ -35,7 +35,7 @@ ENGINE_FLAGS = {
     "theoretical": {"--max_num_tokens"},
     "transformers": set(),
     "vllm": {"--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--enforce-eager"},
-    "sglang": {"--page-size", "--enable-mixed-chunk", "--scheduler-recv-interval", "--num-continuous-decode-steps"},
+    "sglang": {"--page-size", "--enable-mixed-chunk", "--scheduler-recv-interval"},
     "llama.cpp": {"-ub, --ubatch-size", "-b, --batch-size", "-kvu, --kv-unified", "--swa-full"},
     "llama-server": {"-ub, --ubatch-size", "-b, --batch-size", "--swa-full"},
     "ollama": {"OLLAMA_FLASH_ATTENTION"},
@@ -54,7 +54,7 @@ SAMPLE = {"block_size": 32, "max_batched_tokens": 4096, "max_num_seqs": 8, "enfo
           "ubatch": 64, "n_batch": 1024, "kv_unified": True, "swa_full": True, "max_kv_size": 1024,
           "prefill_step_size": 512, "kv_bits": 4, "kv_group_size": 32, "quantized_kv_start": 0, "max_tokens": 2,
           "prompt_cache_bytes": 2**30, "flash_attention": 1, "parallel": 2, "no_kv_unified": True,
-          "max_num_tokens": 4096, "mixed_chunk": True, "recv_interval": 10, "continuous_decode_steps": 4}  # fmt: skip
+          "max_num_tokens": 4096, "mixed_chunk": True, "recv_interval": 10}  # fmt: skip
 # Knobs that apply only beside another (mlx-lm's quantization group and start need --kv-bits).
 NEEDS = {"kv_group_size": {"kv_bits": 4}, "quantized_kv_start": {"kv_bits": 4}}
 # Each knob's flag and a value it takes (kvcalc's own spelling, from the knob).
@@ -104,7 +104,7 @@ def test_not_given_is_not_refused(name: str) -> None:
 
 
 ESTIMATE_KNOBS = ALL_KNOBS - {"max_num_seqs", "enforce_eager", "prompt_cache_bytes", "max_num_tokens", "mixed_chunk",
-                              "recv_interval", "continuous_decode_steps"}  # fmt: skip
+                              "recv_interval"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "knob"), [(n, k) for n in ENGINE_NAMES for k in sorted(ESTIMATE_KNOBS - KNOBS[n])])

@@ -389,7 +389,9 @@ def test_enable_mixed_chunk_is_read_as_the_engine_option() -> None:
     assert "mixed_chunk" not in read("sglang serve Qwen/Qwen3-8B").settings
 
 
-def test_recv_interval_and_continuous_decode_steps_are_read_as_engine_options() -> None:
-    # server_args scheduler_recv_interval and num_continuous_decode_steps (ints, default 1): simulate reads them.
-    settings = read("sglang serve Qwen/Qwen3-8B --scheduler-recv-interval 30 --num-continuous-decode-steps 4").settings
-    assert (settings["recv_interval"], settings["continuous_decode_steps"]) == (30, 4)
+def test_recv_interval_is_read_as_an_engine_option_and_continuous_decode_steps_passes_quietly() -> None:
+    # server_args scheduler_recv_interval (an int, default 1): simulate reads it. num_continuous_decode_steps
+    # is declared in 0.5.23 (arg_groups/fields/schedule.py) and read by no code: it passes quietly.
+    reading = read("sglang serve Qwen/Qwen3-8B --scheduler-recv-interval 30 --num-continuous-decode-steps 4")
+    assert reading.settings["recv_interval"] == 30 and "continuous_decode_steps" not in reading.settings
+    assert not any("continuous" in w for w in reading.warnings)

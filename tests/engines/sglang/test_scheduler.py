@@ -279,16 +279,6 @@ def test_the_receive_interval_is_read_from_the_engine_options() -> None:
     assert any("--scheduler-recv-interval" in n for n in report.notes if n.startswith("SGLang's scheduler"))
 
 
-def test_num_continuous_decode_steps_changes_nothing_and_says_so() -> None:
-    # SGLang 0.5.23 declares num_continuous_decode_steps (arg_groups/fields/schedule.py) and no code of
-    # srt/ reads it: the same run as without it, and a note.
-    load = Load(trace=((0.0, 100, 10), (0.5, 100, 2)))
-    plain, four = (simulate("llama-3.1-8b", load=load, serving=Serving("sglang", options=o), kv_budget=2**30,
-                            step_times=StepTimes(1.0, 0.0)) for o in ({}, {"continuous_decode_steps": 4}))  # fmt: skip
-    assert four.run.done == plain.run.done and four.run.steps == plain.run.steps == 11
-    assert any("--num-continuous-decode-steps 4 changes nothing" in n for n in four.notes)
-
-
 def test_a_mamba_hybrids_state_pool_bounds_the_running_requests() -> None:
     # Qwen3.5 0.8B: 18 linear-attention layers, each a conv state of 3 x (2 x 16 x 128 + 16 x 128) x 2 B
     # = 36,864 B and an SSM state of 16 x 128 x 128 x 4 B = 1,048,576 B: 19,537,920 B a request.

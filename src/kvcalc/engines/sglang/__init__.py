@@ -13,8 +13,9 @@ from kvcalc.spec import MAX_DIMENSION
 class SGLangOptions(EngineOptions):
     """SGLang's knobs: ``--page-size`` (kvcalc's ``--block-size``), default 1 (64 for DSA models);
     for simulate's scheduler ``--enable-mixed-chunk`` (server_args: enable_mixed_chunk, default off),
-    ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (arg_groups/fields/schedule.py,
-    default 1 each)."""
+    and ``--scheduler-recv-interval`` (arg_groups/fields/schedule.py, default 1). Not
+    ``--num-continuous-decode-steps``: 0.5.23 declares it there and no code reads it, so a kvcalc flag
+    for it would change nothing (an engine line's passes quietly, as SGLang itself ignores it)."""
 
     block_size: int | None = knob(
         flag="--block-size", engine_flag="--page-size", maximum=MAX_DIMENSION, default="1 (DSA models 64)",
@@ -27,10 +28,6 @@ class SGLangOptions(EngineOptions):
     recv_interval: int | None = knob(
         flag="--scheduler-recv-interval", engine_flag="--scheduler-recv-interval", default="1", simulate_only=True,
         maximum=1_000_000, help="SGLang: new requests taken every N decode steps (simulate).",
-    )  # fmt: skip
-    continuous_decode_steps: int | None = knob(
-        flag="--num-continuous-decode-steps", engine_flag="--num-continuous-decode-steps", default="1",
-        simulate_only=True, maximum=1_000_000, help="SGLang: read by no code of 0.5.23 (simulate notes it).",
     )  # fmt: skip
 
 

@@ -251,7 +251,7 @@ _QUIET_VALUES = """
 --modelopt-checkpoint-save-path --modelopt-export-path --rl-quant-profile --max-queued-requests
 --prefill-decode-interval --prefill-max-requests --schedule-policy --default-priority-value
 --priority-scheduling-preemption-threshold --retraction-policy --schedule-conservativeness --c128-page-size
---radix-eviction-policy --radix-eviction-policy-config
+--radix-eviction-policy --radix-eviction-policy-config --num-continuous-decode-steps
 --nccl-port --dist-timeout --dist-init-addr,--nccl-init-addr --gated-launch-port --nnodes --node-rank
 --pp-max-micro-batch-size --pp-async-batch-depth --load-balance-method --moe-dp-size,--moe-data-parallel-size
 --dwdp-size --dcp-comm-backend --cp-strategy --device --base-gpu-id --gpu-id-step --random-seed --watchdog-timeout

@@ -97,11 +97,6 @@ class SGLang(Engine):
         if options.recv_interval is not None:
             notes.append(f"SGLang --scheduler-recv-interval {options.recv_interval} changes no pool: only simulate's "
                          "scheduler reads it (new requests read every that many decode steps)")  # fmt: skip
-        if options.continuous_decode_steps is not None:
-            # arg_groups/fields/schedule.py declares num_continuous_decode_steps; no code of sglang 0.5.23's srt/
-            # reads it (its managers/scheduler.py run_batch / get_next_batch_to_run run one step an iteration).
-            notes.append(f"SGLang --num-continuous-decode-steps {options.continuous_decode_steps} changes nothing: "
-                         "SGLang 0.5.23 declares it (arg_groups/fields/schedule.py) and no code reads it")  # fmt: skip
         engine = cls(
             page_size=page,
             version=version,
