@@ -456,11 +456,15 @@ class VllmScheduler:
                 n = self._new_tokens(live, budget)
                 if not self._allocate(live, n):
                     return "kv"
-            self._waiting.popleft()
-            self._running.append(live)
-            batch.append((live, n))
-            budget -= n
+            budget -= self._start(live, batch, n)
         return None
+
+    def _start(self, live: Live, batch: Batch, n: int) -> int:
+        """The head of the waiting queue runs, its first n tokens in this step's batch."""
+        self._waiting.popleft()
+        self._running.append(live)
+        batch.append((live, n))
+        return n
 
 
 class VllmV0Scheduler(VllmScheduler):
@@ -536,10 +540,7 @@ class VllmV0Scheduler(VllmScheduler):
                 return "budget"
             if self._blocks_for(min(live.tokens, self._max_len)) > self._free or not self._allocate(live, n):
                 return "kv"
-            self._waiting.popleft()
-            self._running.append(live)
-            batch.append((live, n))
-            budget -= n
+            budget -= self._start(live, batch, n)
         return None
 
     def steady(self) -> tuple[list[Live], int, str | None] | None:
