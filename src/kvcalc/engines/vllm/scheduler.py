@@ -325,6 +325,18 @@ class VllmScheduler:
         assert allocated, "the whole sequence fit, so its first chunk does"
         return n
 
+    def _grow(self, live: Live, n: int) -> tuple[bool, bool]:
+        """Blocks for a running request's n new tokens, preempting the last running request until
+        they fit or it is itself the one preempted: (whether it got them, whether any was preempted)."""
+        preempted = False
+        while not self._allocate(live, n):
+            victim = self._running[-1]
+            self._preempt(victim)
+            preempted = True
+            if victim is live:
+                return False, True
+        return True, preempted
+
     def _preempt(self, live: Live) -> None:
         self._running.remove(live)
         self._free_blocks(live, preempted=True)
@@ -363,18 +375,13 @@ class VllmScheduler:
             if n <= 0:
                 index += 1
                 continue
-            while not self._allocate(live, n):
-                victim = self._running[-1]
-                self._preempt(victim)
-                preempted = True
-                if victim is live:
-                    break
-            else:
-                batch.append((live, n))
-                budget -= n
-                index += 1
-                continue
-            break  # the request itself was preempted: no later running request gets tokens
+            grown, evicted = self._grow(live, n)
+            preempted = preempted or evicted
+            if not grown:
+                break  # the request itself was preempted: no later running request gets tokens
+            batch.append((live, n))
+            budget -= n
+            index += 1
         if preempted:
             return batch, "kv"
         return batch, self._admit_waiting(batch, budget)
@@ -514,17 +521,12 @@ class VllmV0Scheduler(VllmScheduler):
         index = 0
         while index < len(self._running):
             live = self._running[index]
-            while not self._allocate(live, 1):
-                victim = self._running[-1]
-                self._preempt(victim)
-                preempted = True
-                if victim is live:
-                    break
-            else:
-                batch.append((live, 1))
-                index += 1
-                continue
-            break
+            grown, evicted = self._grow(live, 1)
+            preempted = preempted or evicted
+            if not grown:
+                break
+            batch.append((live, 1))
+            index += 1
         if preempted:
             self._burst = 0
         return batch, ("kv" if preempted else ("burst" if self._waiting else None))
