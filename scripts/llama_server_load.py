@@ -35,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.helpers.engine_record import least_squares  # noqa: E402
 from tests.helpers.llama_server import llama_gguf, llama_server  # noqa: E402
 
 
@@ -147,23 +148,11 @@ def _into(replies: list[dict[str, Any]], url: str, prompt: list[int], output: in
 def _fit(points: list[dict[str, Any]]) -> tuple[float, float, float]:
     """Least squares of the relative error, (fit - step_s) / step_s, on (1, tokens, decode_context)
     by the normal equations; c held at 0 where it comes out negative."""
-    rows = [(1.0 / q["step_s"], q["tokens"] / q["step_s"], q["decode_context"] / q["step_s"], 1.0) for q in points]
-
-    def solve(n: int) -> list[float]:
-        m = [[sum(r[i] * r[j] for r in rows) for j in range(n)] + [sum(r[i] * r[3] for r in rows)]
-             for i in range(n)]  # fmt: skip
-        for i in range(n):
-            pivot = max(range(i, n), key=lambda k: abs(m[k][i]))
-            m[i], m[pivot] = m[pivot], m[i]
-            for k in range(n):
-                if k != i:
-                    f = m[k][i] / m[i][i]
-                    m[k] = [x - f * y for x, y in zip(m[k], m[i], strict=True)]
-        return [m[i][n] / m[i][i] for i in range(n)]
-
-    a, b, c = solve(3)
+    rows = [[1.0 / q["step_s"], q["tokens"] / q["step_s"], q["decode_context"] / q["step_s"]] for q in points]
+    ones = [1.0] * len(rows)
+    a, b, c = least_squares(rows, ones)
     if c < 0:
-        a, b = solve(2)
+        a, b = least_squares([r[:2] for r in rows], ones)
         c = 0.0
     return a, b, c
 
