@@ -306,6 +306,7 @@ CALLS: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
     "compare": (api.compare, lambda: {"models": [_model()], "tokens": [100]}),
     "estimate_requests": (api.estimate_requests, lambda: {"model": _model(), "requests": [kvcalc.Request(10, 5)]}),
     "read_requests": (api.read_requests, lambda: {"path": str(FIXTURES / "gpt2.json")}),
+    "read_trace": (api.read_trace, lambda: {"path": str(FIXTURES / "traces" / "kvcalc.csv")}),
     "fit": (
         api.fit,
         lambda: {"model": _model(), "capacity": api.Capacity(kv_budget=2**30), "tokens": 100, "verdict": False},

@@ -395,3 +395,11 @@ def test_a_shared_prefix_that_changes_nothing_is_refused(engine: str, load: dict
     with pytest.raises(UsageError, match=message):
         api.simulate(TINY, engine=engine, kv_budget=16 * 2**20, step_times=api.StepTimes(0.002, 1e-5),
                      load=api.Load(rate=math.inf, count=4, prompt=1000, output=10, **load))  # fmt: skip
+
+
+@pytest.mark.parametrize("given", [{"prompt": 10}, {"output": 2}, {"lengths": ((10, 2),)}])
+def test_a_trace_with_lengths_besides_is_refused(given: dict[str, Any]) -> None:
+    # A trace holds each request's own lengths: others given too would be dropped silently.
+    with pytest.raises(UsageError, match="a trace holds its requests' lengths"):
+        api.simulate(TINY, engine="theoretical", kv_budget=16 * 2**20, step_times=api.StepTimes(1.0, 0.0),
+                     load=api.Load(trace=((0.0, 10, 2),), **given))  # fmt: skip

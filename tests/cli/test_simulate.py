@@ -125,3 +125,54 @@ def test_sglangs_radix_cache_shares_no_prefix_within_one_prefill_step(run_cli) -
     result = run_cli(*args, "--no-prefix-caching")
     assert result.exit_code == 0, result.stderr
     assert any("prefix caching off, as asked" in n for n in json.loads(result.stdout)["notes"])
+
+
+TRACES = FIXTURES / "traces"
+# llama-server with one slot (-np 1) and steps of 1 s (--step-times 1,0): each request of 100 + 3
+# tokens takes a prefill step (its first token) and 2 decode steps, 3 s, one at a time.
+ONE_SLOT = ("simulate", TINY, "--engine", "llama-server", "--kv-budget", "16MiB", "--step-times", "1,0", "--json")
+
+
+@pytest.mark.parametrize("name", ["kvcalc.csv", "kvcalc.jsonl"])
+def test_a_trace_is_replayed_at_its_arrivals(run_cli, name: str) -> None:
+    # Arrivals 0, 1.5 and 10 s (the fixture). A runs 0-3 (TTFT 1). B arrives at 1.5 and waits for
+    # the slot until 3: queue 1.5, first token at 4 (TTFT 2.5), end at 6 (E2E 4.5). C arrives at
+    # 10 to an idle server: queue 0, TTFT 1, E2E 3. Queue [0, 0, 1.5]: p50 0, mean 0.5; TTFT [1, 1,
+    # 2.5]: p90 1 + 0.8 x 1.5 = 2.2 (numpy's linear percentiles); E2E [3, 3, 4.5] p50 3.
+    result = run_cli(*ONE_SLOT, "--lengths", str(TRACES / name))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["finished"] == 3
+    assert data["queue"]["mean_s"] == pytest.approx(0.5) and data["queue"]["p50_s"] == pytest.approx(0.0)
+    assert data["ttft"]["p90_s"] == pytest.approx(2.2) and data["e2e"]["p50_s"] == pytest.approx(3.0)
+    assert any(n.startswith("arrivals replayed from the trace") for n in data["notes"])
+    # The same requests all at once queue behind each other: 0, 3 and 6 s (mean 3).
+    flood = run_cli(*ONE_SLOT, "-p", "100", "-o", "3", "-n", "3", "--rate", "inf")
+    assert json.loads(flood.stdout)["queue"]["mean_s"] == pytest.approx(3.0)
+
+
+def test_requests_takes_a_traces_first_n(run_cli) -> None:
+    # The first two of the trace: A 0-3, B queued 1.5 s: mean queue 0.75.
+    result = run_cli(*ONE_SLOT, "--lengths", str(TRACES / "kvcalc.csv"), "-n", "2")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["finished"] == 2 and data["queue"]["mean_s"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--rate", "2"), "--rate changes nothing: the --lengths file is a trace with arrival times"),
+    (("--concurrency", "2"), "--concurrency changes nothing"),
+    (("--burstiness", "0.5"), "--burstiness changes nothing"),
+    (("-p", "10"), "--prompt and --output change nothing"),
+    (("--slo", "ttft=1s", "--find", "rate"), "--find rate varies the arrivals"),
+])  # fmt: skip
+def test_a_traces_arrival_flags_are_refused(run_cli, flags: tuple[str, ...], message: str) -> None:
+    result = run_cli(*ONE_SLOT, "--lengths", str(TRACES / "kvcalc.csv"), *flags)
+    assert result.exit_code == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_mooncake_traces_shared_blocks_are_said(run_cli) -> None:
+    result = run_cli(*ONE_SLOT, "--lengths", str(TRACES / "mooncake.jsonl"))
+    assert result.exit_code == 0, result.stderr
+    assert any(n.startswith("hash_ids: 12 of the trace's 27") for n in json.loads(result.stdout)["notes"])

@@ -62,6 +62,7 @@ _EXPORTS = {
     "Sequences": "_sequences",
     "estimate_requests": "_requests",
     "read_requests": "_requests",
+    "read_trace": "_requests",
     "KnobValue": "_serving",
     "Layout": "_serving",
     "Served": "_serving",
@@ -126,6 +127,7 @@ __all__ = [
     "probe_vllm",
     "read_engine_command",
     "read_requests",
+    "read_trace",
     "resolve_serving",
     "show_engine",
     "show_gpu",
@@ -175,7 +177,7 @@ if TYPE_CHECKING:
         probe_sglang,
         probe_vllm,
     )
-    from kvcalc.api._requests import estimate_requests, read_requests
+    from kvcalc.api._requests import estimate_requests, read_requests, read_trace
     from kvcalc.api._sequences import Sequences
     from kvcalc.api._serving import KnobValue, Layout, Served, Serving, is_theoretical, resolve_serving
     from kvcalc.api._simulate import (

@@ -28,6 +28,7 @@ from kvcalc.errors import SourceError, UsageError
 if TYPE_CHECKING:
     from kvcalc.calc.requests import Request, RequestSummary
     from kvcalc.engines import Engine
+    from kvcalc.inputs.traces import Trace
 
 _T = TypeVar("_T")
 
@@ -39,6 +40,22 @@ def read_requests(path: str | os.PathLike[str]) -> list[Request]:
     from kvcalc.calc.requests import parse_requests
 
     return _read(_path(path, "path"), parse_requests)
+
+
+def read_trace(path: str | os.PathLike[str], *, limit: int | None = None) -> Trace | None:
+    """A request trace with arrival times (``Load(trace=trace.requests)``): kvcalc's CSV
+    ``arrival,prompt,output`` or JSON lines ``{"arrival", "prompt", "output"}`` (seconds), an Azure
+    LLM inference trace, BurstGPT or a Mooncake trace, told by its header or first line's keys
+    (``kvcalc.inputs.traces``); arrivals in seconds from the first request, ``notes`` naming what
+    the load does not take (failed rows, Mooncake's shared blocks). ``limit``: the file's first
+    ``limit`` requests only. None: the file has no arrival times (a mix for ``read_requests``)."""
+    from functools import partial
+
+    from kvcalc.inputs.traces import read_trace as parse
+
+    if limit is not None:
+        limit = checks.count(limit, "limit")
+    return _read(_path(path, "path"), partial(parse, limit=limit))
 
 
 def estimate_requests(

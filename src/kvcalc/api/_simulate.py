@@ -139,6 +139,8 @@ def simulate(
     from kvcalc.calc import simulate as sim
 
     notes: list[str] = []
+    if load.trace and (load.lengths or load.prompt is not None or load.output is not None):
+        raise UsageError("a trace holds its requests' lengths: give no lengths, prompt or output", param="trace")
     lengths = _lengths(load, notes) if not load.trace else [(p, o) for _, p, o in load.trace]
     longest = max(p + o for p, o in lengths)
     limit = max_model_len or longest

@@ -1,6 +1,7 @@
 """``kvcalc simulate``: a server under load over the exact KV pool, step by step."""
 
 import math
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
@@ -49,7 +50,8 @@ OutputOpt = Annotated[str | None, typer.Option("--output", "-o", metavar="O", ri
 LengthsOpt = Annotated[
     str | None,
     typer.Option("--lengths", metavar="FILE", rich_help_panel=WORKLOAD_PANEL,
-                 help="A request mix (CSV prompt,output or JSON lines), taken in turn."),
+                 help="A request mix (CSV prompt,output or JSON lines, in turn), or a trace with arrival times, "
+                      "replayed."),
 ]  # fmt: skip
 SharedPrefixOpt = Annotated[
     str | None,
@@ -73,12 +75,15 @@ ConcurrencyOpt = Annotated[
     typer.Option("--concurrency", metavar="N", min=1, rich_help_panel=WORKLOAD_PANEL,
                  help="Closed loop: N clients, each sending its next request when the last ends."),
 ]  # fmt: skip
-RequestsOpt = Annotated[int, typer.Option("--requests", "-n", metavar="N", min=1, rich_help_panel=WORKLOAD_PANEL,
-                                          help="Requests in all.")]  # fmt: skip
+RequestsOpt = Annotated[
+    int | None,
+    typer.Option("--requests", "-n", metavar="N", min=1, rich_help_panel=WORKLOAD_PANEL,
+                 help="Requests in all (default 1000; a trace: its first N)."),
+]  # fmt: skip
 BurstinessOpt = Annotated[
-    float,
+    float | None,
     typer.Option("--burstiness", metavar="B", rich_help_panel=WORKLOAD_PANEL,
-                 help="Gaps' gamma shape (1: Poisson; below 1 burstier), as vllm bench serve's."),
+                 help="Gaps' gamma shape (default 1: Poisson; below 1 burstier), as vllm bench serve's."),
 ]  # fmt: skip
 SlotsOpt = Annotated[
     str | None,
@@ -131,8 +136,8 @@ def simulate(
     prefix_caching: PrefixCachingOpt = None,
     rate: RateOpt = None,
     concurrency: ConcurrencyOpt = None,
-    requests: RequestsOpt = 1000,
-    burstiness: BurstinessOpt = 1.0,
+    requests: RequestsOpt = None,
+    burstiness: BurstinessOpt = None,
     seed: SeedOpt = 0,
     batch: SlotsOpt = None,
     max_model_len: MaxModelLenOpt = None,
@@ -169,10 +174,17 @@ def simulate(
     if model is None:
         raise UsageError("give a MODEL (preset, config.json or repo id)")
     prefix = _shared_prefix(shared_prefix)
-    load = api.Load(rate=_rate(rate), concurrency=concurrency, count=requests, prompt=count(prompt, "--prompt"),
-                    output=count(output, "--output"), lengths=_lengths(lengths), burstiness=burstiness,
-                    seed=seed, batch=count(batch, "--batch"), prefix_caching=prefix_caching,
-                    shared_prefix=prefix[0], prefixes=prefix[1])  # fmt: skip
+    trace = None if lengths is None else api.read_trace(lengths, limit=requests)
+    if trace is not None:
+        _refuse_with_a_trace(rate=rate, concurrency=concurrency, burstiness=burstiness, find=find,
+                             lengths=prompt is not None or output is not None)  # fmt: skip
+    load = api.Load(rate=_rate(rate), concurrency=concurrency, count=1000 if requests is None else requests,
+                    prompt=count(prompt, "--prompt"), output=count(output, "--output"),
+                    lengths=_lengths(lengths) if trace is None else (),
+                    trace=trace.requests if trace is not None else (),
+                    burstiness=1.0 if burstiness is None else burstiness, seed=seed, batch=count(batch, "--batch"),
+                    prefix_caching=prefix_caching, shared_prefix=prefix[0], prefixes=prefix[1])  # fmt: skip
+    trace_notes = trace.notes if trace is not None else ()
     common: dict[str, Any] = {
         "gpu": gpu, "tp": tp, "kv_budget": size(kv_budget, "--kv-budget"), "step_times": _step_times(step_times),
         "max_model_len": count(max_model_len, "--max-model-len"), "revision": revision, "on_fetch": say_fetching,
@@ -185,6 +197,7 @@ def simulate(
         if plot is not None or timeline:
             raise UsageError("--plot and --timeline draw one run: give them without --find")
         found = api.find_capacity(model, load=load, slo=target, find=find, **common)
+        found = replace(found, notes=(*trace_notes, *found.notes))
         from kvcalc.views.simulate import capacity_dict, capacity_view
 
         data = capacity_dict(found)
@@ -193,6 +206,7 @@ def simulate(
     if timeline and not as_json:
         raise UsageError("--timeline goes with --json")
     report = api.simulate(model, load=load, slo=target, timeline=timeline or plot is not None, **common)
+    report = replace(report, notes=(*trace_notes, *report.notes))
     from kvcalc.views.simulate import simulation_dict, simulation_view
 
     if plot is not None:
@@ -218,6 +232,24 @@ def _rate(text: str | None) -> float | None:
     except ValueError:
         raise UsageError(f"--rate {text!r}: give requests a second (2, 0.5, inf)") from None
     return value
+
+
+def _refuse_with_a_trace(*, rate: str | None, concurrency: int | None, burstiness: float | None,
+                         find: str | None, lengths: bool) -> None:  # fmt: skip
+    """A trace holds its own arrivals: the flags that shape arrivals change nothing, and are refused."""
+    from kvcalc.errors import UsageError
+
+    why = "the --lengths file is a trace with arrival times, replayed as recorded"
+    if rate is not None:
+        raise UsageError(f"--rate changes nothing: {why}")
+    if concurrency is not None:
+        raise UsageError(f"--concurrency changes nothing: {why}")
+    if burstiness is not None:
+        raise UsageError(f"--burstiness changes nothing: {why}")
+    if lengths:
+        raise UsageError(f"--prompt and --output change nothing: {why}, each request's lengths its own")
+    if find in ("rate", "concurrency"):
+        raise UsageError(f"--find {find} varies the arrivals, and {why}: give a mix without arrival times")
 
 
 def _lengths(path: str | None) -> tuple[tuple[int, int], ...]:
