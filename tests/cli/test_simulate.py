@@ -163,6 +163,7 @@ def test_requests_takes_a_traces_first_n(run_cli) -> None:
     (("--rate", "2"), "--rate changes nothing: the --lengths file is a trace with arrival times"),
     (("--concurrency", "2"), "--concurrency changes nothing"),
     (("--burstiness", "0.5"), "--burstiness changes nothing"),
+    (("--seed", "3"), "--seed changes nothing"),
     (("-p", "10"), "--prompt and --output change nothing"),
     (("--slo", "ttft=1s", "--find", "rate"), "--find rate varies the arrivals"),
 ])  # fmt: skip

@@ -91,8 +91,11 @@ SlotsOpt = Annotated[
                  help="llama-server's slots (-np B), as fit and speed take them: B requests at once, the next "
                  "waiting for a free slot (default 1). Refused by an engine without slots."),
 ]  # fmt: skip
-SeedOpt = Annotated[int, typer.Option("--seed", metavar="S", rich_help_panel=WORKLOAD_PANEL,
-                                      help="The arrivals' random seed: a run is repeatable.")]  # fmt: skip
+SeedOpt = Annotated[
+    int | None,
+    typer.Option("--seed", metavar="S", rich_help_panel=WORKLOAD_PANEL,
+                 help="The arrivals' random seed (default 0): a run is repeatable."),
+]  # fmt: skip
 StepTimesOpt = Annotated[
     str | None,
     typer.Option("--step-times", metavar="A,B[,C,P,H]", rich_help_panel=HARDWARE_PANEL,
@@ -138,7 +141,7 @@ def simulate(
     concurrency: ConcurrencyOpt = None,
     requests: RequestsOpt = None,
     burstiness: BurstinessOpt = None,
-    seed: SeedOpt = 0,
+    seed: SeedOpt = None,
     batch: SlotsOpt = None,
     max_model_len: MaxModelLenOpt = None,
     engine: EngineOpt = DEFAULT_ENGINE,
@@ -177,12 +180,12 @@ def simulate(
     trace = None if lengths is None else api.read_trace(lengths, limit=requests)
     if trace is not None:
         _refuse_with_a_trace(rate=rate, concurrency=concurrency, burstiness=burstiness, find=find,
-                             lengths=prompt is not None or output is not None)  # fmt: skip
+                             lengths=prompt is not None or output is not None, seed=seed)  # fmt: skip
     load = api.Load(rate=_rate(rate), concurrency=concurrency, count=1000 if requests is None else requests,
                     prompt=count(prompt, "--prompt"), output=count(output, "--output"),
                     lengths=_lengths(lengths) if trace is None else (),
                     trace=trace.requests if trace is not None else (),
-                    burstiness=1.0 if burstiness is None else burstiness, seed=seed, batch=count(batch, "--batch"),
+                    burstiness=1.0 if burstiness is None else burstiness, seed=seed or 0, batch=count(batch, "--batch"),
                     prefix_caching=prefix_caching, shared_prefix=prefix[0], prefixes=prefix[1])  # fmt: skip
     trace_notes = trace.notes if trace is not None else ()
     common: dict[str, Any] = {
@@ -235,7 +238,7 @@ def _rate(text: str | None) -> float | None:
 
 
 def _refuse_with_a_trace(*, rate: str | None, concurrency: int | None, burstiness: float | None,
-                         find: str | None, lengths: bool) -> None:  # fmt: skip
+                         find: str | None, lengths: bool, seed: int | None) -> None:  # fmt: skip
     """A trace holds its own arrivals: the flags that shape arrivals change nothing, and are refused."""
     from kvcalc.errors import UsageError
 
@@ -246,6 +249,8 @@ def _refuse_with_a_trace(*, rate: str | None, concurrency: int | None, burstines
         raise UsageError(f"--concurrency changes nothing: {why}")
     if burstiness is not None:
         raise UsageError(f"--burstiness changes nothing: {why}")
+    if seed is not None:
+        raise UsageError(f"--seed changes nothing: {why}")
     if lengths:
         raise UsageError(f"--prompt and --output change nothing: {why}, each request's lengths its own")
     if find in ("rate", "concurrency"):
