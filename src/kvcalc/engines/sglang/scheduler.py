@@ -67,13 +67,41 @@ idle iteration (no batch) takes no time here, so an idle scheduler polls at once
 ``--num-continuous-decode-steps`` is declared in 0.5.23 (arg_groups/fields/schedule.py) and read by no
 code of the release (srt/ has no other use of it): it changes nothing.
 
+A hybrid sliding-window model (SWATokenToKVPoolAllocator, mem_cache/allocator/swa.py: a full-attention
+pool of ``max_total_tokens`` and a sliding-window pool of ``swa_tokens``, the plan's
+swa_full_tokens_ratio of it), with the radix cache off (the hybrid trees are not modelled, so kvcalc
+takes ``--disable-radix-cache``; SGLang then builds a UnifiedRadixCache with ``disable`` set, whose
+``supports_prefix_sharing`` is False): each allocation takes its pages from both pools; a waiting
+request is admitted only when, beside the full pool's check, its SWA estimate
+(prefill_budget.py ``estimate_swa_kv_tokens``: ``max(min(extend, chunk budget) - window, 0) +
+min(extend + max_new, window) + page``, extend page-aligned) is under the SWA pool's free tokens less
+``swa_offset``, which each request admitted in this batch grows by its own estimate
+(``SWAPrefillBudget.check_prefill``/``reserve``; the running requests reserve nothing there); one
+whose estimate the empty SWA pool could not hold (``swa_never_fits``) is cut to a chunk of what is
+left beside its decode headroom (``_chunk_cap``), and without chunked prefill it is refused. A
+chunked request's next chunk is at most the SWA pool's free tokens less a page, and none while that
+is nothing (``available_chunk_tokens``). ``budget_state`` also stops on no SWA tokens left;
+``batch_is_full`` is cleared before every prefill attempt (scheduler.py ``is_hybrid_swa``). Out-of-
+window tokens go back to the SWA pool (schedule_batch.py ``maybe_evict_swa``, mem_cache/common.py
+``free_swa_out_of_window_slots`` with no prefix sharing: the tokens below ``pre_len - window``, in
+whole pages): before each chunk of a chunked prompt (pre_len its tokens computed so far), and in a
+decode step from a request's second one (``decode_batch_idx >= 1``) once
+``SGLANG_SWA_EVICTION_INTERVAL`` (128, environ.py) tokens have left the window since the last free;
+not for the running requests of a mixed step (``maybe_evict_swa`` runs on the extend batch before
+``mix_with_running``). A decode step needs its new pages in both pools (allocator ``available_size``
+is the smaller, ``check_decode_mem``), else retraction. ``used_units`` is SGLang's
+``num_used_tokens`` (pool_stats_observer.py ``get_kv_token_stats``: the larger of the two pools'
+used tokens, which with no tree is the full pool's); ``swa_used`` the SWA pool's. The window is the
+model's ``sliding_window_size`` (the plan's; for models whose ``is_prefill_aware_swa`` sets
+``swa_evict_floor``, only models/unlimited_ocr.py in 0.5.23, that floor is not modelled).
+
 Not modelled: the radix cache's other policies (``--schedule-policy lpm`` orders the queue by
 longest match; fcfs is the default, arg_groups/fields/schedule.py), a group's prefix inserted
 part way (a chunk ending inside it inserts nothing here), the overlap scheduler's one-step lag,
-and the hybrid SWA pool's own admission check and window eviction (the radix cache is modelled
-on the plain token pool only). A Mamba hybrid's state pool binds through ``max_running_requests``
-(the plan's slots // 3: SGLang's HybridReqToTokenPool has that many request rows), which this
-cap applies.
+the hybrid pools' radix trees (SWARadixCache, MambaRadixCache), and the per-request SWA ring
+(``swa_req_ring``) of some models. A Mamba hybrid's state pool binds through
+``max_running_requests`` (the plan's slots // 3: SGLang's HybridReqToTokenPool has that many
+request rows), which this cap applies.
 """
 
 from __future__ import annotations
