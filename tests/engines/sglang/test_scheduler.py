@@ -10,7 +10,7 @@ import math
 import pytest
 
 from kvcalc.api import Load, Serving, StepTimes, simulate
-from kvcalc.calc.simulate import Request
+from kvcalc.calc.simulate import Batch, Live, Request
 from kvcalc.engines.sglang.scheduler import SglangScheduler, default_chunked_prefill_size
 from kvcalc.errors import UsageError
 from tests.helpers.step_log import run_steps
@@ -18,10 +18,30 @@ from tests.helpers.step_log import run_steps
 
 def _sglang(pool: int, *, chunk: int | None = 100, running: int = 10, ignore_eos: bool = False,
             conservativeness: float = 1.0, mixed: bool = False, radix: bool = False,
-            page: int = 1, recv: int = 1) -> SglangScheduler:  # fmt: skip
+            page: int = 1, recv: int = 1, swa: int | None = None, window: int | None = None,
+            interval: int = 128) -> SglangScheduler:  # fmt: skip
     return SglangScheduler(pool, page, max_running_requests=running, context_len=1000, chunked_prefill_size=chunk,
                            ignore_eos=ignore_eos, schedule_conservativeness=conservativeness,
-                           mixed_chunk=mixed, prefix_caching=radix, recv_interval=recv)  # fmt: skip
+                           mixed_chunk=mixed, prefix_caching=radix, recv_interval=recv, swa_tokens=swa,
+                           window=window, swa_eviction_interval=interval)  # fmt: skip
+
+
+class _SwaWatch(SglangScheduler):
+    """The SWA pool's used tokens after each step's scheduling (its allocations made)."""
+
+    seen: list[int]
+
+    def schedule(self) -> tuple[Batch, str | None]:
+        batch, stall = super().schedule()
+        self.seen.append(self.swa_used())
+        return batch, stall
+
+
+def _watch(pool: int, swa: int, window: int, *, chunk: int = 100, interval: int = 128) -> _SwaWatch:
+    watch = _SwaWatch(pool, 1, max_running_requests=10, context_len=1000, chunked_prefill_size=chunk,
+                      ignore_eos=True, swa_tokens=swa, window=window, swa_eviction_interval=interval)  # fmt: skip
+    watch.seen = []
+    return watch
 
 
 def test_a_long_prompt_is_chunked_and_decode_waits_for_prefill() -> None:
@@ -297,3 +317,87 @@ def test_a_pool_sglang_refuses_to_start_is_one_error() -> None:
     with pytest.raises(UsageError, match="SGLang refuses this: its sliding-window pool"):
         simulate("gpt-oss-20b", load=Load(rate=1.0, count=1, prompt=2, output=2), engine="sglang", kv_budget=2**20,
                  step_times=StepTimes(1.0, 0.0))  # fmt: skip
+
+
+# The hybrid SWA pool (SWATokenToKVPoolAllocator), radix cache off: prefill_budget.py SWAPrefillBudget and
+# estimate_swa_kv_tokens (a request's SWA estimate: max(min(extend, chunk budget) - window, 0) +
+# min(extend + max_new, window) + page), common.py free_swa_out_of_window_slots, schedule_batch.py maybe_evict_swa.
+
+
+def test_a_prompt_longer_than_the_swa_pool_goes_in_chunks_its_window_slides_between() -> None:
+    # Full pool 1,000, SWA pool 30, window 8, chunk budget 16, page 1; A (40 prompt, 3 out): whole it would
+    # need 40 + 3 + 1 = 44 SWA tokens, more than the pool, but a chunk of 16 needs (16 - 8) + 8 + 1 = 17.
+    # step 1: A's first 16 (SWA used 16). step 2 (add_chunked_req): the chunk is at most remaining_swa -
+    # page = 14 - 1 = 13; before it, its SWA below 16 - 8 = 8 is freed (8 used), then 13 more (21).
+    # step 3: 30 - 21 - 1 = 8 tokens; frees below 29 - 8 = 21 (8 used), + 8 = 16. step 4: its last 3
+    # (room 13); frees below 37 - 8 = 29, + 3 = 11. steps 5, 6 decode (the 1st no slide; the 2nd's 41 - 8
+    # = 33 is under 29 + 128): 12, 13.
+    watch = _watch(1000, 30, 8, chunk=16)
+    _, log, done = run_steps(watch, [(0, 40, 3)])
+    assert log.steps == [{0: 16}, {0: 13}, {0: 8}, {0: 3}, {0: 1}, {0: 1}]
+    assert watch.seen == [16, 21, 16, 11, 12, 13]
+    assert (done[0].first_token_s, done[0].finished_s) == (4, 6)
+    # The plain pool: chunks of the whole budget, 16, 16, 8.
+    _, log, _ = run_steps(_sglang(1000, chunk=16), [(0, 40, 3)])
+    assert log.steps[:3] == [{0: 16}, {0: 16}, {0: 8}]
+
+
+def test_a_request_waits_for_the_swa_pool_until_a_decode_frees_out_of_window_tokens() -> None:
+    # Full pool 1,000 (never binds), SWA pool 20, window 4, eviction interval 4, page 1, ignore_eos.
+    # A (10, 12) and B (10, 2) at t=0. step 1: A's estimate (10 - 4) + 4 + 1 = 11 < 20: prefilled (SWA
+    # used 10, swa_offset 11); B's 11 < 20 - 11 = 9 is false: it waits ("swa"). step 2: B's 11 < 10 false;
+    # A's 1st decode (decode_batch_idx 0: no slide): 11 used. step 3: 11 < 9 false; A's 2nd decode: 11 -
+    # 4 = 7 >= 0 + 4, so its SWA below 7 is freed: 4 used, + 1 = 5. step 4: 11 < 15: B prefilled (15).
+    # step 5: both decode (A's 12 - 4 = 8 < 7 + 4: no slide): 17; B ends. step 6, 7: A alone: 7, 8 (B's
+    # 11 freed). step 8: 15 - 4 = 11 >= 7 + 4: below 11 freed (4), + 1 = 5. A's 12th token at t=13.
+    watch = _watch(1000, 20, 4, interval=4)
+    run, log, done = run_steps(watch, [(0, 10, 12), (0, 10, 2)])
+    assert log.steps == [{0: 10}, {0: 1}, {0: 1}, {1: 10}, {0: 1, 1: 1}] + [{0: 1}] * 8
+    assert watch.seen[:8] == [10, 11, 5, 15, 17, 7, 8, 5]
+    assert (done[1].first_token_s, done[1].finished_s) == (4, 5)
+    assert done[0].finished_s == 13
+    assert run.stalls == {"swa": 3}
+    # No slide (an interval past A's length): B waits for A to end at t=12, prefilled in step 13.
+    _, log, done = run_steps(_sglang(1000, swa=20, window=4, interval=1000, ignore_eos=True),
+                             [(0, 10, 12), (0, 10, 2)])  # fmt: skip
+    assert (done[1].first_token_s, done[1].finished_s) == (13, 14)
+
+
+def test_the_swa_pool_counts_and_refuses() -> None:
+    # used_units: SGLang's num_used_tokens, the larger of the two pools' used tokens (pool_stats_observer.py);
+    # a request's SWA tokens are among its full ones, so the full pool's here (A holds 10 + 1 + 1 = 12 after
+    # step 3, 5 of them in the SWA pool).
+    sched = _sglang(1000, swa=20, window=4, interval=4, ignore_eos=True)
+    a = Live(Request(0, 0.0, 10, 12))
+    sched.admit(a)
+    for _ in range(3):
+        for live, n in sched.schedule()[0]:
+            live.computed += n
+            live.generated += 1
+    assert (sched.used_units(), sched.swa_used()) == (12, 5)
+    # Without chunked prefill a request whose estimate is the SWA pool's or more never fits (swa_never_fits
+    # with no chunk to cut): (30 - 4) + 4 + 1 = 31 >= 20.
+    assert "sliding-window pool" in (_sglang(1000, chunk=None, swa=20, window=4).refused(Request(0, 0, 30, 2)) or "")
+    assert _sglang(1000, chunk=None, swa=40, window=4).refused(Request(0, 0, 30, 2)) is None
+    with pytest.raises(ValueError, match="radix cache"):
+        _sglang(1000, swa=20, window=4, radix=True)
+
+
+def test_an_swa_models_run_uses_both_pools() -> None:
+    # gpt-oss-20b under SGLang: 12 full and 12 sliding layers of 2 x 8 heads x 64 x 2 B = 2,048 B, so
+    # 24,576 B a token in each pool; a full-pool token costs 24,576 + 0.8 x 24,576 = 44,236.8 B
+    # (HybridSWAPoolConfigurator): 45,000,000 B give 1,017 full tokens and int(1,017 x 0.8) = 813 SWA
+    # tokens; sliding_window_size 127. Four requests of 300 + 4 at once, chunk budget 4,096:
+    # step 1: each needs 305 full tokens (A: 305 < 1,017; B: 305 < 712; C would fit, 305 < 407) and an SWA
+    # estimate of (300 - 127) + 127 + 1 = 301 (A: < 813, B: < 512, C: 301 < 211 fails): A and B only.
+    # steps 2, 3 decode them (C still 301 < 211: "swa"); step 3, their 2nd decode, frees each one's SWA
+    # below 301 - 127 = 174 (174 >= 128). step 4: C fits both (SWA 557 free); D not the full pool
+    # (305 < 413 - 1.4 - 305 fails). step 5 decodes A, B (ending them) and C; step 6 D; steps 7-9 decode.
+    report = simulate("gpt-oss-20b", load=Load(rate=math.inf, count=4, prompt=300, output=4), engine="sglang",
+                      kv_budget=45_000_000, step_times=StepTimes(1.0, 0.0))  # fmt: skip
+    assert report.run.pool_units == 1017
+    firsts = {d.request.id: (d.first_token_s, d.finished_s) for d in report.run.done}
+    assert firsts == {0: (1, 5), 1: (1, 5), 2: (4, 8), 3: (6, 9)}
+    assert report.run.stalls["swa"] == 3
+    assert any("SGLang's two pools" in n and "(813, window 127)" in n for n in report.notes)
+    assert any("taken as off (--disable-radix-cache)" in n for n in report.notes)

@@ -232,7 +232,12 @@ class SGLang(Engine):
         16,384, new_token_ratio 0.7 decaying to 0.098, fcfs, mixed chunk as --enable-mixed-chunk says
         (off by default)."""
         from kvcalc.engines.sglang.capacity import plan_of
-        from kvcalc.engines.sglang.scheduler import MAX_PREFILL_TOKENS, SglangScheduler, default_chunked_prefill_size
+        from kvcalc.engines.sglang.scheduler import (
+            MAX_PREFILL_TOKENS,
+            SWA_EVICTION_INTERVAL,
+            SglangScheduler,
+            default_chunked_prefill_size,
+        )
 
         plan = plan_of(fit)
         if plan.refused_because is not None:
@@ -263,10 +268,23 @@ class SGLang(Engine):
             notes.append(f"SGLang's state pool ({plan.mamba_slots:,} slots, {MAMBA_SLOTS_PER_REQUEST} a running "
                          f"request) bounds the running requests at max_running_requests {plan.max_running_requests:,}"
                          "; the slots the radix cache keeps for cached prefixes are not modelled")  # fmt: skip
-        if plan.swa_tokens is not None:
-            notes.append("SGLang's sliding-window pool's own admission check and its eviction of tokens that leave "
-                         "the window are not modelled: only the full-attention token pool bounds the simulated "
-                         "requests")  # fmt: skip
+        # Both pools of a hybrid SWA model (SWATokenToKVPoolAllocator); a model whose every layer slides has
+        # one SWA pool, taken as the token pool.
+        swa = plan.swa_tokens if plan.swa_tokens is not None and plan.full_cell else None
+        if swa is not None:
+            notes.append(f"SGLang's two pools: a request holds its tokens in the full-attention pool "
+                         f"({plan.max_total_tokens:,}) and in the sliding-window pool ({swa:,}, window {plan.window}); "
+                         "admission also needs its SWA estimate, the tokens past the window of its chunk plus "
+                         "min(prompt + outputs, window) + a page, under the SWA pool's free tokens less this batch's "
+                         "(mem_cache/prefill_budget.py SWAPrefillBudget.check_prefill, estimate_swa_kv_tokens); a "
+                         f"decoding request frees its tokens out of the window once {SWA_EVICTION_INTERVAL} have "
+                         "left it (SGLANG_SWA_EVICTION_INTERVAL), a chunked prompt before each next chunk "
+                         "(schedule_batch.py maybe_evict_swa, mem_cache/common.py free_swa_out_of_window_slots); "
+                         "decode needs a page in both pools; used tokens the larger of the two pools' "
+                         "(pool_stats_observer.py)")  # fmt: skip
+        elif plan.swa_tokens is not None:
+            notes.append("SGLang's sliding-window pool (every layer sliding) taken as one token pool: its admission "
+                         "estimate and its eviction of tokens that leave the window are not modelled")  # fmt: skip
         # The radix cache on the plain token pool (the hybrid pools' trees, MambaRadixCache and SWARadixCache,
         # are not modelled).
         radix = plan.mamba_slots is None and plan.swa_tokens is None
@@ -277,10 +295,14 @@ class SGLang(Engine):
                          "modelled: lpm's reordering by longest match, a group's prefix inserted part way by a "
                          "chunk ending inside it")  # fmt: skip
         else:
-            notes.append("the radix cache of a hybrid pool not modelled: every prompt computed whole")
+            notes.append("the radix cache of a hybrid pool (SWARadixCache, MambaRadixCache) not modelled: taken as "
+                         "off (--disable-radix-cache), every prompt computed whole"
+                         + ("; SGLang frees a request's out-of-window SWA tokens as it does with the radix cache off"
+                            if swa is not None else ""))  # fmt: skip
         return SglangScheduler(plan.max_total_tokens, plan.page_size, max_running_requests=plan.max_running_requests,
                                context_len=context, chunked_prefill_size=chunk, mixed_chunk=self.mixed_chunk,
-                               prefix_caching=radix, recv_interval=self.recv_interval), notes  # fmt: skip
+                               prefix_caching=radix, recv_interval=self.recv_interval, swa_tokens=swa,
+                               window=plan.window if swa is not None else None), notes  # fmt: skip
 
 
 def _version_note(version: tuple[int, int, int]) -> str:

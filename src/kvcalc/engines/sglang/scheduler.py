@@ -67,13 +67,41 @@ idle iteration (no batch) takes no time here, so an idle scheduler polls at once
 ``--num-continuous-decode-steps`` is declared in 0.5.23 (arg_groups/fields/schedule.py) and read by no
 code of the release (srt/ has no other use of it): it changes nothing.
 
+A hybrid sliding-window model (SWATokenToKVPoolAllocator, mem_cache/allocator/swa.py: a full-attention
+pool of ``max_total_tokens`` and a sliding-window pool of ``swa_tokens``, the plan's
+swa_full_tokens_ratio of it), with the radix cache off (the hybrid trees are not modelled, so kvcalc
+takes ``--disable-radix-cache``; SGLang then builds a UnifiedRadixCache with ``disable`` set, whose
+``supports_prefix_sharing`` is False): each allocation takes its pages from both pools; a waiting
+request is admitted only when, beside the full pool's check, its SWA estimate
+(prefill_budget.py ``estimate_swa_kv_tokens``: ``max(min(extend, chunk budget) - window, 0) +
+min(extend + max_new, window) + page``, extend page-aligned) is under the SWA pool's free tokens less
+``swa_offset``, which each request admitted in this batch grows by its own estimate
+(``SWAPrefillBudget.check_prefill``/``reserve``; the running requests reserve nothing there); one
+whose estimate the empty SWA pool could not hold (``swa_never_fits``) is cut to a chunk of what is
+left beside its decode headroom (``_chunk_cap``), and without chunked prefill it is refused. A
+chunked request's next chunk is at most the SWA pool's free tokens less a page, and none while that
+is nothing (``available_chunk_tokens``). ``budget_state`` also stops on no SWA tokens left;
+``batch_is_full`` is cleared before every prefill attempt (scheduler.py ``is_hybrid_swa``). Out-of-
+window tokens go back to the SWA pool (schedule_batch.py ``maybe_evict_swa``, mem_cache/common.py
+``free_swa_out_of_window_slots`` with no prefix sharing: the tokens below ``pre_len - window``, in
+whole pages): before each chunk of a chunked prompt (pre_len its tokens computed so far), and in a
+decode step from a request's second one (``decode_batch_idx >= 1``) once
+``SGLANG_SWA_EVICTION_INTERVAL`` (128, environ.py) tokens have left the window since the last free;
+not for the running requests of a mixed step (``maybe_evict_swa`` runs on the extend batch before
+``mix_with_running``). A decode step needs its new pages in both pools (allocator ``available_size``
+is the smaller, ``check_decode_mem``), else retraction. ``used_units`` is SGLang's
+``num_used_tokens`` (pool_stats_observer.py ``get_kv_token_stats``: the larger of the two pools'
+used tokens, which with no tree is the full pool's); ``swa_used`` the SWA pool's. The window is the
+model's ``sliding_window_size`` (the plan's; for models whose ``is_prefill_aware_swa`` sets
+``swa_evict_floor``, only models/unlimited_ocr.py in 0.5.23, that floor is not modelled).
+
 Not modelled: the radix cache's other policies (``--schedule-policy lpm`` orders the queue by
 longest match; fcfs is the default, arg_groups/fields/schedule.py), a group's prefix inserted
 part way (a chunk ending inside it inserts nothing here), the overlap scheduler's one-step lag,
-and the hybrid SWA pool's own admission check and window eviction (the radix cache is modelled
-on the plain token pool only). A Mamba hybrid's state pool binds through ``max_running_requests``
-(the plan's slots // 3: SGLang's HybridReqToTokenPool has that many request rows), which this
-cap applies.
+the hybrid pools' radix trees (SWARadixCache, MambaRadixCache), and the per-request SWA ring
+(``swa_req_ring``) of some models. A Mamba hybrid's state pool binds through
+``max_running_requests`` (the plan's slots // 3: SGLang's HybridReqToTokenPool has that many
+request rows), which this cap applies.
 """
 
 from __future__ import annotations
@@ -101,6 +129,9 @@ MAX_PREFILL_TOKENS = 16384
 RECV_WEIGHT_DECODE = 1
 RECV_WEIGHT_IDLE = 1
 RECV_WEIGHT_OTHER = 1000
+# environ.py SGLANG_SWA_EVICTION_INTERVAL 128: a decoding request's out-of-window tokens are freed once that
+# many have slid out of its window.
+SWA_EVICTION_INTERVAL = 128
 
 
 @dataclass(eq=False, slots=True)
@@ -122,7 +153,11 @@ class SglangScheduler:
     def __init__(self, max_total_tokens: int, page_size: int, *, max_running_requests: int, context_len: int,
                  chunked_prefill_size: int | None, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
                  schedule_conservativeness: float = 1.0, ignore_eos: bool = False,
-                 mixed_chunk: bool = False, prefix_caching: bool = False, recv_interval: int = 1) -> None:  # fmt: skip
+                 mixed_chunk: bool = False, prefix_caching: bool = False, recv_interval: int = 1,
+                 swa_tokens: int | None = None, window: int | None = None,
+                 swa_eviction_interval: int = SWA_EVICTION_INTERVAL) -> None:  # fmt: skip
+        if swa_tokens is not None and prefix_caching:
+            raise ValueError("the radix cache is modelled on the plain token pool only, not beside an SWA pool")
         self.pool_units = max_total_tokens
         self.unit_tokens = 1
         self.preemptions = 0
@@ -163,6 +198,15 @@ class SglangScheduler:
         self._part: dict[int, int] = {}  # request id: its leading tokens the tree owns (cache_protected_len)
         self._locked: dict[int, list[_Node]] = {}  # request id: the path it locks
         self._pending: list[Live] = []  # the last prefill batch's requests, inserted before the next step
+        # The hybrid SWA pool (SWATokenToKVPoolAllocator; None: the plain token pool): its size, free tokens,
+        # the window (sliding_window_size; None: the model's chunk, no eviction), each request's front tokens
+        # freed from it (its evicted seqlen), and the requests past their first decode step (decode_batch_idx).
+        self.swa_units = swa_tokens
+        self._swa_free = swa_tokens or 0
+        self._window = window
+        self._swa_interval = swa_eviction_interval
+        self._slid: dict[int, int] = {}
+        self._decoded: set[int] = set()
 
     # --- the Scheduler protocol -----------------------------------------------------------------
 
@@ -180,6 +224,10 @@ class SglangScheduler:
         cap = min(max_req_len - prompt - 1, self.pool_units - pad(prompt, self._page) - self._page - 1)
         if output > cap:
             return f"SGLang would cut its {output:,} output tokens to {max(cap, 0):,} (what the pool holds beside it)"
+        if self.swa_units is not None and self._chunk is None:
+            need = self._swa_need(pad(prompt, self._page), min(output, CLIP_MAX_NEW_TOKENS), None)
+            if need >= self.swa_units:  # swa_never_fits, and no chunk to cut it to (check_prefill)
+                return f"it needs {need:,} tokens of the {self.swa_units:,}-token sliding-window pool at once"
         return None
 
     def admit(self, live: Live) -> None:
@@ -195,7 +243,14 @@ class SglangScheduler:
         return len(self._waiting) + len(self._inbox)
 
     def used_units(self) -> int:
-        return self.pool_units - self._free - self._evictable
+        """pool_stats_observer.py get_kv_token_stats: the full pool's used tokens, and for a hybrid SWA pool
+        the larger of that and the SWA pool's (SGLang's num_used_tokens)."""
+        full = self.pool_units - self._free - self._evictable
+        return full if self.swa_units is None else max(full, self.swa_used())
+
+    def swa_used(self) -> int:
+        """The SWA pool's used tokens (0 without one)."""
+        return 0 if self.swa_units is None else self.swa_units - self._swa_free
 
     def release(self, live: Live) -> None:
         self._checkpoint(live)  # release_kv_cache(checkpoint=True): the whole sequence into the tree
@@ -249,7 +304,7 @@ class SglangScheduler:
         return min(max(live.request.output - live.generated, 0), CLIP_MAX_NEW_TOKENS)
 
     def _prefill(self) -> tuple[Batch, str | None]:
-        if not self._running:
+        if not self._running or self.swa_units is not None:  # is_hybrid_swa: reset to try again each step
             self._full = None
         if (self._full or not self._waiting) and self._chunked is None:
             return [], self._full if self._waiting else None
@@ -265,12 +320,17 @@ class SglangScheduler:
         rem_input = self._max_prefill - mixed
         rem_chunk = None if self._chunk is None else self._chunk - mixed
         batch: Batch = []
+        # SWAPrefillBudget: the SWA pool's free tokens before this batch (remaining_swa = that - swa_offset).
+        swa = self.swa_units is not None
+        swa0, swa_off = self._swa_free, 0
 
         def reserve(n: int, max_new: int) -> None:
-            nonlocal total, current, rem_input, rem_chunk
+            nonlocal total, current, rem_input, rem_chunk, swa_off
             paged = pad(n, self._page)
             total += paged + self._page + max_new
             current += paged + self._page
+            if swa:  # swa_offset grows by the request's estimate, at the chunk budget before it
+                swa_off += self._swa_need(paged, max_new, rem_chunk)
             rem_input -= paged
             if rem_chunk is not None:
                 rem_chunk -= paged
@@ -288,14 +348,18 @@ class SglangScheduler:
             left = chunked.tokens - chunked.computed
             # available_chunk_tokens: what the pool has left, or the whole chunk to make progress.
             take = min(rem_chunk, int(self._free + self._evictable - total))  # (nothing spent yet)
-            n = min(left, take if take > 0 else rem_chunk)
-            spent += self._allocate(chunked, n)
-            batch.append((chunked, n))
-            self._pending.append(chunked)
-            reserve(n, 0 if n < left else min(chunked.request.output, CLIP_MAX_NEW_TOKENS))
-            if n == left:
-                self._fresh.append(chunked)
-                self._chunked = None
+            if swa:  # SWAPrefillBudget: remaining_swa - page too, and no chunk when nothing is left
+                take = min(take, swa0 - self._page)
+            if take > 0 or not swa:
+                n = min(left, take if take > 0 else rem_chunk)
+                self._slide(chunked, chunked.computed, 1)  # maybe_evict_swa (alloc_for_extend), radix off
+                spent += self._allocate(chunked, n)
+                batch.append((chunked, n))
+                self._pending.append(chunked)
+                reserve(n, 0 if n < left else min(chunked.request.output, CLIP_MAX_NEW_TOKENS))
+                if n == left:
+                    self._fresh.append(chunked)
+                    self._chunked = None
         stall = None
         while self._waiting:
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
@@ -316,13 +380,20 @@ class SglangScheduler:
                 self._full = "kv" if batch or self._running else None
                 stall = "kv"
                 break
+            limit: int | None = rem_chunk
+            if swa:
+                fits, limit = self._swa_check(pad(left, self._page), self._max_new(live), rem_chunk, swa0 - swa_off)
+                if not fits:
+                    self._full = "swa" if batch or self._running else None
+                    stall = "swa"
+                    break
             n, whole = left, True
             if rem_chunk is None:
                 if batch and pad(left, self._page) >= rem_input:
                     stall = "budget"
                     break
-            elif pad(left, self._page) > rem_chunk:
-                n = rem_chunk // self._page * self._page
+            elif limit is not None and pad(left, self._page) > limit:
+                n = limit // self._page * self._page
                 if n <= 0:
                     stall = "budget"
                     break
@@ -339,7 +410,7 @@ class SglangScheduler:
             else:
                 self._chunked = live
             room = self._free + self._evictable + spent
-            if not (room - total > 0 and room - current > 0):  # budget_state: NO_TOKEN
+            if not (room - total > 0 and room - current > 0 and (not swa or swa0 - swa_off > 0)):  # NO_TOKEN
                 self._full = "kv"
                 stall = "kv" if self._waiting else None
                 break
@@ -351,21 +422,70 @@ class SglangScheduler:
         """mix_with_running: every running request decodes in the prefill batch when the pool still
         holds its next token after the prefill (check_decode_mem); else they sit this step out, and
         no request is retracted. The new_token_ratio decays only in a decode step."""
-        if self._decode_need(self._running) > self._free + self._evictable:
+        if self._decode_need(self._running) > self._room():
             return
         for live in self._running:
             self._allocate(live, 1)
             batch.append((live, 1))
 
     def _allocate(self, live: Live, n: int) -> int:
-        """alloc_extend / alloc_decode: the request's tokens in whole pages, evicting from the tree
-        what the free tokens lack."""
+        """alloc_extend / alloc_decode: the request's tokens in whole pages (in both pools of a hybrid
+        SWA pool), evicting from the tree what the free tokens lack."""
         need = pad(live.computed + n, self._page) - live.held
         if need > self._free:
             self._evict(need)
         self._free -= need
+        self._swa_free -= need if self.swa_units is not None else 0
         live.held += need
         return need
+
+    def _room(self) -> int:
+        """available_size for check_decode_mem: the free (and evictable) tokens; of a hybrid SWA pool, the
+        fewer of its two pools' (allocator/swa.py available_size)."""
+        if self.swa_units is None:
+            return self._free + self._evictable
+        return min(self._free, self._swa_free)
+
+    # --- the hybrid SWA pool ------------------------------------------------------------------------
+
+    def _swa_need(self, extend: int, max_new: int, limit: int | None) -> int:
+        """prefill_budget.py estimate_swa_kv_tokens: the SWA tokens a request may hold at its peak, its
+        chunk's (``extend``, at most ``limit``) tail past the window and the window's worth of its
+        extend and outputs, and a page."""
+        window, page = self._window, self._page
+        if window is None or window <= 0:
+            return extend + max_new + page
+        allocated = extend if limit is None else min(extend, limit)
+        return max(allocated - window, 0) + min(extend + max_new, window) + page
+
+    def _swa_check(self, extend: int, max_new: int, limit: int | None, remaining: int) -> tuple[bool, int | None]:
+        """SWAPrefillBudget.check_prefill's SWA half: fits when its estimate is under the SWA pool's
+        remaining tokens; one that would not fit even the empty pool (swa_never_fits) is cut to a chunk
+        of what is left beside its decode headroom (_chunk_cap), where chunked prefill is on."""
+        assert self.swa_units is not None
+        need = self._swa_need(extend, max_new, limit)
+        if need < remaining:
+            return True, limit
+        cap = 0
+        if need >= self.swa_units:
+            cap = max(0, (remaining - self._swa_need(0, max_new, None)) // self._page * self._page)
+        if limit is None or cap <= 0:
+            return False, None
+        return True, min(limit, cap)
+
+    def _slide(self, live: Live, pre_len: int, interval: int) -> None:
+        """free_swa_out_of_window_slots (mem_cache/common.py, radix cache off): once ``interval`` tokens
+        of the ``pre_len`` the request holds have left the window, its SWA tokens below ``pre_len -
+        window`` (whole pages) go back to the SWA pool."""
+        if self._window is None or self.swa_units is None:
+            return
+        gone = self._slid.get(live.request.id, 0)
+        if pre_len - self._window < gone + interval:
+            return
+        upto = (pre_len - self._window) // self._page * self._page
+        if upto > gone:
+            self._swa_free += upto - gone
+            self._slid[live.request.id] = upto
 
     # --- decode ---------------------------------------------------------------------------------------
 
@@ -374,12 +494,16 @@ class SglangScheduler:
         return sum(self._page for r in reqs if r.computed % self._page == 0)
 
     def _decode(self) -> Batch:
-        if self._decode_need(self._running) > self._free + self._evictable:
+        if self._decode_need(self._running) > self._room():
             self._retract()
         else:
             self.new_token_ratio = max(self.new_token_ratio - self._decay, self.ratio_min)
         batch: Batch = []
         for live in self._running:
+            # maybe_evict_swa (alloc_for_decode): from a request's second decode step (decode_batch_idx >= 1).
+            if live.request.id in self._decoded:
+                self._slide(live, live.computed, self._swa_interval)
+            self._decoded.add(live.request.id)
             self._allocate(live, 1)
             batch.append((live, 1))
         return batch
@@ -388,7 +512,7 @@ class SglangScheduler:
         """retract_decode: fewest outputs (then longest prompt) out first, until the step fits."""
         keep = sorted(self._running, key=lambda r: (r.generated, -r.request.prompt), reverse=True)
         first = True
-        while first or self._decode_need(keep) > self._free + self._evictable:
+        while first or self._decode_need(keep) > self._room():
             if len(keep) == 1:
                 break
             first = False
@@ -510,6 +634,9 @@ class SglangScheduler:
     def _drop(self, live: Live) -> None:
         """release_kv_cache: the request's own tokens freed, its path unlocked."""
         self._free += live.held - self._part.pop(live.request.id, 0)
+        if self.swa_units is not None:  # its SWA tokens still in the window go back too
+            self._swa_free += live.held - self._slid.pop(live.request.id, 0)
+            self._decoded.discard(live.request.id)
         live.held = 0
         self._unlock(live)
 
