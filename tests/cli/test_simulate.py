@@ -177,3 +177,13 @@ def test_a_mooncake_traces_shared_blocks_are_said(run_cli) -> None:
     result = run_cli(*ONE_SLOT, "--lengths", str(TRACES / "mooncake.jsonl"))
     assert result.exit_code == 0, result.stderr
     assert any(n.startswith("hash_ids: 12 of the trace's 27") for n in json.loads(result.stdout)["notes"])
+
+
+def test_a_stall_on_the_sliding_window_pool_is_named(run_cli) -> None:
+    # tests/engines/sglang/test_scheduler.py's gpt-oss-20b run (45,000,000 B: 1,017 full and 813
+    # sliding-window tokens): request C waits 3 steps for the sliding-window pool, none for another.
+    result = run_cli("simulate", "gpt-oss-20b", "--engine", "sglang", "--kv-budget", "45000000", "--step-times",
+                     "1,0", "-p", "300", "-o", "4", "-n", "4", "--rate", "inf")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "steps that left a waiting request out:" in said and "sliding-window pool 3" in said, said

@@ -388,7 +388,9 @@ class CapacityReport:
 # What a stall reason of a scheduler binds, in words.
 _BINDS = {"kv": "the KV pool (requests wait for blocks, or are preempted)",
           "seqs": "the engine's cap on requests running at once (its max_num_seqs, running requests or slots)",
-          "budget": "compute (the step's token budget is full: requests wait for prefill)"}  # fmt: skip
+          "budget": "compute (the step's token budget is full: requests wait for prefill)",
+          "swa": "the sliding-window KV pool (requests wait for its tokens to free)",
+          "burst": "the scheduler's decode bursts (multi-step: new requests wait for one to end)"}  # fmt: skip
 
 
 def find_capacity(model: ModelArg, *, load: Load, slo: Slo, find: str = "rate", **common: object) -> CapacityReport:

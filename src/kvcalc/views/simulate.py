@@ -94,7 +94,13 @@ def simulation_view(data: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-_STALLS = {"kv": "KV pool", "seqs": "cap on running requests", "budget": "token budget"}
+_STALLS = {
+    "kv": "KV pool",
+    "seqs": "cap on running requests",
+    "budget": "token budget",
+    "swa": "sliding-window pool",
+    "burst": "decode burst (multi-step)",
+}
 
 
 def capacity_dict(report: CapacityReport) -> dict[str, Any]:
