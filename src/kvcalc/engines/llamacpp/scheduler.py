@@ -42,13 +42,18 @@ class _Slot:
     id: int
     live: Live | None = None
     t_last_used: int = -1
+    group: int = -1  # the shared prefix group of the request its cells last held (-1: none)
+    prefix_len: int = 0  # and that group's prefix length
 
 
 class LlamaServerScheduler:
     """llama-server's ``slots`` slots of ``slot_context`` tokens, batches of ``n_batch`` tokens; a
-    unified cache of ``unified_cells`` cells (None: one stream per slot)."""
+    unified cache of ``unified_cells`` cells (None: one stream per slot); the prompt cache on
+    (``prefix_caching``, cache_prompt) and slots chosen by ``similarity`` (slot_prompt_similarity,
+    0: least recently used only)."""
 
-    def __init__(self, slots: int, slot_context: int, n_batch: int, *, unified_cells: int | None = None) -> None:
+    def __init__(self, slots: int, slot_context: int, n_batch: int, *, unified_cells: int | None = None,
+                 prefix_caching: bool = True, similarity: float = 0.1) -> None:  # fmt: skip
         self._slots = [_Slot(i) for i in range(slots)]
         self._context = slot_context
         self._n_batch = n_batch
@@ -58,6 +63,10 @@ class LlamaServerScheduler:
         self.preemptions = 0
         self._waiting: deque[Live] = deque()
         self._releases = 0  # t_last_used's clock: only its order matters
+        # Read by kvcalc's API: the prompt cache on, and the prompt tokens it spared.
+        self.prefix_caching = prefix_caching
+        self.similarity = similarity
+        self.hit_tokens = 0
 
     def refused(self, request: Request) -> str | None:
         if request.prompt >= self._context:
@@ -85,23 +94,53 @@ class LlamaServerScheduler:
             if slot.live is live:
                 slot.live = None
                 slot.t_last_used = self._releases
+                slot.group, slot.prefix_len = live.request.prefix, live.request.prefix_len
                 self._releases += 1
         live.held = 0
 
-    def _idle_slot(self) -> _Slot | None:
-        """get_available_slot by LRU: the idle slot used longest ago, the last of equals."""
-        best = None
+    @staticmethod
+    def _common(slot: _Slot, request: Request) -> int:
+        """get_common_prefix of the slot's cached tokens and the prompt: the group's prefix, if the
+        slot's last request was of the same group, else none."""
+        if request.prefix < 0 or slot.group != request.prefix:
+            return 0
+        return min(slot.prefix_len, request.prefix_len)
+
+    def _idle_slot(self, request: Request) -> _Slot | None:
+        """get_available_slot: the idle slot of the longest common prefix, if its share of the
+        prompt is over the similarity threshold (the first of equals), else by LRU (the last of
+        equals)."""
+        best, sim_best = None, 0.0
+        if self.similarity != 0 and request.prompt:
+            for slot in self._slots:
+                sim = self._common(slot, request) / request.prompt
+                if slot.live is None and sim > sim_best and sim > self.similarity:
+                    best, sim_best = slot, sim
+        if best is not None:
+            return best
         for slot in self._slots:
             if slot.live is None and (best is None or slot.t_last_used <= best.t_last_used):
                 best = slot
         return best
 
+    def _start(self, slot: _Slot, live: Live) -> None:
+        """The slot takes the task: with the prompt cache on, its cached common prefix is kept
+        (n_past), less one if that is the whole prompt; off, n_past 0."""
+        slot.live = live
+        if not self.prefix_caching:
+            return
+        n_past = self._common(slot, live.request)
+        if n_past == live.request.prompt and n_past > 0:
+            n_past -= 1
+        live.computed = live.held = n_past
+        self.hit_tokens += n_past
+
     def schedule(self) -> tuple[Batch, str | None]:
         while self._waiting:
-            slot = self._idle_slot()
+            slot = self._idle_slot(self._waiting[0].request)
             if slot is None:
                 break
-            slot.live = self._waiting.popleft()
+            self._start(slot, self._waiting.popleft())
         batch: Batch = []
         for slot in self._slots:  # the sampled tokens of the generating slots
             if slot.live is not None and slot.live.computed >= slot.live.request.prompt:
