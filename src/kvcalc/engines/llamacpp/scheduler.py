@@ -1,10 +1,22 @@
 """llama-server's slots (tools/server/server-context.cpp and server-queue.cpp at llama.cpp 0c1e570,
 the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simulate``.
 
-- ``-np`` slots; a request takes an idle slot when it is dequeued (``get_available_slot``: with no
-  prompt cache to match, the least recently used idle slot, the last of equals: ``t_last_used <=``;
-  a slot never used has -1), else it is deferred (``queue_tasks.defer``) and the first deferred
-  task goes back to the front of the queue when a slot is released: first come, first served.
+- ``-np`` slots; a request takes an idle slot when it is dequeued (``get_available_slot``), else it
+  is deferred (``queue_tasks.defer``) and the first deferred task goes back to the front of the
+  queue when a slot is released: first come, first served. The slot: the idle one whose cached
+  tokens share the longest prefix with the prompt, if that prefix over the prompt's length is over
+  ``slot_prompt_similarity`` (common/common.h: 0.1, ``--slot-prompt-similarity``; the first slot of
+  equals: ``sim_cur > sim_best``), else the least recently used idle slot, the last of equals
+  (``t_last_used <=``; a slot never used has -1). It chooses so whether the prompt cache is on or
+  off: a slot keeps its tokens either way.
+- The prompt cache (``cache_prompt``, true by default, tools/server/README.md; ``prefix_caching``
+  here): a slot's cells keep its last request's prompt and output tokens, and a new task reads
+  only what follows the common prefix of those and its prompt (``update_slots``: ``n_past =
+  slot.prompt.tokens.get_common_prefix(input_tokens)``), less one where that is the whole prompt
+  ("need to evaluate at least 1 token"). Requests share only their group's prefix (their suffixes
+  and outputs differ): a request of group g on a slot whose last request was of group g reuses
+  min(both prefix lengths) tokens (``hit_tokens`` counts them), any other reuses none. Off
+  (``cache_prompt`` false): ``n_past`` 0, every prompt read whole.
 - Each step (``update_slots``): every generating slot adds its sampled token (1 each), then the
   slots still reading a prompt, in slot order, add prompt tokens while the batch holds fewer than
   n_batch (continuous batching, ``cont_batching`` true by default). A slot whose prompt is read
@@ -20,12 +32,14 @@ the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simu
 - A unified cache shared by slots that together outgrow it makes llama-server fail every slot
   ("Context size has been exceeded", ``decode``): simulated as an error.
 
-Not modelled: the prompt cache (``cache_prompt``, slot similarity: prompts are taken as unshared),
-speculative decoding, an idle slot's cells kept for its cached prompt, and the HTTP server's threads:
-a non-streamed request holds one of max(np + 2, cores - 1) (tools/server/server.cpp
-``n_threads_http``) until its reply, and requests past them wait in cpp-httplib's pool, which may
-hand adjacent ones to the task queue out of order (seen on a real -np 4 replay:
-tests/fixtures/servers/llama-server-0c1e570/README.md).
+Not modelled: the RAM prompt cache (``--cache-ram``, 8192 MiB by default, ``get_available_slot``'s
+``prompt_save`` / ``prompt_load``), which can restore into a slot another slot's saved prompt (so the
+real server may hit more) and takes time to copy states; an idle slot's cached cells in a unified
+cache (not counted as used; ``try_clear_idle_slots`` purges them when it is full); speculative
+decoding; and the HTTP server's threads: a non-streamed request holds one of max(np + 2, cores - 1)
+(tools/server/server.cpp ``n_threads_http``) until its reply, and requests past them wait in
+cpp-httplib's pool, which may hand adjacent ones to the task queue out of order (seen on a real -np
+4 replay: tests/fixtures/servers/llama-server-0c1e570/README.md).
 """
 
 from __future__ import annotations
