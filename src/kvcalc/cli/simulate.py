@@ -62,8 +62,8 @@ SharedPrefixOpt = Annotated[
 PrefixCachingOpt = Annotated[
     bool | None,
     typer.Option("--prefix-caching/--no-prefix-caching", rich_help_panel=WORKLOAD_PANEL, show_default=False,
-                 help="The engine's prefix cache on or off (default: the engine's; vLLM's and SGLang's radix "
-                      "cache are on)."),
+                 help="The engine's prefix cache on or off (default on: vLLM's prefix caching, SGLang's radix "
+                      "cache, llama-server's prompt cache)."),
 ]  # fmt: skip
 RateOpt = Annotated[
     str | None,

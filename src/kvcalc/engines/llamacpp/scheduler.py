@@ -1,5 +1,9 @@
 """llama-server's slots (tools/server/server-context.cpp and server-queue.cpp at llama.cpp 0c1e570,
-the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simulate``.
+the source kvcalc reads: vendored in llama-cpp-python 0.3.36), for ``kvcalc simulate``. The prompt
+cache and the slot choice below were read in a later copy of server-context.cpp and common.h of the
+same structure (``slot.prompt.tokens``, ``prompt_cache``), not at 0c1e570 itself (whose C++ source
+is not on this machine); the slots' order and timings were checked against the 0c1e570 binary's
+replies and -lv 4 log, with the cache off.
 
 - ``-np`` slots; a request takes an idle slot when it is dequeued (``get_available_slot``), else it
   is deferred (``queue_tasks.defer``) and the first deferred task goes back to the front of the
