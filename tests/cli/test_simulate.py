@@ -187,3 +187,15 @@ def test_a_stall_on_the_sliding_window_pool_is_named(run_cli) -> None:
     assert result.exit_code == 0, result.stderr
     said = " ".join(result.stdout.split())
     assert "steps that left a waiting request out:" in said and "sliding-window pool 3" in said, said
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--concurrency", "2", "--burstiness", "0.5"), "--burstiness changes nothing: --concurrency clients"),
+    (("--concurrency", "2", "--seed", "3"), "--seed changes nothing: --concurrency clients"),
+    (("--rate", "inf", "--seed", "3"), "--seed changes nothing: --rate inf sends every request at once"),
+])  # fmt: skip
+def test_arrival_gap_flags_without_gaps_are_refused(run_cli, flags: tuple[str, ...], message: str) -> None:
+    # BASE sends its requests with --rate inf; these loads draw no random gaps for the flags to shape.
+    argv = [w for w in BASE if w not in ("--rate", "inf")]
+    result = run_cli(*argv, *flags)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr

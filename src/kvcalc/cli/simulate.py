@@ -181,6 +181,8 @@ def simulate(
     if trace is not None:
         _refuse_with_a_trace(rate=rate, concurrency=concurrency, burstiness=burstiness, find=find,
                              lengths=prompt is not None or output is not None, seed=seed)  # fmt: skip
+    else:
+        _refuse_undrawn(rate=_rate(rate), concurrency=concurrency, burstiness=burstiness, seed=seed, find=find)
     load = api.Load(rate=_rate(rate), concurrency=concurrency, count=1000 if requests is None else requests,
                     prompt=count(prompt, "--prompt"), output=count(output, "--output"),
                     lengths=_lengths(lengths) if trace is None else (),
@@ -235,6 +237,23 @@ def _rate(text: str | None) -> float | None:
     except ValueError:
         raise UsageError(f"--rate {text!r}: give requests a second (2, 0.5, inf)") from None
     return value
+
+
+def _refuse_undrawn(*, rate: float | None, concurrency: int | None, burstiness: float | None, seed: int | None,
+                    find: str | None) -> None:  # fmt: skip
+    """--burstiness and --seed shape the random gaps between Poisson arrivals: with none drawn (a closed
+    loop, all at once, a search over concurrency) they change nothing, and are refused."""
+    from kvcalc.errors import UsageError
+
+    if find == "concurrency" or concurrency is not None:
+        why = "--concurrency clients send as requests end, drawing no arrival gaps"
+    elif rate is not None and math.isinf(rate) and find != "rate":
+        why = "--rate inf sends every request at once, drawing no arrival gaps"
+    else:
+        return
+    for flag, value in (("--burstiness", burstiness), ("--seed", seed)):
+        if value is not None:
+            raise UsageError(f"{flag} changes nothing: {why}")
 
 
 def _refuse_with_a_trace(*, rate: str | None, concurrency: int | None, burstiness: float | None,
