@@ -164,6 +164,7 @@ CROSS_CUTTING = {
     "test_readme.py",  # the README's examples
     "test_startup.py",  # start-up time and the imports it pays for
     "test_structure.py",  # every engine and kind complete
+    "test_web.py",  # the web page (web/, scripts/build_site.py) built and driven in a real browser
 }
 # Conformance grids: kvcalc's figures against the real engine (its own code run in its own Python,
 # skipped where that engine is not installed). Each runs the engine once over every case, through
