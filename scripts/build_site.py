@@ -2,6 +2,7 @@
 
     python scripts/build_site.py [OUT]            # default OUT: site/
     python scripts/build_site.py OUT --serve 8000 # then serve it on 127.0.0.1:8000 (Ctrl-C stops)
+    python scripts/build_site.py OUT --screenshot docs/web.png   # the README's picture (Chromium)
 
 What OUT holds, and where each part comes from:
 
@@ -185,13 +186,44 @@ def serve(directory: Path, port: int = 0) -> http.server.ThreadingHTTPServer:
     return server
 
 
+# The README's picture: a question people bring (Llama 3.1 8B on vLLM, 8 users of 32k on an H100).
+SCREENSHOT_VIEW = "?engine=vllm&tokens=32k&users=8"
+
+
+def screenshot(site: Path, path: Path, view: str = SCREENSHOT_VIEW) -> None:
+    """Take the page's picture at VIEW in headless Chromium (Playwright), 1280 x 1100."""
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise BuildError("no chromium on PATH for the screenshot (apt-get install chromium)")
+    server = serve(site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 1100}, color_scheme="light")
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/{view}")
+            page.wait_for_function("document.body.dataset.renders >= 1", timeout=120_000)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(path))
+            browser.close()
+    finally:
+        server.shutdown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", nargs="?", default="site", help="the site's folder (emptied first; default site/)")
     parser.add_argument("--serve", type=int, metavar="PORT", help="then serve it on 127.0.0.1:PORT until Ctrl-C")
+    parser.add_argument("--screenshot", type=Path, metavar="PNG", help="then take the page's picture (Chromium)")
     args = parser.parse_args()
     try:
         manifest = build(Path(args.out))
+        if args.screenshot is not None:
+            screenshot(Path(args.out), args.screenshot)
     except BuildError as exc:
         print(f"build_site: {exc}", file=sys.stderr)
         return 1
