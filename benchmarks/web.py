@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-GOAL_RATIO = 1.6
+GOAL_RATIO = 1.4
 FIRST_ANSWER_GOAL_S = 5.0
 WARMUP_RUNS = 1
 FLOOR_PAGE = """<!doctype html><meta charset="utf-8"><title>floor</title><body><script type="module">

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import traceback
 
 # Plain text at a terminal's width, as the CLI prints it into a pipe; never the network (the
 # page fetches a Hub config itself, where it is allowed to, and hands kvcalc the file).
@@ -32,6 +33,9 @@ def run(argv_json: str) -> str:
             main(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # a kvcalc bug: the CLI prints its traceback, and so does this (the page shows its last line)
+            traceback.print_exc(file=err)
+            code = 1
     return json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
 
 
