@@ -5,7 +5,7 @@ the bare Pyodide it runs on, in the same headless Chromium.
 label      what is timed (``performance.now()`` in the page, fresh context)  compared with  goal
 =========  ================================================================  =============  ======
 pyodide    a blank page that loads the site's Pyodide and runs ``1 + 1``     (floor)
-page       the site's page until its first estimate, fit, formula and chart  pyodide        <= 1.6
+page       the site's page until its first estimate, fit, formula and chart  pyodide        <= 1.4
 =========  ================================================================  =============  ======
 
 The floor is what any page built on Pyodide pays (fetching and compiling its 9.6 MB WebAssembly,
