@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.helpers.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "cli_reference.py"
 REFERENCE = ROOT / "docs" / "cli-reference.md"
 REGENERATE = "run python scripts/cli_reference.py"
 
 
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cli_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cli_reference = _load_script()
+cli_reference = load_script("cli_reference")
 COMMANDS: list[tuple[tuple[str, ...], Any]] = list(cli_reference.walk())
 IDS = [cli_reference.title(path) for path, _ in COMMANDS]
 

@@ -20,11 +20,9 @@ import json
 import os
 import re
 import shutil
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -32,6 +30,7 @@ import pytest
 from kvcalc.cli import main
 from tests.helpers.fake_hub import CONFIG_PATH, FakeHub, Reply
 from tests.helpers.paths import FIXTURES
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -54,17 +53,7 @@ if (_why := _missing()) is not None:
 
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright  # noqa: E402
 
-
-def _load_builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_site", ROOT / "scripts" / "build_site.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-build_site = _load_builder()
+build_site = load_script("build_site")
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
