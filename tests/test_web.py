@@ -212,6 +212,23 @@ def test_the_compare_chart_holds_the_clis_sweep(page: Page) -> None:
     assert page.locator("#compare-body svg path.series").count() == 3
 
 
+def test_the_choices_are_kvcalcs_own(page: Page) -> None:
+    from kvcalc.dtypes import DTYPES, GROUP_QUANTIZED_BITS
+
+    options = "(id) => [...document.querySelectorAll(`#${id} option`)].map((o) => o.value)"
+    assert page.evaluate(options, "model") == PRESETS
+    assert page.evaluate(options, "engine") == ENGINES
+    assert page.evaluate(options, "kv") == ["auto", *DTYPES, *GROUP_QUANTIZED_BITS]
+    assert {"auto", "bf16", "fp8", "q8_0", "q4_0", "int4"} <= set(page.evaluate(options, "kv"))
+    assert len(page.evaluate(options, "gpu")) == len(json.loads(cli("gpus", "--json")[1]))
+    engines = {e["name"]: e["versions"] for e in json.loads(cli("engines", "--json")[1])}
+    show(page, engine="vllm")
+    assert page.evaluate(options, "release-list") == engines["vllm"]
+    assert "0.19" in engines["vllm"]
+    show(page, engine="theoretical")
+    assert page.evaluate(options, "release-list") == []
+
+
 def test_a_refusal_is_kvcalcs_own_line(page: Page) -> None:
     show(page, tokens="32 tokens")
     code, _, err = cli("estimate", "llama-3.1-8b", "--tokens", "32 tokens", "--json")

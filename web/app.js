@@ -11,8 +11,6 @@ const DEFAULTS = {
   gpu: "h100", tp: "1", pp: "1", dp: "1",
   tokens: "2048", users: "1", theme: "auto",
 };
-const KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2",
-  "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"];
 // Where a Hub id's config.json is fetched from when the user asks (only then: the page makes no other
 // request off its own host). `hub_endpoint` in the URL points it at a mirror.
 const HUB = "https://huggingface.co";
@@ -23,6 +21,7 @@ let bridge = null;
 let renders = 0;
 let hubConfig = { id: "", text: "", error: "" };
 let summaries = {};
+let releases = {};
 
 // ---- the state: form <-> URL -------------------------------------------------------------------
 
@@ -365,6 +364,8 @@ async function render() {
   }
   $("share").href = location.href;
   $("engine-summary").textContent = summaries[state.engine] ?? "";
+  // The release box offers the selected engine's releases (kvcalc engines --json), none for one without.
+  $("release-list").replaceChildren(...(releases[state.engine] ?? []).map((v) => el("option", { value: v })));
   renders += 1;
   document.body.dataset.renders = String(renders);
   document.body.dataset.busy = "false";
@@ -405,11 +406,11 @@ function lists() {
   const engines = list(["engines", "--json"]);
   fill($("engine"), engines.map((e) => e.name));
   summaries = Object.fromEntries(engines.map((e) => [e.name, e.summary]));
-  $("release-list").replaceChildren(...engines.flatMap((e) => e.versions).filter((v, i, a) => a.indexOf(v) === i)
-    .map((v) => el("option", { value: v })));
+  releases = Object.fromEntries(engines.map((e) => [e.name, e.versions]));
   const gpus = list(["gpus", "--json"]);
   fill($("gpu"), gpus.map((g) => g.aliases.includes("h100") ? "h100" : g.name));
-  fill($("kv"), KV_DTYPES, KV_DTYPES.map((d) => (d === "auto" ? "auto (the engine's default)" : d)));
+  const dtypes = JSON.parse(bridge.kv_dtypes());
+  fill($("kv"), dtypes, dtypes.map((d) => (d === "auto" ? "auto (the engine's default)" : d)));
 }
 
 async function boot() {

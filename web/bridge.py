@@ -66,3 +66,10 @@ def format_binary(n: int) -> str:
     from kvcalc.units import format_binary as binary
 
     return binary(int(n))
+
+
+def kv_dtypes() -> str:
+    """The cache formats ``--kv-dtype`` takes, as JSON: kvcalc's own table (the page's choices)."""
+    from kvcalc.dtypes import DTYPES, GROUP_QUANTIZED_BITS
+
+    return json.dumps(["auto", *DTYPES, *GROUP_QUANTIZED_BITS])
