@@ -32,7 +32,6 @@ from tests.helpers.fake_hub import CONFIG_PATH, FakeHub, Reply
 from tests.helpers.paths import FIXTURES
 from tests.helpers.scripts import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -103,8 +102,11 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    root = tmp_path_factory.mktemp("site")
-    build_site.build(root)
+    # .ci/run builds the site once and names it here (KVCALC_SITE): the tests check that build.
+    built = os.environ.get("KVCALC_SITE")
+    root = Path(built) if built else tmp_path_factory.mktemp("site")
+    if not built:
+        build_site.build(root)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         served = Site(root, browser)
@@ -157,7 +159,7 @@ def test_the_seed_example_is_on_the_first_screen(site: Site) -> None:
 PRESETS = [p["name"] for p in json.loads(cli("presets", "--json")[1])]
 ENGINES = [e["name"] for e in json.loads(cli("engines", "--json")[1])]
 # (tokens, users, GPU, tensor parallel): the default, a long shared context on two GPUs, a Mac.
-WORKLOADS = [("2048", "1", "h100", "1"), ("32k", "8", "h200", "2"), ("8k", "4", "m4-max-64gb", "1")]
+WORKLOADS = [("2048", "1", "h100-sxm", "1"), ("32k", "8", "h200", "2"), ("8k", "4", "m4-max-64gb", "1")]
 FIT_FIGURES = ("kv_budget_bytes", "max_tokens", "max_concurrency", "max_context")
 
 
@@ -227,6 +229,30 @@ def test_the_choices_are_kvcalcs_own(page: Page) -> None:
     assert "0.19" in engines["vllm"]
     show(page, engine="theoretical")
     assert page.evaluate(options, "release-list") == []
+
+
+def test_a_link_may_name_an_alias_and_kvcalc_reads_it(site: Site) -> None:
+    # gpus.yaml lists h100 as an alias of h100-sxm: a link saying gpu=h100 keeps it (not another
+    # GPU the select falls back to), and an unknown one is kvcalc's own refusal.
+    page = site.page("?gpu=h100&engine=vllm&tokens=32k&users=8")
+    assert page.evaluate("window.kvcalcPage.state().gpu") == "h100"
+    expected = json.loads(cli("fit", "llama-3.1-8b", "--engine", "vllm", "--tokens", "32k", "--batch", "8",
+                              "--gpu", "h100", "--json")[1])  # fmt: skip
+    assert int(figures(page, "fit")["kv_budget_bytes"]) == expected["kv_budget_bytes"]
+    show(page, gpu="h1000")
+    code, _, err = cli("fit", "llama-3.1-8b", "--engine", "theoretical", "--tokens", "2048", "--gpu", "h1000", "--json")
+    assert code == 2
+    assert error_line(page, "fit") == _last_line(err)
+    page.context.close()
+
+
+def test_the_slider_follows_the_tokens_typed(page: Page) -> None:
+    # Powers of two from 2^8 = 256 to 2^20 = 1M: 512 is 2^9, 32k is 2^15; 100 is below the slider's range.
+    for typed, exponent in (("512", "9"), ("32k", "15"), ("100", "8")):
+        show(page, tokens=typed)
+        assert page.input_value("#tokens-slider") == exponent, typed
+    page.fill("#tokens-slider", "12")  # the slider moved: the text box says 4k (2^12 = 4,096)
+    assert page.input_value("#tokens") == "4k"
 
 
 def test_a_refusal_is_kvcalcs_own_line(page: Page) -> None:

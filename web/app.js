@@ -8,7 +8,7 @@ import { loadPyodide } from "./pyodide/pyodide.mjs";
 const DEFAULTS = {
   source: "preset", model: "llama-3.1-8b", config: "", hub: "",
   engine: "theoretical", release: "", kv: "auto",
-  gpu: "h100", tp: "1", pp: "1", dp: "1",
+  gpu: "h100-sxm", tp: "1", pp: "1", dp: "1",
   tokens: "2048", users: "1", theme: "auto",
 };
 // Where a Hub id's config.json is fetched from when the user asks (only then: the page makes no other
@@ -37,11 +37,20 @@ function readForm() {
 function writeForm(state) {
   for (const [key, value] of Object.entries(state)) {
     if (key === "source") document.querySelector(`input[name=source][value=${value}]`).checked = true;
-    else if ($(key)) $(key).value = value;
+    else if ($(key)) setControl($(key), value);
   }
   syncSlider();
   showSource(state.source);
   applyTheme(state.theme);
+}
+
+// A value the choices lack (an alias, a typo in a link) is added as it is, so kvcalc reads it and
+// answers or refuses in its own words, rather than the select falling back to another choice.
+function setControl(control, value) {
+  if (control.tagName === "SELECT" && value && ![...control.options].some((o) => o.value === value)) {
+    control.append(el("option", { value, text: value }));
+  }
+  control.value = value;
 }
 
 async function stateFromURL() {
@@ -175,11 +184,10 @@ function figure(name, label, value, text) {
   return [el("dt", { text: label }), el("dd", { "data-figure": name, "data-value": String(value), text })];
 }
 
-function messages(json, stderr) {
+function messages(json) {
   const list = el("ul", { class: "messages" });
-  for (const warning of json?.warnings ?? []) list.append(el("li", { class: "warning", text: `warning: ${warning}` }));
-  for (const note of json?.notes ?? []) list.append(el("li", { class: "note", text: `note: ${note}` }));
-  if (!json && stderr) for (const line of stderr.trim().split("\n")) list.append(el("li", { text: line }));
+  for (const warning of json.warnings) list.append(el("li", { class: "warning", text: `warning: ${warning}` }));
+  for (const note of json.notes) list.append(el("li", { class: "note", text: `note: ${note}` }));
   return list.children.length ? list : null;
 }
 
@@ -239,9 +247,11 @@ function drawExplain(result) {
   box.replaceChildren(result.code === 0 ? el("pre", { tabindex: "0", text: result.stdout.trimEnd() }) : failure(result));
 }
 
-// fit's null: no bound from the cache (the CLI's "unbounded", with its reason).
-function count(value, unit, unbounded) {
-  return value === null ? `unbounded (${unbounded})` : `${value.toLocaleString("en")} ${unit}`;
+// fit's bounds as its table words them: null is no bound from the cache, and a capped search
+// ("the search stops there") is a floor, never the answer.
+function count(value, unit, { unbounded = null, capped = false } = {}) {
+  if (value === null) return `unbounded (${unbounded})`;
+  return `${capped ? "at least " : ""}${value.toLocaleString("en")} ${unit}`;
 }
 
 function drawFit(result) {
@@ -271,11 +281,12 @@ function drawFit(result) {
       ...json.command.notes.map((n) => el("li", { class: "note", text: `note: ${n}` })))] : [])) : null;
   box.append(fits, el("dl", { class: "figures" },
     ...figure("kv_budget_bytes", "KV budget per GPU", json.kv_budget_bytes, sizes(json.kv_budget_bytes)),
-    ...figure("max_tokens", "tokens that fit", json.max_tokens, count(json.max_tokens, "tokens", "no per-token cache")),
+    ...figure("max_tokens", "tokens that fit", json.max_tokens,
+      count(json.max_tokens, "tokens", { unbounded: "no per-token cache" })),
     ...figure("max_concurrency", "requests at once", json.max_concurrency,
-      count(json.max_concurrency, `of ${json.tokens.toLocaleString("en")} tokens`, "no per-request cache")),
-    ...figure("max_context", "longest context", json.max_context,
-      count(json.max_context, "tokens", "every layer is windowed or a fixed state"))),
+      count(json.max_concurrency, `of ${json.tokens.toLocaleString("en")} tokens`, { capped: json.max_concurrency_capped })),
+    ...figure("max_context", "longest context", json.max_context, count(json.max_context, "tokens",
+      { unbounded: "every layer is windowed or a fixed state", capped: json.max_context_capped }))),
   el("div", { class: "scroll" }, budget), ...present(line), ...present(messages(json)), command(result));
 }
 
@@ -378,12 +389,12 @@ function schedule() {
   pending = setTimeout(() => render(), 120);
 }
 
-// The tokens slider moves over powers of two (1k .. 1M); the text box takes any length kvcalc reads.
+// The tokens slider moves over powers of two (256 .. 1M); the text box takes any length kvcalc reads.
 function syncSlider() {
   const match = /^(\d+)(k?)$/i.exec($("tokens").value.trim());
   if (!match) return;
   const tokens = Number(match[1]) * (match[2] ? 1024 : 1);
-  $("tokens-slider").value = String(Math.round(Math.log2(Math.max(tokens, 1024))));
+  $("tokens-slider").value = String(Math.round(Math.log2(Math.max(tokens, 1))));
 }
 
 function showSource(source) {
@@ -408,7 +419,7 @@ function lists() {
   summaries = Object.fromEntries(engines.map((e) => [e.name, e.summary]));
   releases = Object.fromEntries(engines.map((e) => [e.name, e.versions]));
   const gpus = list(["gpus", "--json"]);
-  fill($("gpu"), gpus.map((g) => g.aliases.includes("h100") ? "h100" : g.name));
+  fill($("gpu"), gpus.map((g) => g.name));
   const dtypes = JSON.parse(bridge.kv_dtypes());
   fill($("kv"), dtypes, dtypes.map((d) => (d === "auto" ? "auto (the engine's default)" : d)));
 }
@@ -455,7 +466,6 @@ window.kvcalcPage = {
     return renders;
   },
   state: () => readForm(),
-  run: (argv) => kvcalc(argv),
 };
 
 window.kvcalcPage.ready = boot().catch((error) => {
