@@ -13,8 +13,8 @@ What OUT holds, and where each part comes from:
   a CDN when the page runs, so it works offline from any static host;
 - ``kvcalc.zip``: what the page unpacks into Pyodide's file system: the kvcalc wheel built from
   this checkout (presets pre-parsed, as pip installs it), the pure-Python packages its command line
-  imports, taken from this Python's own installation (typer, click, rich and theirs, PyYAML without
-  its C extension), and web/bridge.py. huggingface-hub is left out: in the browser the page fetches
+  imports, taken from this Python's own installation (typer, rich and theirs, PyYAML without its C
+  extension), and web/bridge.py. huggingface-hub is left out: in the browser the page fetches
   a Hub config itself, where the network allows, and hands kvcalc the file. Its Python is compiled
   to bytecode by the very Pyodide the page runs (in node, at build time; the sources are left out
   but bridge.py's), which spares the page's first answer ~0.4 s of compiling on every visit;
@@ -119,16 +119,8 @@ def build_zip(out: Path, work: Path) -> list[str]:
             for path, name in _pure_files(distribution):
                 archive.write(path, name)
         archive.write(WEB / "bridge.py", "bridge.py")
-    version = metadata.version("kvcalc") if _installed("kvcalc") else "?"
+    version = wheel.name.split("-")[1]  # the checkout's, as built: kvcalc-VERSION-py3-none-any.whl
     return [f"kvcalc {version}", *(f"{d} {metadata.version(d)}" for d in distributions)]
-
-
-def _installed(name: str) -> bool:
-    try:
-        metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def pyodide_files(out: Path) -> str:
